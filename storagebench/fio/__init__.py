@@ -1,0 +1,12 @@
+"""fio knowledge, the ground floor of storagebench: nothing here imports the rest of the package.
+
+``options``
+    fio 3.33's option list and aliases, size and time grammar (``parse_size(kb_base)``,
+    ``parse_time``), the data directions, and the rules of what an option does to the host
+    (runs a program, writes, touches other paths, the network).
+``hosts``
+    fio's host grammar (``--client``/``--server`` addresses, host files).
+``process``
+    find fio, read its version, spawn it in its own process group so that nothing it forks
+    outlives storagebench, wait on it, kill the group.
+"""
