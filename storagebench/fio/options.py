@@ -1,0 +1,708 @@
+"""fio's job options: names and aliases, value grammar, directions, and what an option does to the host.
+
+Everything storagebench knows about fio's job-file options lives here, once:
+
+* **Names.** :data:`OPTIONS` is fio 3.33's own table (``fio --cmdhelp``/``--enghelp``, generated
+  into :mod:`storagebench.fio._fio333` by ``runners/fio_option_table.py``). :func:`canonical_name`
+  resolves an alias to the name fio stores it under (``readwrite`` -> ``rw``, ``timeout`` ->
+  ``runtime``, ``fill_fs`` -> ``fill_device``...): every check looks at canonical names, because fio
+  obeys the last spelling it reads whatever the spelling.
+* **Values.** :func:`parse_size` and :func:`parse_time_us` read a value exactly as fio 3.33 does
+  (``parse.c``: ``str_to_decimal``, ``get_mult_bytes``, ``get_mult_time``), quirks included:
+  with the default ``kb_base=1024``, ``1MiB`` is 1,000,000 bytes and ``1mi`` 1,048,576; ``1.5k``
+  is 1 byte (``strtoll`` stops at the dot and ``.5k`` is no suffix); ``10sec`` is 10 µs.
+  :func:`size_spelling_problem` / :func:`time_spelling_problem` say when a spelling would
+  surprise its author, so that a study spec can refuse it instead of measuring something else.
+  :func:`check_job_value` refuses what would change a job file's structure or meaning: line
+  breaks and control characters, ``;`` and ``#`` (fio cuts a value there: ``strip_blank_end``),
+  ``$`` (fio substitutes ``${VAR}`` and ``$ncpus``-style keywords).
+* **Directions.** :data:`RW_VALUES`, :data:`WRITE_RW`, :func:`rw_base`.
+* **Host effects.** :func:`gate_of` gives the opt-in a job option needs: storagebench runs
+  only options it knows to be harmless for a measurement (:data:`SAFE_OPTIONS` on a safe
+  engine, :data:`SAFE_ENGINES`); everything that runs programs, touches other paths, the host's
+  configuration or the network needs a named opt-in (:data:`GATES`). :func:`modifying_reason`
+  says whether a workload changes the data of its target.
+
+Nothing here imports the rest of storagebench except :mod:`storagebench.errors`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import JobFileError
+from ._fio333 import ENGINE_OPTIONS, FIO_VERSION, OPTIONS
+
+__all__ = [
+    "FIO_VERSION",
+    "OPTIONS",
+    "ENGINE_OPTIONS",
+    "KNOWN_OPTIONS",
+    "ALIASES",
+    "RW_VALUES",
+    "WRITE_RW",
+    "READ_RW",
+    "SAFE_OPTIONS",
+    "SAFE_ENGINES",
+    "GATES",
+    "canonical_name",
+    "canonical_options",
+    "check_job_name",
+    "check_job_value",
+    "gate_of",
+    "required_gates",
+    "modifying_reason",
+    "rw_base",
+    "parse_size",
+    "parse_size_or_percent",
+    "size_spelling_problem",
+    "parse_time_us",
+    "time_spelling_problem",
+    "render_time",
+    "MAX_BYTES",
+]
+
+#: alias -> canonical name (fio ``parse.c`` ``o_match``: an option answers to its name and its alias).
+ALIASES: dict[str, str] = {a: name for name, info in OPTIONS.items() for a in info["aliases"]}
+_ENGINE_ONLY = frozenset(o for opts in ENGINE_OPTIONS.values() for o in opts) - frozenset(OPTIONS)
+#: Every name fio 3.33 accepts in a job file: options, their aliases, and engine options.
+KNOWN_OPTIONS: frozenset[str] = frozenset(OPTIONS) | frozenset(ALIASES) | _ENGINE_ONLY
+
+#: fio ``rw=`` values (``fio --cmdhelp=rw``).
+RW_VALUES: tuple[str, ...] = tuple(OPTIONS["rw"]["values"])
+#: ``rw`` values that write or trim.
+WRITE_RW: frozenset[str] = frozenset(
+    {"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite", "randtrimwrite"}
+)
+#: ``rw`` values that only read.
+READ_RW: frozenset[str] = frozenset({"read", "randread"})
+
+#: Largest size or count storagebench accepts: fio keeps sizes in signed 64-bit arithmetic.
+MAX_BYTES = 2**63 - 1
+
+# ---------------------------------------------------------------------------------------------
+# names
+
+
+def canonical_name(name: str, *, where: str = "") -> str:
+    """The name fio stores option ``name`` under (``readwrite`` -> ``rw``).
+
+    Parameters
+    ----------
+    name : str
+        An option name or alias as written in a job file (case-sensitive, as in fio).
+    where : str
+        Prefix for the message (``"fixed"``).
+
+    Returns
+    -------
+    str
+        The canonical name (an engine option is its own canonical name).
+
+    Raises
+    ------
+    JobFileError
+        Not an option fio 3.33 knows, with the closest names.
+    """
+    if not isinstance(name, str):
+        raise JobFileError(f"{where + ': ' if where else ''}option names must be strings, got {name!r}")
+    if name in OPTIONS or name in _ENGINE_ONLY:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    close = difflib.get_close_matches(name, sorted(KNOWN_OPTIONS), n=3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    prefix = f"{where}.{name}" if where else repr(name)
+    raise JobFileError(f"{prefix}: not an option {FIO_VERSION} knows{hint}")
+
+
+def canonical_options(options: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
+    """``options`` with every name canonical; two spellings of one option are refused.
+
+    Raises
+    ------
+    JobFileError
+        An unknown name, or an option given twice (``rw`` and ``readwrite``): fio would obey the
+        later one, a check could read the other.
+    """
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for name, value in options.items():
+        canon = canonical_name(name, where=where)
+        if canon in out:
+            raise JobFileError(
+                f"{where + ': ' if where else ''}{spelled[canon]!r} and {name!r} are the same fio option "
+                f"({canon}); set it once"
+            )
+        out[canon] = value
+        spelled[canon] = name
+    return out
+
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+
+
+def check_job_name(name: str, *, what: str = "job name") -> str:
+    """A job section name that cannot change a job file's structure (``[name]``).
+
+    Raises
+    ------
+    JobFileError
+        Not 1-64 letters, digits and ``_.+-`` (starting with a letter or digit), or ``global``.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name == "global":
+        raise JobFileError(f"{what} must be 1-64 letters, digits and _.+- (not 'global'), got {name!r}")
+    return name
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Longest value fio's parser copies whole (``OPT_LEN_MAX`` in fio's parse.h).
+MAX_VALUE_LEN = 4096
+
+
+def check_job_value(name: str, value: Any) -> str | None:
+    """The text of ``name=value`` in a job file, refusing anything that would change its meaning.
+
+    Parameters
+    ----------
+    name : str
+        Canonical option name (for the message).
+    value : scalar
+        ``None`` or ``True`` is a bare flag (``time_based``); ``False`` is ``0``; a whole float is
+        written as an int.
+
+    Returns
+    -------
+    str or None
+        The value text, or ``None`` for a bare flag.
+
+    Raises
+    ------
+    JobFileError
+        A line break or other control character (it would start a new line or section),
+        ``;`` or ``#`` (fio's ``strip_blank_end`` cuts the value there), ``$`` (fio substitutes
+        ``${VAR}`` from the environment and keywords such as ``$ncpus``), leading or trailing
+        blanks, a container value, or more than 4096 characters.
+    """
+    if value is None or value is True:
+        return None
+    if value is False:
+        return "0"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise JobFileError(f"option {name}: value must be finite, got {value!r}")
+        text = str(int(value)) if value.is_integer() else repr(value)
+    elif isinstance(value, (int, str)):
+        text = str(value)
+    else:
+        raise JobFileError(f"option {name}: value must be a string, number or boolean, got {value!r}")
+    bad = _CONTROL.search(text)
+    if bad:
+        raise JobFileError(
+            f"option {name}: value may not hold control characters such as line breaks "
+            f"({bad.group()!r} at {bad.start()}), got {text!r}"
+        )
+    for ch, why in ((";", "fio cuts a value at ';' (a comment)"), ("#", "fio cuts a value at '#' (a comment)"),
+                    ("$", "fio substitutes '${VAR}' and '$ncpus'-style keywords")):
+        if ch in text:
+            raise JobFileError(f"option {name}: value may not hold {ch!r}: {why}; got {text!r}")
+    if text != text.strip():
+        raise JobFileError(f"option {name}: value may not start or end with blanks, got {text!r}")
+    if len(text) > MAX_VALUE_LEN:
+        raise JobFileError(f"option {name}: value longer than {MAX_VALUE_LEN} characters ({len(text)})")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# what options do to the host
+
+#: Job options harmless for a measurement: they shape the workload or its statistics and touch
+#: nothing but the run's own target and working directory. (Log options with a path, ``mem``
+#: with a file, and the engine are checked by value in :func:`gate_of`.)
+SAFE_OPTIONS: frozenset[str] = frozenset(
+    """
+allrandrepeat atomic ba block_error_percentiles bs bs_unaligned bsrange bssplit buffer_compress_chunk
+buffer_compress_percentage buffer_pattern buffered bwavgtime clat_percentiles clocksource continue_on_error
+cpumask cpus_allowed cpus_allowed_policy dedupe_global dedupe_mode dedupe_percentage
+dedupe_working_set_percentage description direct disable_bw_measurement disable_clat disable_lat
+disable_slat disk_util do_verify end_fsync error_dump exit_what exitall exitall_on_error experimental_verify
+fadvise_hint fallocate fdatasync file_append file_service_type filename filesize fill_device flow flow_id
+flow_sleep fsync fsync_on_close group_reporting gtod_cpu gtod_reduce hugepage-size ignore_error invalidate
+io_size io_submit_mode iodepth iodepth_batch iodepth_batch_complete_max iodepth_batch_complete_min iodepth_low
+ioengine iopsavgtime kb_base lat_percentiles latency_percentile latency_run latency_target latency_window
+lockfile log_alternate_epoch log_alternate_epoch_clock_id log_avg_msec log_compression log_compression_cpus
+log_entries log_hist_coarseness log_hist_msec log_max_value log_offset log_prio log_store_compressed
+log_unix_epoch loops max_latency mem name new_group nice norandommap nrfiles numa_cpu_nodes numa_mem_policy
+number_ios numjobs offset offset_align offset_increment openfiles overwrite per_job_logs percentage_random
+percentile_list pre_read prio prioclass ramp_time random_distribution random_generator randrepeat randseed
+rate rate_cycle rate_ignore_thinktime rate_iops rate_iops_min rate_min rate_process refill_buffers runtime rw
+rw_sequencer rwmixread rwmixwrite scramble_buffers serialize_overlap significant_figures size slat_percentiles
+startdelay stats steadystate steadystate_duration steadystate_ramp_time stonewall sync sync_file_range
+thinktime thinktime_blocks thinktime_blocks_type thinktime_iotime thinktime_spin thread time_based
+trim_backlog trim_backlog_batch trim_percentage trim_verify_zero unified_rw_reporting unit_base verify
+verify_async verify_backlog verify_backlog_batch verify_dump verify_fatal verify_interval verify_offset
+verify_only verify_pattern verify_state_load verify_state_save wait_for write_barrier write_bw_log write_hint
+write_hist_log write_iops_log write_lat_log zero_buffers
+cmdprio cmdprio_bssplit cmdprio_class cmdprio_percentage fixedbufs force_async hipri hipri_percentage
+nonvectored nowait registerfiles sqthread_poll sqthread_poll_cpu uncached userspace_reap thp cmd_type
+readfua writefua sg_write_mode stream_id cpuload cpumode cpuchunks exit_on_io_done
+""".split()
+)
+
+#: Engines that do local block/file I/O through the kernel (or none at all).
+SAFE_ENGINES: frozenset[str] = frozenset(
+    "sync psync vsync pvsync pvsync2 libaio io_uring io_uring_cmd posixaio mmap splice null cpuio sg "
+    "falloc ftruncate e4defrag filecreate filestat".split()
+)
+_NET_ENGINES = frozenset(
+    "net netsplice rdma rados rbd gfapi gfapi_async nbd http nfs libiscsi dfs libhdfs".split()
+)
+#: Engines that change data whatever ``rw`` says (``engines/falloc.c``, ``ftruncate.c``,
+#: ``e4defrag.c``, ``filecreate.c``, ``filedelete.c``).
+_MODIFYING_ENGINES = frozenset({"falloc", "ftruncate", "e4defrag", "filecreate", "filedelete"})
+
+#: Opt-in name -> (what it allows, the options it covers). A study lists the names it needs
+#: under ``allow:``; the write-up records them.
+GATES: dict[str, tuple[str, frozenset[str]]] = {
+    "exec": ("runs a program or loads code (fio system()s exec_prerun/exec_postrun; ioengine=exec runs "
+             "'program'; ioengine=external:/x.so and engine names with '/' are dlopen()ed)",
+             frozenset({"exec_prerun", "exec_postrun", "program", "arguments", "grace_time", "std_redirect"})),
+    "other_files": ("reads or writes files other than the run's target (directory, opendir walks a whole tree, "
+                    "filename_format, mem=mmap:FILE, e4defrag's donor file)",
+                    frozenset({"directory", "opendir", "filename_format", "unique_filename", "donorname"})),
+    "iolog": ("replays or records I/O logs (read_iolog may name any file or device; replay_redirect sends "
+              "every I/O to another device; write_iolog and merge_blktrace_file write files)",
+              frozenset({"read_iolog", "read_iolog_chunked", "replay_align", "replay_no_stall", "replay_redirect",
+                         "replay_scale", "replay_skip", "replay_time_scale", "write_iolog", "merge_blktrace_file",
+                         "merge_blktrace_iters", "merge_blktrace_scalars"})),
+    "log_paths": ("writes fio logs outside the run's directory (an absolute path or one with '/')", frozenset()),
+    "cgroup": ("creates and joins cgroups (fio cgroup.c)", frozenset({"cgroup", "cgroup_nodelete", "cgroup_weight"})),
+    "ioscheduler": ("changes a device's I/O scheduler for the whole host", frozenset({"ioscheduler"})),
+    "unlink": ("deletes files (unlink, unlink_each_loop, ioengine=filedelete)",
+               frozenset({"unlink", "unlink_each_loop"})),
+    "net": ("talks to the network (ioengine=net/rdma/rbd/nbd/..., and their options)",
+            frozenset({"hostname", "interface", "listen", "mss", "nodelay", "pingpong", "port", "protocol", "ttl",
+                       "window_size", "bindname", "verb", "busy_poll", "clientname", "clustername", "conf", "pool",
+                       "rbdname", "touch_objects", "uri", "brick", "volume", "single-instance"})),
+    "create": ("changes how fio creates files (create_on_open, create_only, ...)",
+               frozenset({"create_fsync", "create_on_open", "create_only", "create_serialize", "allow_file_create"})),
+    "allow_mounted_write": ("lets fio write to a mounted device", frozenset({"allow_mounted_write"})),
+    "zones": ("drives a zoned device: zone resets discard data",
+              frozenset({"zonemode", "zonerange", "zonesize", "zoneskip", "zonecapacity", "zone_reset_frequency",
+                         "zone_reset_threshold", "max_open_zones", "job_max_open_zones", "ignore_zone_limits",
+                         "read_beyond_wp"})),
+    "user": ("switches the job's user or group (uid, gid)", frozenset({"uid", "gid"})),
+    "lockmem": ("pins host memory (lockmem)", frozenset({"lockmem"})),
+    "profile": ("runs a built-in fio profile, whose jobs are not checked here", frozenset({"profile"})),
+    "skip_bad": ("drives an MTD flash device", frozenset({"skip_bad"})),
+}
+_GATE_OF_OPTION = {opt: gate for gate, (_, opts) in GATES.items() for opt in opts}
+
+
+def _engine_gate(engine: str) -> str | None:
+    low = engine.strip().lower()
+    if low == "exec" or low.startswith("external") or "/" in low:
+        return "exec"
+    if low in _NET_ENGINES:
+        return "net"
+    if low == "filedelete":
+        return "unlink"
+    if low in SAFE_ENGINES:
+        return None
+    return f"ioengine={low}"
+
+
+def _is_plain_relative(path: str) -> bool:
+    return bool(path) and not path.startswith("/") and "/" not in path and path not in (".", "..")
+
+
+def gate_of(name: str, value: Any = None) -> str | None:
+    """The opt-in option ``name=value`` needs, or ``None`` when it is harmless for a measurement.
+
+    Parameters
+    ----------
+    name : str
+        Canonical option name (:func:`canonical_name`).
+    value : scalar, optional
+
+    Returns
+    -------
+    str or None
+        A key of :data:`GATES`, ``"ioengine=<name>"`` for an engine storagebench does not know to
+        be local and harmless, or the option's own name for an option in no category.
+    """
+    if name == "ioengine":
+        return _engine_gate(str(value or ""))
+    if name in ("write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log"):
+        text = "" if value is None or value is True else str(value)
+        return None if not text or text in ("0", "1") or _is_plain_relative(text) else "log_paths"
+    if name == "mem":
+        return "other_files" if ":" in str(value or "") else None
+    if name in _GATE_OF_OPTION:
+        return _GATE_OF_OPTION[name]
+    if name in SAFE_OPTIONS:
+        return None
+    return name
+
+
+def required_gates(options: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Gate -> the ``name=value`` entries of ``options`` (canonical names) that need it."""
+    out: dict[str, list[str]] = {}
+    for name, value in options.items():
+        gate = gate_of(name, value)
+        if gate is not None:
+            out.setdefault(gate, []).append(name if value is None else f"{name}={value}")
+    return out
+
+
+def rw_base(value: Any) -> str:
+    """The direction of an ``rw`` value without its ``:N`` modifier (``"randrw:8"`` -> ``"randrw"``).
+
+    Raises
+    ------
+    JobFileError
+        Not one of :data:`RW_VALUES` (fio itself matches by prefix, so ``randwritex`` would run as
+        ``randwrite``; storagebench accepts only the exact words).
+    """
+    text = str(value).strip()
+    base = text.split(":", 1)[0].strip().lower() if text else "read"
+    if base not in RW_VALUES:
+        raise JobFileError(f"rw must be one of [{', '.join(RW_VALUES)}] (optionally ':N'), got {value!r}")
+    return base
+
+
+def _truthy(value: Any) -> bool:
+    if value is None or value is True:
+        return True
+    if value is False:
+        return False
+    return str(value).strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def modifying_reason(options: Mapping[str, Any]) -> str | None:
+    """Why a workload changes the data of its target, or ``None`` when it only reads.
+
+    Parameters
+    ----------
+    options : mapping
+        One job's options with canonical names (:func:`canonical_options`).
+
+    Returns
+    -------
+    str or None
+        ``"randwrite"``, ``"ioengine=falloc"``, ``"read_iolog replay (the log may hold writes)"``,
+        ``"zonemode=zbd (zone resets)"``, ``"unlink"`` ...
+
+    Raises
+    ------
+    JobFileError
+        ``rw`` is not a value fio knows.
+    """
+    rw = rw_base(options.get("rw", "read"))
+    if rw in WRITE_RW:
+        return rw
+    engine = str(options.get("ioengine") or "").strip().lower()
+    if engine in _MODIFYING_ENGINES:
+        return f"ioengine={engine}"
+    if options.get("read_iolog") not in (None, "") or options.get("read_iolog_chunked") not in (None, ""):
+        return "read_iolog replay (the log may hold writes)"
+    if options.get("merge_blktrace_file") not in (None, ""):
+        return "merge_blktrace_file"
+    if str(options.get("zonemode") or "none").strip().lower() not in ("none", ""):
+        return f"zonemode={options['zonemode']} (zone resets discard data)"
+    for name in ("unlink", "unlink_each_loop"):
+        if name in options and _truthy(options[name]):
+            return name
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes (fio parse.c: str_to_decimal with kilo=1, get_mult_bytes, __get_mult_bytes)
+
+_IEC = ("pib", "tib", "gib", "mib", "kib")
+_SI = ("p", "t", "g", "m", "k")
+
+
+def _strtoll(text: str, base: int) -> tuple[int, int]:
+    """C ``strtoll``: (value, index after the number); index 0 when no digits were read."""
+    i = 0
+    n = len(text)
+    while i < n and text[i] in " \t\n\v\f\r":
+        i += 1
+    sign = 1
+    if i < n and text[i] in "+-":
+        sign = -1 if text[i] == "-" else 1
+        i += 1
+    if base == 16 and text[i:i + 2].lower() == "0x" and i + 2 < n and text[i + 2] in "0123456789abcdefABCDEF":
+        i += 2
+    digits = "0123456789abcdefABCDEF" if base == 16 else "0123456789"
+    start = i
+    while i < n and text[i] in digits:
+        i += 1
+    if i == start:
+        return 0, 0
+    return sign * int(text[start:i], base), i
+
+
+def _mult_bytes(text: str, kb_base: int) -> tuple[int, bool]:
+    """fio ``get_mult_bytes``: (multiplier, is a percentage)."""
+    if len(text) < 2:
+        rest: str | None = text
+    else:
+        i, digit_seen = 0, False
+        while i < len(text):
+            c = text[i]
+            if not c.isdigit() and ((c not in "+-") or digit_seen):
+                break
+            digit_seen |= c.isdigit()
+            i += 1
+        rest = text[i:] if i < len(text) and (text[i].isascii() and text[i].isalpha() or text[i] == "%") else None
+    if rest is None:
+        return 1, False
+    c = rest.lower()
+    inverse = {1000: 1024, 1024: 1000}.get(kb_base, kb_base)
+    for pow_, iec in zip((5, 4, 3, 2, 1), _IEC, strict=True):
+        if c.startswith(iec):
+            return inverse**pow_, False
+    for pow_, si in zip((5, 4, 3, 2, 1), _SI, strict=True):
+        if c.startswith(si):
+            return kb_base**pow_, False
+    if c.startswith("%"):
+        return 1, True
+    return 1, False
+
+
+def parse_size_or_percent(value: Any, kb_base: int = 1024) -> tuple[int | None, int | None]:
+    """Read a fio size value as fio 3.33 does: ``(bytes, None)`` or ``(None, percent)``.
+
+    Parameters
+    ----------
+    value : int or str
+        ``4096``, ``"4k"``, ``"64KiB"``, ``"10%"`` (a percentage of the file or device, where the
+        option allows one: ``size``, ``offset``, ``io_size``...).
+    kb_base : {1024, 1000}
+        fio ``kb_base`` of the job. With 1024 (fio's default) ``k``/``ki``/``kb`` are 1024 and the
+        IEC spellings ``kib``/``KiB`` are 1000 (fio's compatibility mode inverts them); with 1000 it
+        is the other way round.
+
+    Returns
+    -------
+    (int or None, int or None)
+
+    Raises
+    ------
+    ValueError
+        Not a size fio can read (no leading digits, empty), negative, or above 2**63 - 1 bytes.
+
+    Notes
+    -----
+    Mirrors fio 3.33 ``parse.c`` (``str_to_decimal``/``get_mult_bytes``, built without
+    ``CONFIG_ARITHMETIC`` as Debian's fio is): ``strtoll`` reads the number (base 16 when the text
+    holds ``0x``) and stops at the first other character; the suffix is looked for after the leading
+    digits only, matched by its first letters, case-insensitively; an unknown suffix multiplies by 1.
+    Checked against ``fio --debug=parse --parse-only`` in ``tests/test_fio_options.py``.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"must be a size such as 4k, 64k, 1m or a number of bytes, got {value!r}")
+    if isinstance(value, int):
+        if value < 0 or value > MAX_BYTES:
+            raise ValueError(f"must be a size from 0 to 2**63-1 bytes, got {value!r}")
+        return value, None
+    if isinstance(value, float):
+        if value != value or value < 0 or not value.is_integer() or value > MAX_BYTES:
+            raise ValueError(f"must be a whole number of bytes, got {value!r}")
+        return int(value), None
+    if kb_base not in (1000, 1024):
+        raise ValueError(f"kb_base must be 1000 or 1024, got {kb_base!r}")
+    text = str(value)
+    if not text:
+        raise ValueError("must be a size such as 4k, 64k, 1m or a number of bytes, got ''")
+    base = 16 if ("0x" in text or "0X" in text) else 10
+    number, end = _strtoll(text, base)
+    if end == 0:
+        raise ValueError(f"must be a size such as 4k, 64k, 1m or a number of bytes, got {value!r}")
+    if number < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    if re.match(r"[+-]?\d+[zZ]", text):
+        raise ValueError(f"counts zones of a zoned device ('z' suffix), not bytes, got {value!r}")
+    mult, percent = _mult_bytes(text, kb_base)
+    if percent:
+        return None, number
+    out = number * mult
+    if out > MAX_BYTES:
+        raise ValueError(f"is more than 2**63-1 bytes (fio's limit), got {value!r}")
+    return out, None
+
+
+def parse_size(value: Any, kb_base: int = 1024) -> int:
+    """Bytes in a fio size value, read exactly as fio 3.33 reads it (see :func:`parse_size_or_percent`).
+
+    Raises
+    ------
+    ValueError
+        What :func:`parse_size_or_percent` refuses, and a percentage (``"10%"``), which is not a
+        number of bytes.
+    """
+    size, percent = parse_size_or_percent(value, kb_base)
+    if size is None:
+        raise ValueError(f"must be a number of bytes here, not a percentage, got {value!r}")
+    return size
+
+
+_PLAIN_SIZE = re.compile(r"(\d+)([kmgtp](?:b|i)?)?", re.IGNORECASE)
+_IEC_SIZE = re.compile(r"(\d+)([kmgtp]ib)", re.IGNORECASE)
+_HEX_SIZE = re.compile(r"0x[0-9a-f]+", re.IGNORECASE)
+
+
+def size_spelling_problem(value: Any, kb_base: int = 1024, *, percent_ok: bool = False) -> str | None:
+    """Why fio would read size ``value`` differently from what its author most likely meant, or ``None``.
+
+    Accepted: whole numbers of bytes, and ``<digits><k|m|g|t|p>[b|i]`` in any case; IEC
+    ``KiB``-style suffixes only with ``kb_base=1000``, where fio reads them as 1024-based; ``N%``
+    where ``percent_ok``.
+
+    Returns
+    -------
+    str or None
+        e.g. ``"fio 3.33 reads '1.5k' as 1 byte (strtoll stops at '.'); write 1536"``.
+    """
+    if isinstance(value, bool):
+        return f"a size must be a number or a string such as 4k, got {value!r}"
+    if isinstance(value, int):
+        return None if 0 <= value <= MAX_BYTES else f"must be a size from 0 to 2**63-1 bytes, got {value!r}"
+    if isinstance(value, float):
+        return None if value.is_integer() and 0 <= value <= MAX_BYTES else (
+            f"must be a whole number of bytes, got {value!r}")
+    text = str(value)
+    try:
+        size, percent = parse_size_or_percent(text, kb_base)
+    except ValueError as exc:
+        return str(exc)
+    if percent is not None:
+        if not percent_ok:
+            return f"a percentage is not allowed here, got {value!r}"
+        return None if re.fullmatch(r"\d+%", text) else (
+            f"fio 3.33 reads {text!r} as {percent}% (only whole percentages); write {percent}%")
+    if _PLAIN_SIZE.fullmatch(text) or _HEX_SIZE.fullmatch(text):
+        return None
+    if _IEC_SIZE.fullmatch(text):
+        if kb_base == 1000:
+            return None
+        return (f"fio 3.33 with kb_base=1024 (its default) reads {text!r} as {size:,} bytes: it inverts IEC "
+                f"suffixes; write {text[:-2]} for {parse_size(text[:-2]):,} bytes, or the number of bytes")
+    return (f"fio 3.33 reads {text!r} as {size:,} byte(s) (it reads the leading digits and a k/m/g/t/p "
+            "suffix only: no fractions, spaces or other suffixes); write a whole number with k, m, g, t or p")
+
+
+# ---------------------------------------------------------------------------------------------
+# times (fio parse.c: str_to_decimal with kilo=0, get_mult_time)
+
+_TIME_MULT_US = (("usec", 1), ("us", 1), ("msec", 1000), ("ms", 1000))
+_TIME_EXACT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
+
+
+def parse_time_us(value: Any, *, default_unit: str = "s") -> int:
+    """Microseconds in a fio time value, read as fio 3.33 reads it.
+
+    Parameters
+    ----------
+    value : int, float or str
+        ``60``, ``"2m"``, ``"500ms"``, ``"250us"``. A bare number is in ``default_unit``.
+    default_unit : {"s", "us"}
+        ``s`` for ``runtime``, ``ramp_time``, ``startdelay`` and the steady-state times (fio
+        ``is_seconds``); ``us`` for the others.
+
+    Returns
+    -------
+    int
+        µs.
+
+    Raises
+    ------
+    ValueError
+        No leading digits, negative, or beyond 2**63-1 µs.
+
+    Notes
+    -----
+    fio 3.33 ``get_mult_time``: the suffix after the leading digits, lower-cased, is ``us``/``usec``
+    or ``ms``/``msec`` by prefix, or exactly ``s``, ``m``, ``h`` or ``d``; anything else multiplies
+    by 1 µs, so ``10sec`` is 10 µs and ``2min`` 2 µs; a fraction is dropped (``1.5`` is 1 s).
+    """
+    if default_unit not in ("s", "us"):
+        raise ValueError(f"default_unit must be 's' or 'us', got {default_unit!r}")
+    unit_us = 1_000_000 if default_unit == "s" else 1
+    if isinstance(value, bool):
+        raise ValueError(f"must be a time such as 60, 2m or 500ms, got {value!r}")
+    if isinstance(value, (int, float)):
+        if value != value or value < 0 or value * unit_us > MAX_BYTES:
+            raise ValueError(f"must be a finite, non-negative time, got {value!r}")
+        return int(value * unit_us)
+    text = str(value)
+    base = 16 if ("0x" in text or "0X" in text) else 10
+    number, end = _strtoll(text, base)
+    if end == 0:
+        raise ValueError(f"must be a time such as 60, 2m or 500ms, got {value!r}")
+    if number < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    i = 0
+    while i < len(text) and (text[i].isdigit() or text[i] in "+-"):
+        i += 1
+    rest = text[i:]
+    if not rest or not (rest[0].isascii() and rest[0].isalpha()):
+        mult = unit_us
+    else:
+        low = rest.lower()
+        mult = next((m for pre, m in _TIME_MULT_US if low.startswith(pre)), None)
+        if mult is None:
+            mult = _TIME_EXACT_US.get(low, 1)
+    out = number * mult
+    if out > MAX_BYTES:
+        raise ValueError(f"is longer than fio can count, got {value!r}")
+    return out
+
+
+_PLAIN_TIME = re.compile(r"\d+(us|usec|ms|msec|s|m|h|d)?", re.IGNORECASE)
+
+
+def time_spelling_problem(value: Any, *, default_unit: str = "s") -> str | None:
+    """Why fio would read time ``value`` differently from what its author most likely meant, or ``None``."""
+    if isinstance(value, bool):
+        return f"a time must be a number or a string such as 2m, got {value!r}"
+    if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")) or value < 0:
+            return f"must be a finite, non-negative time, got {value!r}"
+        return None
+    text = str(value)
+    try:
+        us = parse_time_us(text, default_unit=default_unit)
+    except ValueError as exc:
+        return str(exc)
+    if _PLAIN_TIME.fullmatch(text):
+        return None
+    return (f"fio 3.33 reads {text!r} as {us:,} µs (it knows us, ms, s, m, h and d only, and no fractions); "
+            "write e.g. 90, 1500ms or 2m")
+
+
+def render_time(seconds: float) -> str:
+    """A time in seconds as fio reads it exactly: ``"60"`` or, below whole seconds, ``"1500ms"``/``"250us"``.
+
+    fio drops the fraction of ``1.5`` (it would run 1 s); milliseconds and microseconds are exact.
+
+    Raises
+    ------
+    ValueError
+        Negative, not finite, or finer than 1 µs.
+    """
+    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
+        raise ValueError(f"a time must be finite and >= 0 s, got {seconds!r}")
+    us = round(seconds * 1_000_000)
+    if abs(us - seconds * 1_000_000) > 1e-6 * max(1.0, seconds * 1_000_000):
+        raise ValueError(f"fio counts time in whole microseconds, got {seconds!r} s")
+    if us % 1_000_000 == 0:
+        return str(us // 1_000_000)
+    if us % 1000 == 0:
+        return f"{us // 1000}ms"
+    return f"{us}us"
