@@ -14,6 +14,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -341,6 +342,93 @@ def _resolve_target(point: RunPoint, study: Study, target: str | None, targets: 
     raise StudyError(f"study {study.name}: no target; pass target= (--target PATH) or set 'target' in the study")
 
 
+def _absolute_targets(target: str) -> str:
+    """Each ``:``-separated fio filename made absolute against storagebench's working directory."""
+    from .safety import _split_filenames
+
+    parts = [os.path.abspath(p) for p in _split_filenames(target)]
+    return ":".join(p.replace(":", "\\:") for p in parts)
+
+
+def _check_safety(point: RunPoint, study: Study, store: StudyStore, tgt: str, hosts: list[str] | None,
+                  allow_devices: Sequence[str]) -> dict[str, Any]:
+    """:mod:`storagebench.safety` on what this run's fio will touch; the record goes to provenance."""
+    from . import safety
+
+    common = {"allow": sorted(study.allowed), "allow_devices": list(allow_devices)}
+    if hosts:
+        rec = safety.check_point_hosts(tgt, point.options, hosts, allow_devices=allow_devices, allow=study.allowed,
+                                       allow_remote=study.allow_remote, forbidden_roots=[store.root])
+    else:
+        rec = safety.check_run(tgt, point.options, allow_devices=allow_devices, allow=study.allowed,
+                               own_files=_own_files(store), forbidden_roots=[store.root])
+    return {**common, **rec}
+
+
+_CREATED = "created_targets.json"
+
+
+def _own_files(store: StudyStore) -> set[tuple[int, int, int]]:
+    """Regular files this study's runs created (fio laid them out): ``(major, minor, inode)``."""
+    try:
+        data = orjson.loads((store.root / _CREATED).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return set()
+    out = set()
+    for entry in data if isinstance(data, list) else []:
+        ident = entry.get("identity") if isinstance(entry, dict) else None
+        if isinstance(ident, list) and len(ident) == 3 and all(isinstance(x, int) for x in ident):
+            out.add(tuple(ident))
+    return out
+
+
+def _existing_files(target: str) -> set[str]:
+    from .safety import _split_filenames
+
+    return {p for p in _split_filenames(target) if os.path.lexists(p)}
+
+
+def _note_created(store: StudyStore, target: str, existed: set[str]) -> None:
+    """Remember files fio created for this study, so a later run may grow them (see safety's size rule)."""
+    from .safety import _split_filenames
+
+    new = []
+    for p in _split_filenames(target):
+        if p in existed:
+            continue
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            new.append({"path": p, "identity": [os.major(st.st_dev), os.minor(st.st_dev), st.st_ino]})
+    if not new:
+        return
+    path = store.root / _CREATED
+    try:
+        old = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        old = []
+    tmp = path.with_name(f".{_CREATED}.tmp-{os.getpid()}")
+    tmp.write_bytes(orjson.dumps([*old, *new], option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+_FIO_PARSED: set[str] = set()
+
+
+def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) -> None:
+    """fio's own reading of the job file must be what was checked; once per distinct option set (0.15 s)."""
+    from .jobfile import rendered_options, verify_fio_parse
+
+    expected = rendered_options(point, tgt)
+    key = orjson.dumps(expected, option=orjson.OPT_SORT_KEYS).decode()
+    if key in _FIO_PARSED:
+        return
+    verify_fio_parse(job_path, expected, fio_exe)
+    _FIO_PARSED.add(key)
+
+
 def _hosts_list(hosts: list[str] | str | None) -> list[str] | None:
     """``hosts`` as a list: a list as is, a string as a fio host file (one ``host[,port]`` a line)."""
     if hosts is None or isinstance(hosts, list):
@@ -565,14 +653,15 @@ def run_point(
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
     tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
     if not hosts:
-        from .safety import check_run  # lazily: the runner works without it for client/server
-
-        check_run(tgt, point.options, allow_devices=allow_devices, allow_exec=study.allow_exec)
+        tgt = _absolute_targets(tgt)  # fio runs in the staging dir: a relative path would mean another file
+    checked = _check_safety(point, study, store, tgt, hosts, allow_devices)
+    existed = hosts or _existing_files(tgt)
     staging = store.staging_dir(point.run_id)
     try:
         job_text = render_jobfile(point, study, tgt)
         job_path = staging / "job.fio"
         job_path.write_text(job_text)
+        _verify_with_fio(job_path, point, tgt, fio_exe)
         (staging / "point.json").write_bytes(
             orjson.dumps(point.to_dict(study.name), option=orjson.OPT_INDENT_2)
         )
@@ -600,7 +689,7 @@ def run_point(
             finally:
                 duration = time.monotonic() - t0
                 prov = pending.result()
-                prov.update(finished_at=_utc_now(), duration_s=round(duration, 6))
+                prov.update(finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked)
                 if hosts:
                     prov["hosts"] = hosts
                     prov["target"] = tgt
@@ -608,6 +697,8 @@ def run_point(
         except (FioError, HostError) as exc:
             store.record_failure(point.run_id, error=exc, staging=staging)
             raise
+        if not hosts:
+            _note_created(store, tgt, existed)
         store.commit_run(point.run_id, staging, synced=[job_path, staging / "point.json"], sync_parent=False)
         pool.submit(store.sync_raw_dir)  # makes the rename durable while the next run starts
         return duration

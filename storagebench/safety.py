@@ -1,66 +1,76 @@
-"""Refuse fio workloads that would destroy data.
+"""Refuse fio workloads that would destroy data, judged on what fio will actually touch.
 
-The runner calls :func:`check_run` before every run, with the run's target and fio options.
-Job files that come from elsewhere go through :func:`lint_jobfile` first.
+The runner calls :func:`check_run` before every run with the run's target and fio options, in
+fio's own working directory; client/server runs go through :func:`check_point_hosts`. Job files
+from elsewhere go through :func:`lint_jobfile`.
 
-What is refused, and why
-------------------------
-A workload *modifies* its target when fio's ``rw`` (alias ``readwrite``) is one of ``write``,
-``randwrite``, ``rw``/``readwrite``, ``randrw``, ``trim``, ``randtrim``, ``trimwrite``,
-``randtrimwrite`` (fio HOWTO, ``rw=``; ``verify=`` on such a workload also writes, then reads
-back), when it replays an I/O log (``read_iolog``: the log may hold writes), or when its
-``ioengine`` changes data whatever ``rw`` says (``falloc``, ``filedelete``, ``e4defrag``).
-Reads (``read``, ``randread``, also with ``verify``/``verify_only``) are always allowed:
-``do_verify``, ``verify_backlog`` and ``trim_percentage``/``trim_backlog`` act only inside a
-write workload, so ``rw`` decides. An ``rw`` value fio does not know is refused, not guessed.
+What a workload touches
+-----------------------
+Options are read under fio's canonical names first (:func:`storagebench.fio.options.canonical_options`:
+``readwrite`` is ``rw``, ``fill_fs`` is ``fill_device``), so a check cannot read one spelling
+while fio obeys another. The objects a run touches are its ``filename`` entries (``a:b`` is two
+files; ``\\:`` escapes a colon), and, where a study opted in, ``directory``/``opendir`` trees,
+``replay_redirect`` and the files a ``read_iolog`` names. Every path is resolved in fio's working
+directory (relative paths are relative to *it*, not to storagebench's) and followed through
+symlinks. Objects are identified by what they are, never by a path string: a regular file by
+``(st_dev, st_ino)``, a device by ``major:minor``. So a hard link or a symlink to a loop device's
+backing file, and a second loop device over the same image, are the same object as the first.
 
-A modifying workload on a **block device** is refused when the device (or one of its
-partitions, holders, or a loop device backed by it)
+What is refused
+---------------
+Options that touch more than the target (run programs, other paths, the host's configuration, the
+network) are refused unless the study names them under ``allow`` (:data:`storagebench.fio.options.GATES`).
 
-* is mounted (``/proc/self/mountinfo``, compared by ``major:minor`` and by source path),
-* is an active swap device (``/proc/swaps``),
-* backs the root filesystem,
-* is held by another block device (device-mapper/LVM, md RAID: ``/sys/dev/block/M:m/holders``),
-* holds a partition table (kernel-known partitions) or any signature ``wipefs --no-act --json``
-  (util-linux) finds: filesystem, LVM2/RAID member, swap, partition table,
-* or has no explicit ``size`` (``size`` missing or ``0``: fio would use the whole device) or
-  asks for ``fill_device``/``fill_fs``.
+A workload *modifies* its target when :func:`storagebench.fio.options.modifying_reason` says so
+(``rw`` writes or trims, a modifying engine, an I/O-log replay, zone resets, ``unlink``).
 
-The *in use* reasons (mounted, swap, root, held) cannot be overridden: writing under a live
-kernel user corrupts it whatever the user intends; unmount or swapoff first. The *at rest*
-reasons (signatures, partition table, whole-device size) are overridden by naming that exact
-device in ``allow_devices`` (compared by ``major:minor`` after resolving symlinks, so
-``/dev/disk/by-id/...`` and ``/dev/loop3`` name the same device).
+Any workload, reads included, is refused on a **regular file** that
 
-Files
------
-A path is resolved first (symlinks followed), so a symlink to a device gets the device rules.
-A regular file that is the backing file of a loop device gets that loop device's rules, and
-an active swap file is refused. Any other regular file, existing or not, is allowed: fio's own
-layout writes to a file even for a read workload when the file is shorter than ``size``, so
-"has data" cannot be told from "was laid out by fio", and the user named that path. Character
-devices are refused for modifying workloads (``/dev/sg*`` writes reach a disk) except
-``/dev/null`` and ``/dev/zero``, unless named in ``allow_devices``.
+* has more than one hard link (another name may be the backing file of a loop device, or a file
+  elsewhere that someone needs; storagebench cannot tell which object that name is),
+* is shorter than the region the job needs (``offset + size``, plus ``offset_increment`` for each
+  further clone) and was not created by storagebench: fio would lay the file out again, writing
+  it from the start, even for a read benchmark,
+* is the backing file of a loop device that is in use, or an active swap file.
 
-Options that run programs (``exec_prerun``, ``exec_postrun``, ``trigger*``, ``ioengine=exec``,
-``ioengine=external:...`` which loads a shared object) are refused unless ``allow_exec``; the
-rule set is :func:`storagebench.jobfile.lint_options`, shared with the study loader.
+A modifying workload on a **block device** (or a file backing one) is refused when the device, one
+of its partitions, a device stacked on it, a loop device over it, or another loop device over the
+same backing file
+
+* is mounted, is active swap, backs ``/``, or is held by device-mapper/md (*in use*: never
+  overridden: unmount or swapoff first);
+* holds a partition table or a signature ``wipefs --no-act --json`` finds, or the job has no
+  explicit ``size`` or asks for ``fill_device`` (*at rest*: overridden by naming that exact device
+  in ``allow_devices``, compared by ``major:minor``).
+
+Character devices are refused for modifying workloads (``/dev/sg*`` writes reach a disk) except
+``/dev/null`` and ``/dev/zero``, unless named in ``allow_devices``. FIFOs, sockets and directories
+given as a ``filename`` are refused. A target inside the study's own results directory is refused.
+
+Remote fio servers cannot be inspected: a block-device target (``/dev/...``) or a modifying
+workload there is refused unless the study names that host and path under ``allow_remote``.
 """
 
 from __future__ import annotations
 
+import array
+import fcntl
+import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
 import stat
+import struct
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import JobFileError, UnsafeTargetError
+from .errors import HostError, JobFileError, UnsafeTargetError
+from .fio import options as fo
 from .hostinfo import sysfs_block_dir
 
 __all__ = [
@@ -68,30 +78,31 @@ __all__ = [
     "WRITE_RW",
     "READ_RW",
     "DeviceReport",
+    "LoopInfo",
     "check_run",
+    "check_remote",
+    "check_point_hosts",
+    "is_local_host",
+    "server_cwd",
     "device_report",
+    "loop_devices",
     "lint_jobfile",
-    "lint_options",
     "modifying_reason",
+    "needed_bytes",
 ]
 
-#: fio ``rw=`` values that write or trim (fio HOWTO, ``readwrite=str, rw=str``).
-WRITE_RW: frozenset[str] = frozenset(
-    {"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite", "randtrimwrite"}
-)
-#: fio ``rw=`` values that only read.
-READ_RW: frozenset[str] = frozenset({"read", "randread"})
-#: ioengines that change data whatever ``rw`` says (fio ``engines/falloc.c``, ``filedelete.c``, ``e4defrag.c``).
-_MODIFYING_ENGINES = frozenset({"falloc", "filedelete", "e4defrag"})
+WRITE_RW = fo.WRITE_RW
+READ_RW = fo.READ_RW
 #: character devices that hold no data.
 _HARMLESS_CHR = {(1, 3), (1, 5)}  # /dev/null, /dev/zero
-
 _MOUNTINFO = "/proc/self/mountinfo"
 _SWAPS = "/proc/swaps"
+#: Most files an ``opendir`` tree may hold before storagebench refuses to vouch for it.
+MAX_OPENDIR_FILES = 100_000
 
 
 class UnsafeJobFileError(UnsafeTargetError, JobFileError):
-    """A job file holds an option that runs programs, or targets a device it may not write.
+    """A job file holds an option that is refused (runs programs, touches other paths ...).
 
     Both an :class:`~storagebench.errors.UnsafeTargetError` and a
     :class:`~storagebench.errors.JobFileError`, so either ``except`` catches it.
@@ -99,72 +110,229 @@ class UnsafeJobFileError(UnsafeTargetError, JobFileError):
 
 
 # ---------------------------------------------------------------------------------------------
-# what a workload does
+# options
 
 
-def _opt(options: Mapping[str, Any], *names: str) -> Any:
-    for n in names:
-        if n in options and options[n] is not None:
-            return options[n]
-    return None
-
-
-def _truthy(value: Any) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    return text not in ("", "0", "false", "no", "off")
+def _canonical(options: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    try:
+        return fo.canonical_options(options, where=where)
+    except JobFileError as exc:
+        raise UnsafeJobFileError(str(exc)) from None
 
 
 def modifying_reason(options: Mapping[str, Any]) -> str | None:
-    """Say why a workload changes the data of its target, or ``None`` when it only reads.
-
-    Parameters
-    ----------
-    options : mapping
-        fio options of one job (``rw``/``readwrite``, ``ioengine``, ``read_iolog`` ...); values
-        as in a job file (``"randwrite"``, ``"randrw:8"``) or Python scalars.
-
-    Returns
-    -------
-    str or None
-        e.g. ``"randwrite"``, ``"ioengine=falloc"``, ``"read_iolog replay"``.
+    """Why a workload changes the data of its target, or ``None``: :func:`storagebench.fio.options.modifying_reason`
+    on the canonical names of ``options`` (aliases accepted).
 
     Raises
     ------
     UnsafeTargetError
-        ``rw`` is not a value fio knows (refused rather than guessed).
+        An unknown option, an option given twice, or an ``rw`` fio does not know.
     """
-    rw = _opt(options, "rw", "readwrite")
-    rw_text = "read" if rw is None else str(rw).strip().lower().split(":", 1)[0]
-    if rw_text not in WRITE_RW | READ_RW:
-        raise UnsafeTargetError(
-            f"rw must be one of {sorted(WRITE_RW | READ_RW)}, got {rw!r}"
+    opts = _canonical(options)
+    try:
+        return fo.modifying_reason(opts)
+    except JobFileError as exc:
+        raise UnsafeTargetError(str(exc)) from None
+
+
+def _check_gates(options: Mapping[str, Any], allow: frozenset[str], where: str) -> dict[str, list[str]]:
+    """Refuse gated options that are not allowed; return the gates used (for provenance)."""
+    used = fo.required_gates(options)
+    for gate, entries in used.items():
+        names = {e.split("=", 1)[0] for e in entries}
+        if gate in allow or names <= allow:
+            continue
+        why = fo.GATES[gate][0] if gate in fo.GATES else "is not known to storagebench to be harmless for a measurement"
+        raise UnsafeJobFileError(
+            f"{where + ': ' if where else ''}refusing {', '.join(entries)}: it {why}; allow it by name in the "
+            f"study ('allow: [{gate}]') only if you trust it"
         )
-    engine = str(_opt(options, "ioengine") or "").strip().lower()
-    if rw_text in WRITE_RW:
-        return rw_text
-    if engine in _MODIFYING_ENGINES:
-        return f"ioengine={engine}"
-    if _opt(options, "read_iolog", "replay") not in (None, ""):
-        return "read_iolog replay (the log may hold writes)"
-    return None
+    return used
 
 
-def lint_options(options: Mapping[str, Any], *, allow_exec: bool = False, where: str = "options") -> None:
-    """Refuse options that run programs: :func:`storagebench.jobfile.lint_options` (one rule set).
+def _kb_base(options: Mapping[str, Any]) -> int:
+    try:
+        kb = int(str(options.get("kb_base", 1024)).strip())
+    except ValueError:
+        return 1024
+    return kb if kb in (1000, 1024) else 1024
 
-    Raises
-    ------
-    UnsafeJobFileError
-        ``exec_prerun``/``exec_postrun``, ``trigger*``, ``ioengine=exec`` or an external engine,
-        unless ``allow_exec``.
+
+def _size_of(value: Any, kb: int) -> int | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    first = re.split(r"[-:]", text, maxsplit=1)[0] if not text.startswith("-") else text
+    last = re.split(r"[-:]", text)[-1]
+    try:
+        a, _ = fo.parse_size_or_percent(first, kb)
+        b, _ = fo.parse_size_or_percent(last, kb) if last != first else (a, None)
+    except ValueError:
+        return None
+    vals = [v for v in (a, b) if v is not None]
+    return max(vals) if vals else None
+
+
+def needed_bytes(options: Mapping[str, Any]) -> int | None:
+    """Bytes a job needs in an existing file: ``offset + size`` (+ ``offset_increment`` per further clone).
+
+    ``None`` when ``size`` is not given (fio then uses the file's own size and lays nothing out) or
+    is a percentage of the file. Sizes are read by :func:`storagebench.fio.options.parse_size` with
+    the job's ``kb_base``.
     """
-    from .jobfile import lint_options as _lint
+    opts = _canonical(options)
+    kb = _kb_base(opts)
+    size = _size_of(opts.get("size"), kb)
+    filesize = _size_of(opts.get("filesize"), kb)
+    region = max(v for v in (size, filesize, 0) if v is not None)
+    if size is None and filesize is None:
+        return None
+    offset = _size_of(opts.get("offset"), kb) or 0
+    inc = _size_of(opts.get("offset_increment"), kb) or 0
+    try:
+        numjobs = max(1, int(str(opts.get("numjobs", 1))))
+    except ValueError:
+        numjobs = 1
+    return offset + region + inc * (numjobs - 1)
 
-    _lint(options, allow_exec=allow_exec, where=where)
+
+def _explicit_size(options: Mapping[str, Any]) -> bool:
+    """True when ``size``/``filesize`` bounds the region (missing or 0 means the whole device)."""
+    opts = options
+    kb = _kb_base(opts)
+    for key in ("size", "filesize"):
+        text = opts.get(key)
+        if text is None or str(text).strip() == "":
+            continue
+        try:
+            size, percent = fo.parse_size_or_percent(re.split(r"[-:]", str(text).strip())[0], kb)
+        except ValueError:
+            continue
+        if (size or 0) > 0 or (percent is not None and 0 < percent < 100):
+            return True
+    return False
+
+
+def _truthy(value: Any) -> bool:
+    if value is None or value is True:
+        return True
+    if value is False:
+        return False
+    return str(value).strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# ---------------------------------------------------------------------------------------------
+# loop devices, by what backs them
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """One attached loop device and what backs it.
+
+    Attributes
+    ----------
+    name : str
+        ``loop3``.
+    devno : str
+        ``"7:3"``.
+    backing_file : str
+        Path as the kernel records it (``/sys/block/loopN/loop/backing_file``), ``" (deleted)"`` removed.
+    backing : tuple of (int, int, int) or None
+        ``(major, minor, inode)`` of the backing file: the filesystem's device and the inode, from
+        the ``LOOP_GET_STATUS64`` ioctl (``lo_device``, ``lo_inode``; needs read access to the
+        device, i.e. root) or else from ``stat`` of the recorded path.
+    """
+
+    name: str
+    devno: str
+    backing_file: str
+    backing: tuple[int, int, int] | None
+
+
+_LOOP_GET_STATUS64 = 0x4C05
+_LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")
+
+
+def _decode_dev(dev: int) -> tuple[int, int]:
+    """Linux ``new_decode_dev`` of a 64-bit ``huge_encode_dev`` value (``lo_device``)."""
+    return (dev & 0xFFF00) >> 8, (dev & 0xFF) | ((dev >> 12) & 0xFFF00)
+
+
+def _loop_status(name: str) -> tuple[int, int, int] | None:
+    try:
+        fd = os.open(f"/dev/{name}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        buf = array.array("B", bytes(_LOOP_INFO64.size))
+        fcntl.ioctl(fd, _LOOP_GET_STATUS64, buf, True)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields = _LOOP_INFO64.unpack(buf.tobytes())
+    major, minor = _decode_dev(fields[0])
+    return major, minor, fields[1]
+
+
+def _read(path: Path | str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def loop_devices() -> list[LoopInfo]:
+    """Every attached loop device with its backing file's identity (see :class:`LoopInfo`)."""
+    out = []
+    for d in sorted(Path("/sys/block").glob("loop*")):
+        backing = _read(d / "loop" / "backing_file")
+        if not backing:
+            continue
+        path = backing.removesuffix(" (deleted)")
+        ident = _loop_status(d.name)
+        if ident is None:
+            try:
+                st = os.stat(path)
+                ident = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+            except OSError:
+                ident = None
+        out.append(LoopInfo(d.name, _read(d / "dev"), path, ident))
+    return out
+
+
+def _file_identity(st: os.stat_result) -> tuple[int, int, int]:
+    return os.major(st.st_dev), os.minor(st.st_dev), st.st_ino
+
+
+def _loops_backed_by(st: os.stat_result, loops: Sequence[LoopInfo] | None = None) -> list[str]:
+    """Loop devices backed by the object ``st`` describes: a file (by inode) or a block device (by number)."""
+    loops = loop_devices() if loops is None else loops
+    out = []
+    if stat.S_ISREG(st.st_mode):
+        ident = _file_identity(st)
+        out = [lp.name for lp in loops if lp.backing == ident]
+    elif stat.S_ISBLK(st.st_mode):
+        want = (os.major(st.st_rdev), os.minor(st.st_rdev))
+        for lp in loops:
+            try:
+                bst = os.stat(lp.backing_file)
+            except OSError:
+                continue
+            if stat.S_ISBLK(bst.st_mode) and (os.major(bst.st_rdev), os.minor(bst.st_rdev)) == want:
+                out.append(lp.name)
+    return sorted(out)
+
+
+def _sibling_loops(name: str, loops: Sequence[LoopInfo]) -> list[str]:
+    """Other loop devices over the same backing file as loop device ``name``."""
+    me = next((lp for lp in loops if lp.name == name), None)
+    if me is None or me.backing is None:
+        return []
+    return sorted(lp.name for lp in loops if lp.backing == me.backing and lp.name != name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,26 +345,20 @@ class DeviceReport:
 
     Attributes
     ----------
-    path : str
-        The path as given.
-    resolved : str
-        ``os.path.realpath`` of it.
+    path, resolved : str
+        The path as given, and ``os.path.realpath`` of it.
     devno : str
         ``"major:minor"``.
     name : str
         Kernel name (``loop3``, ``vda1``).
     related : tuple of str
-        Kernel names of the device, its partitions, holders, and loop devices backed by it.
-    mounts : tuple of str
-        ``"<name> on <mount point> (<fstype>)"`` for each mount of a related device.
-    swaps : tuple of str
-        Active swap areas on related devices.
+        Kernel names of the device, its partitions, holders, loop devices backed by it, and other
+        loop devices over the same backing file.
+    mounts, swaps : tuple of str
+        Mounts / active swap areas on related devices.
     root : bool
         A related device backs ``/``.
-    holders : tuple of str
-        Devices stacked on it (dm, md).
-    partitions : tuple of str
-        Kernel-known partitions of it.
+    holders, partitions : tuple of str
     signatures : tuple of dict
         ``wipefs --no-act --json`` entries (``device``, ``offset``, ``type``, ``uuid``, ``label``).
     """
@@ -265,13 +427,6 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-def _read(path: Path | str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
 def _devno_of_name(name: str) -> str:
     return _read(f"/sys/class/block/{name}/dev")
 
@@ -292,27 +447,6 @@ def _holders(name: str) -> list[str]:
         return sorted(p.name for p in Path(f"/sys/class/block/{name}/holders").iterdir())
     except OSError:
         return []
-
-
-def _loops_backed_by(resolved: str, devno: tuple[int, int] | None) -> list[str]:
-    """Loop devices whose backing file is ``resolved`` (a file, or a device by number)."""
-    out = []
-    for d in Path("/sys/block").glob("loop*"):
-        backing = _read(d / "loop" / "backing_file")
-        if not backing:
-            continue
-        backing = backing.removesuffix(" (deleted)")
-        if backing == resolved:
-            out.append(d.name)
-            continue
-        if devno is not None:
-            try:
-                st = os.stat(backing)
-            except OSError:
-                continue
-            if stat.S_ISBLK(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == devno:
-                out.append(d.name)
-    return sorted(out)
 
 
 def _unescape_mount(text: str) -> str:
@@ -343,7 +477,7 @@ def _rdev_of(path: str) -> str | None:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 
-def _swaps() -> list[str]:
+def _swap_entries() -> list[str]:
     lines = _read(_SWAPS).splitlines()[1:]
     return [_unescape_mount(line.split()[0]) for line in lines if line.split()]
 
@@ -352,9 +486,7 @@ def _signatures(path: str) -> list[dict]:
     """Signatures on a block device: ``wipefs --no-act --json``, else ``blkid -p``."""
     wipefs = shutil.which("wipefs") or ("/usr/sbin/wipefs" if os.path.exists("/usr/sbin/wipefs") else None)
     if wipefs:
-        proc = subprocess.run(
-            [wipefs, "--no-act", "--json", path], capture_output=True, text=True, timeout=30
-        )
+        proc = subprocess.run([wipefs, "--no-act", "--json", path], capture_output=True, text=True, timeout=30)
         if proc.returncode != 0:
             raise UnsafeTargetError(
                 f"refusing to write {path}: cannot probe it for signatures (wipefs: "
@@ -382,7 +514,8 @@ def _signatures(path: str) -> list[dict]:
              "label": kv.get("LABEL")}]
 
 
-def device_report(path: str | os.PathLike[str], *, probe: bool = True) -> DeviceReport:
+def device_report(path: str | os.PathLike[str], *, probe: bool = True,
+                  loops: Sequence[LoopInfo] | None = None) -> DeviceReport:
     """Collect what is on and above a block device.
 
     Parameters
@@ -391,6 +524,8 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True) -> Device
         A block device node or a symlink to one.
     probe : bool
         Run ``wipefs`` on the device and its partitions (needs read access, i.e. root).
+    loops : sequence of LoopInfo, optional
+        :func:`loop_devices`, when the caller has it already.
 
     Returns
     -------
@@ -409,11 +544,11 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True) -> Device
         raise UnsafeTargetError(f"{path}: cannot stat ({exc.strerror})") from exc
     if not stat.S_ISBLK(st.st_mode):
         raise UnsafeTargetError(f"{path} is not a block device")
+    loops = loop_devices() if loops is None else loops
     major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
     sysdir = sysfs_block_dir(major, minor)
     name = sysdir.name
 
-    # the device, its partitions, devices stacked on any of them, loops backed by it
     related: list[str] = []
     holders: list[str] = []
     todo = [name]
@@ -422,16 +557,23 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True) -> Device
         if n in related:
             continue
         related.append(n)
-        for p in _partitions(Path(os.path.realpath(f"/sys/class/block/{n}"))):
-            todo.append(p)
+        todo.extend(_partitions(Path(os.path.realpath(f"/sys/class/block/{n}"))))
         for h in _holders(n):
             holders.append(h)
             todo.append(h)
-        devno = _devno_of_name(n)
-        if devno:
-            ma, mi = (int(x) for x in devno.split(":"))
-            for loop in _loops_backed_by(f"/dev/{n}", (ma, mi)):
-                todo.append(loop)
+        todo.extend(_sibling_loops(n, loops))  # a second loop device over the same image
+        node = f"/dev/{n}"
+        try:
+            nst = os.stat(node)
+        except OSError:
+            devno = _devno_of_name(n)
+            nst = None
+            if devno:
+                want = tuple(int(x) for x in devno.split(":"))
+                todo.extend(lp.name for lp in loops if lp.backing_file
+                            and _rdev_of(lp.backing_file) == f"{want[0]}:{want[1]}")
+        if nst is not None:
+            todo.extend(_loops_backed_by(nst, loops))
     devnos = {n: _devno_of_name(n) for n in related}
     by_devno = {v: k for k, v in devnos.items() if v}
 
@@ -444,12 +586,7 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True) -> Device
             mounts.append(f"/dev/{hit} on {m['mountpoint']} ({m['fstype']})")
             if m["mountpoint"] == "/":
                 root = True
-    swaps = []
-    for s in _swaps():
-        hit = by_devno.get(_rdev_of(s) or "")
-        if hit is not None:
-            swaps.append(s)
-
+    swaps = [s for s in _swap_entries() if by_devno.get(_rdev_of(s) or "") is not None]
     partitions = tuple(_partitions(sysdir))
     signatures: list[dict] = []
     if probe:
@@ -487,39 +624,30 @@ def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
     return out
 
 
-_ZERO_SIZE = re.compile(r"(?=[^1-9]*0)0*\.?0*\s*[kmgtpe]?i?b?", re.IGNORECASE)  # 0, 0k, 0.0m
-
-
-def _explicit_size(options: Mapping[str, Any]) -> bool:
-    """True when ``size`` bounds the region (fio's ``size=0``/missing means the whole device).
-
-    Sizes are read by :func:`storagebench.jobfile.parse_size` (fio's ``kb_base=1024`` rule); a
-    range (``4k-8k``) or a ``size:offset`` form counts by its first part.
-    """
-    from .jobfile import parse_size
-
-    size = _opt(options, "size", "filesize")
-    if size is None:
-        return False
-    text = str(size).strip()
-    if not text:
-        return False
-    if text.endswith("%"):
-        try:
-            return float(text[:-1]) > 0
-        except ValueError:
-            return False
-    first = text.split("-")[0].split(":")[0].strip()
-    try:
-        return parse_size(first) > 0
-    except ValueError:  # zero is the whole device; anything else non-empty fio parses or rejects itself
-        return not _ZERO_SIZE.fullmatch(first)
-
-
 def _split_filenames(target: str) -> list[str]:
     """fio ``filename=a:b`` names several files; ``\\:`` escapes a colon (fio HOWTO ``filename``)."""
     parts = re.split(r"(?<!\\):", target)
     return [p.replace("\\:", ":") for p in parts if p]
+
+
+# ---------------------------------------------------------------------------------------------
+# the check
+
+
+@dataclass
+class _Ctx:
+    reason: str | None
+    options: dict[str, Any]
+    allowed: set[str]
+    cwd: str
+    own_files: set[tuple[int, int, int]]
+    forbidden: list[str]
+    loops: list[LoopInfo]
+    record: list[dict] = field(default_factory=list)
+
+
+def _resolve(path: str, cwd: str) -> str:
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd, path))
 
 
 def check_run(
@@ -527,103 +655,213 @@ def check_run(
     options: Mapping[str, Any],
     *,
     allow_devices: Sequence[str] = (),
+    allow: Iterable[str] = (),
     allow_exec: bool = False,
-) -> None:
-    """Refuse a run that would destroy data; return ``None`` when it is safe.
+    cwd: str | os.PathLike[str] | None = None,
+    own_files: Iterable[tuple[int, int, int]] = (),
+    forbidden_roots: Sequence[str | os.PathLike[str]] = (),
+) -> dict[str, Any]:
+    """Refuse a run that would destroy data; return what was checked when it is safe.
 
     Parameters
     ----------
     target : str, path-like or None
-        fio ``filename`` (a file, a block device, or several joined by ``:``), or a directory
-        (fio ``directory``). ``None`` uses ``options["filename"]``/``options["directory"]``.
+        fio ``filename`` (a file, a block device, or several joined by ``:``). ``None`` uses
+        ``options["filename"]``.
     options : mapping
-        fio options of the run (``rw``, ``size``, ``ioengine``, ``filename`` ...).
+        fio options of the run, any spelling (``rw`` or ``readwrite`` ...).
     allow_devices : sequence of str
         Devices the user named to override the *at rest* checks (signatures, partition table,
-        missing ``size``), as paths or ``"major:minor"``. Devices in use (mounted, swap, root,
-        held by dm/md) are never overridden.
+        missing ``size``), as paths or ``"major:minor"``. Devices in use are never overridden.
+    allow : iterable of str
+        Opt-ins for gated options (:data:`storagebench.fio.options.GATES`), as a study's ``allow``.
     allow_exec : bool
-        Allow options that run programs (see :func:`lint_options`).
+        Same as ``"exec"`` in ``allow``.
+    cwd : path, optional
+        fio's working directory: relative paths are resolved in it. Default the current directory.
+    own_files : iterable of (major, minor, inode)
+        Regular files storagebench itself created for this study (fio may grow them).
+    forbidden_roots : sequence of path
+        Directories no target may lie in (the study's results directory).
+
+    Returns
+    -------
+    dict
+        ``{"modifying": reason or None, "gates": {gate: [option=value ...]}, "targets": [{"path",
+        "resolved", "kind", "identity"}]}``: what the runner records in ``provenance.json``.
 
     Raises
     ------
+    UnsafeJobFileError
+        A gated option that is not allowed, an unknown option, or one given twice.
     UnsafeTargetError
-        With a message naming the device, the workload and the reason, e.g. ``"refusing
-        randwrite on /dev/loop3: it holds an ext4 filesystem (UUID ...); pass --allow-device
-        /dev/loop3 to override"``.
-
-    Notes
-    -----
-    The rules are listed in this module's docstring.
+        With a message naming the object, the workload and the reason.
     """
-    lint_options(options, allow_exec=allow_exec)
-    reason = modifying_reason(options)
-    if reason is None:
-        return
+    opts = _canonical(options)
+    allowed = set(allow) | ({"exec"} if allow_exec else set())
+    gates = _check_gates(opts, frozenset(allowed), "")
+    try:
+        reason = fo.modifying_reason(opts)
+    except JobFileError as exc:
+        raise UnsafeTargetError(str(exc)) from None
+    ctx = _Ctx(reason, opts, allowed, os.fspath(cwd) if cwd is not None else os.getcwd(), set(own_files),
+               [os.path.realpath(os.fspath(r)) for r in forbidden_roots], loop_devices())
     names: list[str] = []
     if target is not None:
         names.extend(_split_filenames(os.fspath(target)))
-    else:
-        fn = _opt(options, "filename")
-        if fn is not None:
-            names.extend(_split_filenames(str(fn)))
-    if "filename" in options and target is not None and str(options["filename"]) != os.fspath(target):
-        names.extend(_split_filenames(str(options["filename"])))
-    allowed = _allowed_devnos(allow_devices)
+    fn = opts.get("filename")
+    if fn is not None and (target is None or str(fn) != os.fspath(target)):
+        names.extend(_split_filenames(str(fn)))
+    devnos = _allowed_devnos(allow_devices)
     for name in names:
-        _check_one(name, reason, options, allowed)
+        _check_one(name, ctx, devnos, role="filename")
+    for key in ("directory", "opendir"):
+        if opts.get(key) not in (None, ""):
+            for d in re.split(r"(?<!\\):", str(opts[key])):
+                _check_tree(d.replace("\\:", ":"), ctx, devnos, walk=(key == "opendir"), role=key)
+    if opts.get("replay_redirect") not in (None, ""):
+        _check_one(str(opts["replay_redirect"]), ctx, devnos, role="replay_redirect",
+                   reason="replay_redirect (every replayed I/O, writes included, goes to it)")
+    for key in ("read_iolog", "read_iolog_chunked"):
+        if key == "read_iolog" and opts.get(key) not in (None, ""):
+            for f in _iolog_files(_resolve(str(opts[key]), ctx.cwd)):
+                _check_one(f, ctx, devnos, role="read_iolog entry", reason="read_iolog replay")
+    return {"modifying": reason, "gates": gates, "targets": ctx.record}
 
 
-def _check_one(name: str, reason: str, options: Mapping[str, Any], allowed: set[str]) -> None:
-    resolved = os.path.realpath(name)
-    via = f" (a link to {resolved})" if resolved != os.path.abspath(name) else ""
+def _iolog_files(path: str) -> list[str]:
+    """Files an fio I/O log (version 2 or 3) opens: ``FILE add|open`` lines (fio ``iolog.c``)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64 << 20)
+    except OSError as exc:
+        raise UnsafeTargetError(
+            f"refusing read_iolog {path}: cannot read it to see what it replays ({exc.strerror})") from exc
+    lines = head.decode("utf-8", "replace").splitlines()
+    if not lines or not lines[0].startswith("fio version"):
+        return []  # version 1: offsets only, on the job's own files
+    out = []
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in ("add", "open") and parts[0] not in out:
+            out.append(parts[0])
+    return out
+
+
+def _check_tree(path: str, ctx: _Ctx, devnos: set[str], *, walk: bool, role: str) -> None:
+    resolved = os.path.realpath(_resolve(path, ctx.cwd))
+    _check_forbidden(path, resolved, ctx)
+    if not os.path.isdir(resolved):
+        raise UnsafeTargetError(f"refusing {role}={path}: {resolved} is not a directory")
+    ctx.record.append({"path": path, "resolved": resolved, "kind": "directory", "role": role})
+    if not walk:
+        return
+    count = 0
+    for root, dirs, files in os.walk(resolved):
+        dirs.sort()
+        for f in sorted(files):
+            count += 1
+            if count > MAX_OPENDIR_FILES:
+                raise UnsafeTargetError(f"refusing opendir={path}: more than {MAX_OPENDIR_FILES:,} files to check")
+            _check_one(os.path.join(root, f), ctx, devnos, role="opendir file")
+
+
+def _check_forbidden(name: str, resolved: str, ctx: _Ctx) -> None:
+    for root in ctx.forbidden:
+        if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+            raise UnsafeTargetError(
+                f"refusing {name}: it resolves to {resolved}, inside the study's results directory {root}; "
+                "give a target outside it"
+            )
+
+
+def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str | None = None) -> None:
+    reason = reason or ctx.reason
+    what = reason or "a read workload"
+    absolute = _resolve(name, ctx.cwd)
+    resolved = os.path.realpath(absolute)
+    via = f" (which resolves to {resolved})" if resolved != name else ""
+    label = f"{name}{via}"
+    _check_forbidden(name, resolved, ctx)
     try:
         st = os.stat(resolved)
-    except FileNotFoundError:
-        return  # fio will create a new regular file
+    except (FileNotFoundError, NotADirectoryError):
+        ctx.record.append({"path": name, "resolved": resolved, "kind": "new", "role": role})
+        return  # fio will create a new regular file (or fail to, and say why)
     except OSError as exc:
-        raise UnsafeTargetError(f"refusing {reason} on {name}: cannot stat it ({exc.strerror})") from exc
+        raise UnsafeTargetError(f"refusing {what} on {label}: cannot stat it ({exc.strerror})") from exc
     if stat.S_ISREG(st.st_mode):
-        for loop in _loops_backed_by(resolved, None):
-            _check_device(f"/dev/{loop}", reason, options, allowed,
-                          label=f"{name}{via} (the backing file of /dev/{loop})", whole_device_ok=True)
-        for s in _swaps():
-            if os.path.realpath(s) == resolved:
-                raise UnsafeTargetError(f"refusing {reason} on {name}{via}: it is an active swap file")
+        ident = _file_identity(st)
+        ctx.record.append({"path": name, "resolved": resolved, "kind": "file",
+                           "identity": "{}:{}:{}".format(*ident), "size_bytes": st.st_size, "role": role})
+        if st.st_nlink > 1:
+            raise UnsafeTargetError(
+                f"refusing {what} on {label}: it has {st.st_nlink} hard links, so another name may be the backing "
+                "file of a loop device or a file someone needs; storagebench will not guess which: use a file "
+                "with one link"
+            )
+        for s in _swap_entries():
+            try:
+                sst = os.stat(s)
+            except OSError:
+                continue
+            if stat.S_ISREG(sst.st_mode) and _file_identity(sst) == ident:
+                raise UnsafeTargetError(f"refusing {what} on {label}: it is an active swap file ({s})")
+        for loop in _loops_backed_by(st, ctx.loops):
+            _check_device(f"/dev/{loop}", reason or "a read workload that may lay the file out", ctx, devnos,
+                          label=f"{label} (the backing file of /dev/{loop}, found by inode {st.st_ino})",
+                          whole_device_ok=True, reads_too=True)
+        need = needed_bytes(ctx.options)
+        if need is not None and st.st_size < need and ident not in ctx.own_files:
+            raise UnsafeTargetError(
+                f"refusing {what} on {label}: the file holds {st.st_size:,} bytes but the job needs {need:,} "
+                "(offset + size), so fio would lay it out again, writing it from the start, even to read it; "
+                "use a file at least that large, a new path, or a smaller size"
+            )
         return
     if stat.S_ISCHR(st.st_mode):
         devno = (os.major(st.st_rdev), os.minor(st.st_rdev))
-        if devno in _HARMLESS_CHR or f"{devno[0]}:{devno[1]}" in allowed:
+        ctx.record.append({"path": name, "resolved": resolved, "kind": "char device",
+                           "identity": f"{devno[0]}:{devno[1]}", "role": role})
+        if reason is None or devno in _HARMLESS_CHR or f"{devno[0]}:{devno[1]}" in devnos:
             return
         raise UnsafeTargetError(
-            f"refusing {reason} on {name}{via}: it is a character device ({devno[0]}:{devno[1]}), which "
+            f"refusing {what} on {label}: it is a character device ({devno[0]}:{devno[1]}), which "
             f"may pass writes to a disk; pass --allow-device {name} to override"
         )
     if stat.S_ISBLK(st.st_mode):
-        _check_device(name, reason, options, allowed, label=f"{name}{via}")
+        ctx.record.append({"path": name, "resolved": resolved, "kind": "block device",
+                           "identity": f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", "role": role})
+        if reason is not None:
+            _check_device(resolved, reason, ctx, devnos, label=label)
         return
-    # directories (fio directory=), fifos, sockets: fio makes its own files there
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else (
+        "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file or device")
+    raise UnsafeTargetError(f"refusing {what} on {label}: it is {kind}; fio's filename must be a file or a device")
 
 
-def _check_device(name: str, reason: str, options: Mapping[str, Any], allowed: set[str], *,
-                  label: str, whole_device_ok: bool = False) -> None:
-    rep = device_report(name, probe=False)  # in-use checks first: they need no probing
+def _check_device(name: str, reason: str, ctx: _Ctx, devnos: set[str], *, label: str,
+                  whole_device_ok: bool = False, reads_too: bool = False) -> None:
+    rep = device_report(name, probe=False, loops=ctx.loops)  # in-use checks first: they need no probing
     in_use = rep.in_use_reasons()
     if in_use:
         raise UnsafeTargetError(
             f"refusing {reason} on {label}: " + "; ".join(in_use)
-            + " (a device in use is never overridden: unmount / swapoff it first)"
+            + f" (related devices: {', '.join(rep.related)}; a device in use is never overridden: unmount / "
+            "swapoff it first)"
         )
-    if rep.devno in allowed:
+    if reads_too and ctx.reason is None:
+        return  # reading a backing file of an idle loop device harms nothing
+    if rep.devno in devnos:
         return
-    rep = device_report(name, probe=True)
+    rep = device_report(name, probe=True, loops=ctx.loops)
     problems = rep.data_reasons()
     if not whole_device_ok:
-        if not _explicit_size(options):
+        if not _explicit_size(ctx.options):
             problems.append(
-                f"no explicit size (size={_opt(options, 'size', 'filesize')!r}) would {reason} the whole device"
+                f"no explicit size (size={ctx.options.get('size')!r}) would {reason} the whole device"
             )
-        if _truthy(_opt(options, "fill_device", "fill_fs")):
+        if "fill_device" in ctx.options and _truthy(ctx.options["fill_device"]):
             problems.append("fill_device would write the whole device")
     if problems:
         raise UnsafeTargetError(
@@ -633,55 +871,283 @@ def _check_device(name: str, reason: str, options: Mapping[str, Any], allowed: s
 
 
 # ---------------------------------------------------------------------------------------------
-# job files
+# client/server
+
+
+_SOCK = re.compile(r"^sock:(?P<path>/.+)$")
+
+
+def _host_address(host: str) -> tuple[str, str]:
+    """(family, address) of an fio host spec or label: ``sock:/p``, ``ip:a,p``, ``ip6:a,p``, ``a,p``, ``a:p``."""
+    text = str(host).strip()
+    m = _SOCK.match(text)
+    if m:
+        return "sock", m["path"]
+    if text.startswith("/"):
+        return "sock", text.rsplit(":", 1)[0] if re.search(r":\d+$", text) else text
+    fam = "ip"
+    if text.startswith(("ip:", "ip4:", "ip6:")):
+        fam, text = text.split(":", 1)
+    if "," in text:
+        text = text.split(",", 1)[0]
+    elif text.count(":") == 1:
+        text = text.split(":", 1)[0]
+    return fam, text.strip("[]")
+
+
+def _route_is_local_namespace(address: str) -> bool:
+    """The route to ``address`` leaves through a veth whose peer is in a network namespace of this host."""
+    ip = shutil.which("ip") or "/usr/sbin/ip"
+    try:
+        out = subprocess.run([ip, "-o", "route", "get", address], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    m = re.search(r"\bdev (\S+)", out)
+    if not m:
+        return False
+    dev = Path("/sys/class/net") / m.group(1)
+    return _read(dev / "iflink") not in ("", _read(dev / "ifindex")) and not (dev / "device").exists()
+
+
+def is_local_host(host: str) -> bool:
+    """True when fio server ``host`` runs on this machine, so its paths are this machine's paths.
+
+    Local: a Unix socket (``sock:/path``), a loopback address, an address of this host, or an address
+    routed to a network namespace of this host over a veth pair (the test servers of
+    :mod:`storagebench.servers`).
+    """
+    fam, addr = _host_address(host)
+    if fam == "sock":
+        return True
+    try:
+        infos = socket.getaddrinfo(addr, None)
+    except OSError:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0])
+        if ip.is_loopback or ip.is_unspecified:
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.bind((sockaddr[0], 0))  # binds only to an address of this host
+            return True
+        except OSError:
+            pass
+        if _route_is_local_namespace(sockaddr[0]):
+            return True
+    return False
+
+
+def _server_spec_matches(arg: str, host: str) -> bool:
+    fam, addr = _host_address(host)
+    want_port = None
+    text = str(host).strip()
+    m = re.search(r"[,:](\d+)$", text)
+    if fam != "sock" and m:
+        want_port = m.group(1)
+    sfam, saddr = _host_address(arg)
+    if fam == "sock" or sfam == "sock":
+        return fam == sfam and os.path.realpath(addr) == os.path.realpath(saddr)
+    sm = re.search(r",(\d+)$", arg)
+    sport = sm.group(1) if sm else "8765"
+    return saddr == addr and (want_port or "8765") == sport
+
+
+def server_cwd(host: str) -> str | None:
+    """Working directory of the fio server process serving ``host`` on this machine, or ``None``.
+
+    Found by scanning ``/proc/*/cmdline`` for ``fio --server=SPEC`` with the same address and port
+    (or socket path) and reading ``/proc/PID/cwd``.
+    """
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or os.path.basename(argv[0].decode(errors="replace")) != "fio":
+            continue
+        for a in argv:
+            text = a.decode(errors="replace")
+            if text.startswith("--server=") and _server_spec_matches(text[len("--server="):], host):
+                try:
+                    return os.readlink(d / "cwd")
+                except OSError:
+                    return None
+    return None
+
+
+def check_remote(
+    target: str,
+    options: Mapping[str, Any],
+    host: str,
+    *,
+    allow_remote: Mapping[str, Sequence[str]] | None = None,
+    allow: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Refuse what cannot be checked on a remote fio server unless the study names it.
+
+    A block-device target (a path under ``/dev/``) or a modifying workload on a remote server is
+    refused unless ``allow_remote`` lists that path for that host (or for ``"*"``).
+
+    Parameters
+    ----------
+    target : str
+        fio ``filename`` on the server.
+    options : mapping
+        The run's fio options.
+    host : str
+        The server (``host[,port]``, ``ip:host,port``, label ``host:port``).
+    allow_remote : mapping, optional
+        Host (as written in the study's ``hosts``, or ``"*"``) -> paths the user vouches for.
+    allow : iterable of str
+        The study's opt-ins (gates are checked for remote runs too).
+
+    Returns
+    -------
+    dict
+        ``{"host", "modifying", "targets", "overridden"}`` for ``provenance.json``.
+
+    Raises
+    ------
+    UnsafeTargetError, UnsafeJobFileError
+    """
+    opts = _canonical(options)
+    _check_gates(opts, frozenset(allow), f"server {host}")
+    try:
+        reason = fo.modifying_reason(opts)
+    except JobFileError as exc:
+        raise UnsafeTargetError(str(exc)) from None
+    named: set[str] = set()
+    for key, paths in (allow_remote or {}).items():
+        if key == "*" or key == host or _host_address(key) == _host_address(host):
+            named.update(paths)
+    overridden = []
+    for path in _split_filenames(target):
+        if path in named:
+            overridden.append(path)
+            continue
+        if path.startswith("/dev/"):
+            raise UnsafeTargetError(
+                f"refusing {reason or 'a workload'} on {path} on remote fio server {host}: a block device there cannot "
+                f"be inspected from here; if it holds no data you need, name it in the study: "
+                f"allow_remote: {{{host!r}: [{path!r}]}}"
+            )
+        if reason is not None:
+            raise UnsafeTargetError(
+                f"refusing {reason} on {path} on remote fio server {host}: storagebench cannot check what that path "
+                f"is on the server; if it holds no data you need, name it in the study: "
+                f"allow_remote: {{{host!r}: [{path!r}]}}"
+            )
+    return {"host": host, "modifying": reason, "targets": _split_filenames(target), "overridden": overridden}
+
+
+def check_point_hosts(
+    target: str,
+    options: Mapping[str, Any],
+    hosts: Sequence[str],
+    *,
+    allow_devices: Sequence[str] = (),
+    allow: Iterable[str] = (),
+    allow_remote: Mapping[str, Sequence[str]] | None = None,
+    forbidden_roots: Sequence[str | os.PathLike[str]] = (),
+) -> dict[str, Any]:
+    """The checks of one client/server point: :func:`check_run` for servers on this machine,
+    :func:`check_remote` for the others.
+
+    A server on this machine resolves a relative path in its own working directory, which is not
+    known here: relative targets are refused for client/server runs.
+
+    Returns
+    -------
+    dict
+        ``{"hosts": {host: record}}`` for ``provenance.json``.
+    """
+    records: dict[str, Any] = {}
+    allow = list(allow)
+    for host in hosts:
+        if is_local_host(host):
+            cwd = "/"
+            if any(not os.path.isabs(p) for p in _split_filenames(target)):
+                found = server_cwd(host)
+                if found is None:
+                    raise HostError(
+                        f"fio server {host} is not running on this machine (no 'fio --server' process for that "
+                        f"address), so the relative target {target!r}, which fio resolves in the server's working "
+                        "directory, cannot be checked; start the server, or give an absolute path"
+                    )
+                cwd = found
+            rec = check_run(target, options, allow_devices=allow_devices, allow=allow, cwd=cwd,
+                            forbidden_roots=forbidden_roots)
+            records[host] = {"local": True, "server_cwd": cwd, **rec}
+        else:
+            records[host] = {"local": False, **check_remote(target, options, host, allow_remote=allow_remote,
+                                                            allow=allow)}
+    return {"hosts": records}
+
+
+# ---------------------------------------------------------------------------------------------
+# job files from elsewhere
 
 
 def lint_jobfile(
     text: str,
     *,
+    allow: Iterable[str] = (),
     allow_exec: bool = False,
     allow_devices: Sequence[str] = (),
     check_targets: bool = True,
     base_dir: str | os.PathLike[str] | None = None,
 ) -> None:
-    """Refuse a fio job file from elsewhere that runs programs or writes a device holding data.
+    """Refuse a fio job file from elsewhere that runs programs, touches other paths, or writes data.
 
     Parameters
     ----------
     text : str
-        The job file (fio HOWTO "Job file format"), parsed by
-        :func:`storagebench.jobfile.parse_jobfile`: ``include`` files are read and linted too.
+        The job file, read by :func:`storagebench.jobfile.parse_jobfile` as fio reads it (``include``
+        files too; values cut at ``;``/``#``).
+    allow : iterable of str
+        Opt-ins for gated options, as a study's ``allow``.
     allow_exec : bool
-        Allow ``exec_prerun``, ``exec_postrun``, ``ioengine=exec``, ``ioengine=external:...``.
+        Same as ``"exec"`` in ``allow``.
     allow_devices : sequence of str
         As in :func:`check_run`.
     check_targets : bool
-        Also apply :func:`check_run` to each job's ``filename``.
+        Also apply :func:`check_run` to each job's ``filename`` (relative to ``base_dir``).
     base_dir : path, optional
-        Directory relative ``include`` paths are read from.
+        Directory relative ``include`` paths and targets are read from.
 
     Raises
     ------
     UnsafeJobFileError
-        An option runs a program (message names the job and the option).
+        A refused option (the message names the section and the option), an unknown option, or a
+        value fio would substitute (``$``).
     UnsafeTargetError
-        A job would write a device that holds data.
+        A job would harm a target.
     JobFileError
         The text cannot be parsed.
     """
     from .jobfile import parse_jobfile
 
+    allowed = set(allow) | ({"exec"} if allow_exec else set())
     parsed = parse_jobfile(text, base_dir=base_dir)
     for name, raw in parsed.sections:  # [global] sections too: an exec option there is refused
-        lint_options({k: ("1" if v is None else v) for k, v in raw.items()}, allow_exec=allow_exec,
-                     where=f"job file section [{name}]")
-    for name, raw in parsed.jobs:
-        opts = {k: ("1" if v is None else v) for k, v in raw.items()}
         where = f"job file section [{name}]"
-        lint_options(opts, allow_exec=allow_exec, where=where)
+        for key, value in raw.items():
+            if value is not None and "$" in value:
+                raise UnsafeJobFileError(
+                    f"{where}: {key}={value!r}: fio substitutes '${{VAR}}' and '$keyword' at run time, so what is "
+                    "checked here is not what fio would run; write the value out"
+                )
+        _check_gates(_canonical(raw, where), frozenset(allowed), where)
+    for name, raw in parsed.jobs:
+        where = f"job file section [{name}]"
+        opts = _canonical(raw, where)
         if check_targets and opts.get("filename"):
             try:
-                check_run(opts["filename"], opts, allow_devices=allow_devices, allow_exec=allow_exec)
+                check_run(None, opts, allow_devices=allow_devices, allow=allowed,
+                          cwd=base_dir if base_dir is not None else os.getcwd())
             except JobFileError:
                 raise
             except UnsafeTargetError as exc:

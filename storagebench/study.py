@@ -33,14 +33,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import JobFileError, StudyError
-from .jobfile import (
-    KNOWN_IOENGINES,
-    KNOWN_OPTIONS,
-    RUNNER_OPTIONS,
-    check_option_names,
-    lint_options,
-    parse_size,
-)
+from .fio import options as fo
+from .fio.options import KNOWN_OPTIONS, canonical_name, parse_size
+from .jobfile import RUNNER_OPTIONS
 
 __all__ = [
     "RW_VALUES",
@@ -52,11 +47,8 @@ __all__ = [
     "load_study",
 ]
 
-#: fio ``rw=`` values (fio HOWTO, ``readwrite=str, rw=str``).
-RW_VALUES: tuple[str, ...] = (
-    "read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
-    "trim", "randtrim", "trimwrite", "randtrimwrite",
-)
+#: fio ``rw=`` values (fio HOWTO, ``readwrite=str, rw=str``; :data:`storagebench.fio.options.RW_VALUES`).
+RW_VALUES: tuple[str, ...] = fo.RW_VALUES
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
 #: Factor names with a meaning to fio (``target`` picks the file/device).
@@ -71,28 +63,59 @@ _Scalar = Union[bool, int, float, str]
 # value checks (one rule per fio option the study understands)
 
 
+_SIZE_OPTIONS = {"size": True, "offset": True, "io_size": True, "filesize": False, "offset_increment": True,
+                 "ba": False, "offset_align": False}  # name -> a percentage is allowed
+_PERCENT_OPTIONS = ("rwmixread", "rwmixwrite", "percentage_random")
+#: Upper bounds for counts fio would otherwise try to honour (a typo of 1e6 jobs forks a million processes).
+MAX_NUMJOBS = 4096
+MAX_IODEPTH = 65536
+
+
+def _size_ok(name: str, value: Any, *, percent_ok: bool) -> None:
+    problem = fo.size_spelling_problem(value, percent_ok=percent_ok)
+    if problem:
+        raise ValueError(problem)
+
+
 def _check_value(name: str, value: Any) -> Any:
-    """Check one fio option value; return it normalised. Raises ValueError with the rule."""
+    """Check one fio option value (canonical ``name``); return it normalised. Raises ValueError with the rule.
+
+    Every value must also be one fio reads as written (:func:`storagebench.fio.options.check_job_value`:
+    no line breaks, ';', '#' or '$'), and sizes and times must be spelled so that fio reads what
+    their author meant (:func:`~storagebench.fio.options.size_spelling_problem`).
+    """
     if isinstance(value, (dict, list, tuple, set)):
         raise ValueError(f"must be a single value, got {value!r}")
-    if name in ("rw", "readwrite"):
-        base = str(value).split(":", 1)[0].strip()
-        if not isinstance(value, str) or base not in RW_VALUES:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise ValueError(f"must be finite, got {value!r}")
+    try:
+        fo.check_job_value(name, value)
+    except JobFileError as exc:
+        raise ValueError(str(exc).removeprefix(f"option {name}: ")) from None
+    if name == "rw":
+        if not isinstance(value, str):
             raise ValueError(f"must be one of [{', '.join(RW_VALUES)}], got {value!r}")
+        try:
+            fo.rw_base(value)
+        except JobFileError:
+            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}] (optionally ':N'), got {value!r}") from None
         return value.strip()
-    if name in ("bs", "blocksize"):
+    if name == "bs":
         # fio: bs=int[,int][,int] for reads, writes, trims
         parts = str(value).split(",") if isinstance(value, str) else [value]
         for part in parts:
             if part == "" and isinstance(value, str):
                 continue
-            parse_size(part.strip() if isinstance(part, str) else part)
+            _size_ok(name, part.strip() if isinstance(part, str) else part, percent_ok=False)
+            if parse_size(part.strip() if isinstance(part, str) else part) == 0:
+                raise ValueError(f"must be a positive block size, got {value!r}")
         return value
     if name in ("iodepth", "numjobs"):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"must be a positive integer, got {value!r}")
+        top = MAX_NUMJOBS if name == "numjobs" else MAX_IODEPTH
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise ValueError(f"must be an integer from 1 to {top:,}, got {value!r}")
         return value
-    if name in ("rwmixread", "rwmixwrite", "percentage_random"):
+    if name in _PERCENT_OPTIONS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
             raise ValueError(f"must be a number from 0 to 100 (percent), got {value!r}")
         return value
@@ -104,39 +127,56 @@ def _check_value(name: str, value: Any) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"must be an fio ioengine name, got {value!r}")
         low = value.strip().lower()
-        if low not in KNOWN_IOENGINES and not low.startswith("external") and "/" not in low:
-            raise ValueError(f"must be one of [{', '.join(sorted(KNOWN_IOENGINES))}], got {value!r}")
+        engines = set(fo.OPTIONS["ioengine"]["values"]) | set(fo.ENGINE_OPTIONS)
+        if low not in engines and not low.startswith("external") and "/" not in low:
+            raise ValueError(f"must be one of [{', '.join(sorted(engines))}], got {value!r}")
         return value.strip()
-    if name == "size":
-        if isinstance(value, str) and value.strip().endswith("%"):
-            return value
-        parse_size(value)
+    if name in _SIZE_OPTIONS:
+        _size_ok(name, value, percent_ok=_SIZE_OPTIONS[name])
         return value
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise ValueError(f"must be a string, number or boolean, got {value!r}")
 
 
-def _check_options(options: Mapping[str, Any], where: str, *, allow_exec: bool) -> dict[str, Any]:
-    """Names known to fio, not set by the runner, values valid, nothing that runs programs."""
-    out = {}
+def _gate_names() -> list[str]:
+    return sorted(fo.GATES)
+
+
+def _check_options(options: Mapping[str, Any], where: str, *, allow: frozenset[str]) -> dict[str, Any]:
+    """Canonical names known to fio, not set by the runner, valid values, and only opted-in host effects.
+
+    An option in no gate of :data:`storagebench.fio.options.GATES` and not known to be harmless is
+    refused unless the study's ``allow`` names it (or its gate).
+    """
+    out: dict[str, Any] = {}
     for name, value in options.items():
         if not isinstance(name, str):
             raise ValueError(f"{where}: option names must be strings, got {name!r}")
-        if name in RUNNER_OPTIONS:
-            raise ValueError(f"{where}.{name}: set by the runner; use {RUNNER_OPTIONS[name]}")
         try:
-            check_option_names({name: value})
-        except JobFileError as exc:
-            raise ValueError(f"{where}.{exc}") from None
+            canon = canonical_name(name)
+        except JobFileError:
+            try:
+                canonical_name(name, where=where)
+            except JobFileError as exc:
+                raise ValueError(str(exc)) from None
+        shown = name if canon == name else f"{name} (fio's {canon})"
+        if canon in RUNNER_OPTIONS:
+            raise ValueError(f"{where}.{shown}: set by the runner; use {RUNNER_OPTIONS[canon]}")
+        if canon in out:
+            raise ValueError(f"{where}.{name}: the same fio option as another key here ({canon}); set it once")
         try:
-            out[name] = _check_value(name, value)
+            out[canon] = _check_value(canon, value)
         except ValueError as exc:
-            raise ValueError(f"{where}.{name}: {exc}") from None
-    try:
-        lint_options(out, allow_exec=allow_exec)
-    except JobFileError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+            raise ValueError(f"{where}.{shown}: {exc}") from None
+        gate = fo.gate_of(canon, out[canon])
+        if gate is not None and gate not in allow and canon not in allow:
+            why = fo.GATES[gate][0] if gate in fo.GATES else (
+                "is not known to storagebench to be harmless for a measurement")
+            raise ValueError(
+                f"{where}.{shown}={value!r}: it {why}; refused unless the study says 'allow: [{gate}]' "
+                "(the write-up records what was allowed)"
+            )
     return out
 
 
@@ -189,8 +229,20 @@ class Study(BaseModel):
         time. It is valid only with ``hosts``; like any factor it enters the run id and the
         seeded run order, so a 1..4-client sweep is one study, randomised across client
         counts (load is not confounded with drift over time), resumed as one.
+    allow : list of str
+        Named opt-ins for fio options that touch more than the run's own target: a gate of
+        :data:`storagebench.fio.options.GATES` (``exec``, ``other_files``, ``iolog``, ``log_paths``,
+        ``cgroup``, ``ioscheduler``, ``unlink``, ``net``, ``create``, ``allow_mounted_write``,
+        ``zones``, ``user``, ``lockmem``, ``profile``), an option's own name, or ``ioengine=NAME``.
+        Everything else that is not known to be harmless for a measurement is refused; the
+        write-up records what was allowed.
     allow_exec : bool
-        Allow fio options that run programs (``exec_prerun`` ...).
+        Deprecated spelling of ``allow: [exec]``.
+    allow_remote : dict of str to list of str
+        For client/server studies: server (as written in ``hosts``, or ``"*"``) -> target paths on
+        that server the user vouches for. A remote server's files cannot be inspected from here, so
+        a block-device target (``/dev/...``) or a writing workload on a remote server is refused
+        unless named here; the write-up records it. Servers on this machine get the local checks.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -207,9 +259,82 @@ class Study(BaseModel):
     timeout: Optional[float] = Field(None, gt=0)
     target: Optional[str] = None
     hosts: Optional[Union[list[str], str]] = None
+    allow: list[str] = Field(default_factory=list)
     allow_exec: bool = False
+    allow_remote: dict[str, list[str]] = Field(default_factory=dict)
 
     # -- validation -----------------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical_option_names(cls, data: Any) -> Any:
+        """fio option aliases in ``fixed``, factor names and mapping levels become fio's canonical names.
+
+        fio obeys the last spelling of an option whatever the spelling (``readwrite`` after ``rw``),
+        so every later check must see one name per option.
+        """
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+
+        def canon(mapping: Any, where: str, keep: tuple[str, ...] = ()) -> Any:
+            if not isinstance(mapping, dict):
+                return mapping
+            out: dict[Any, Any] = {}
+            spelled: dict[Any, Any] = {}
+            for key, value in mapping.items():
+                new = fo.ALIASES.get(key, key) if isinstance(key, str) and key not in keep else key
+                if new in out:
+                    raise ValueError(f"{where}: {spelled[new]!r} and {key!r} are the same fio option ({new}); "
+                                     "set it once")
+                out[new] = value
+                spelled[new] = key
+            return out
+
+        if "fixed" in data:
+            data["fixed"] = canon(data["fixed"], "fixed")
+        factors = data.get("factors")
+        if isinstance(factors, dict):
+            factors = canon(factors, "factors", keep=(CLIENTS_FACTOR, "target"))
+            data["factors"] = {
+                name: [canon(level, f"factors.{name}[{i}]", keep=("name", "target")) for i, level in enumerate(levels)]
+                if isinstance(levels, list) else levels
+                for name, levels in factors.items()
+            }
+        return data
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_ok(cls, v: list[str]) -> list[str]:
+        out = []
+        for entry in v:
+            if not isinstance(entry, str):
+                raise ValueError(f"each entry must be a string, got {entry!r}")
+            if entry in fo.GATES or re.fullmatch(r"ioengine=[A-Za-z0-9_-]+", entry):
+                out.append(entry)
+            elif entry in KNOWN_OPTIONS:
+                out.append(canonical_name(entry))
+            else:
+                raise ValueError(
+                    f"each entry must be one of [{', '.join(_gate_names())}], an fio option name or "
+                    f"'ioengine=NAME', got {entry!r}"
+                )
+        return out
+
+    @field_validator("allow_remote")
+    @classmethod
+    def _allow_remote_ok(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for host, paths in v.items():
+            for p in paths:
+                if not isinstance(p, str) or not p or re.search(r"[\x00-\x1f\x7f]", p):
+                    raise ValueError(f"{host}: each path must be a non-empty string without control characters, "
+                                     f"got {p!r}")
+        return v
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """The opt-ins in force: ``allow`` plus ``exec`` when ``allow_exec`` is set."""
+        return frozenset(self.allow) | (frozenset({"exec"}) if self.allow_exec else frozenset())
 
     @field_validator("name")
     @classmethod
@@ -223,9 +348,9 @@ class Study(BaseModel):
     def _size_ok(cls, v: Any) -> Any:
         if v is None:
             return v
-        if isinstance(v, str) and v.strip().endswith("%"):
-            return v
-        parse_size(v)
+        problem = fo.size_spelling_problem(v, percent_ok=True)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("hosts")
@@ -241,7 +366,7 @@ class Study(BaseModel):
 
     @model_validator(mode="after")
     def _grid_ok(self) -> Study:
-        fixed = _check_options(self.fixed, "fixed", allow_exec=self.allow_exec)
+        fixed = _check_options(self.fixed, "fixed", allow=self.allowed)
         set_by: dict[str, str] = {k: "fixed" for k in fixed}
         for factor, levels in self.factors.items():
             where = f"factors.{factor}"
@@ -258,7 +383,7 @@ class Study(BaseModel):
                             f"{where}[{i}]: a mapping level needs a 'name' (string) plus fio options, got {level!r}"
                         )
                     opts = {k: v for k, v in level.items() if k not in ("name", "target")}
-                    checked = _check_options(opts, f"{where}[{i}]", allow_exec=self.allow_exec)
+                    checked = _check_options(opts, f"{where}[{i}]", allow=self.allowed)
                     if is_option:
                         raise ValueError(
                             f"{where}[{i}]: {factor!r} is a fio option, so its levels must be values; "
@@ -275,7 +400,7 @@ class Study(BaseModel):
                     if not isinstance(level, str) or not level:
                         raise ValueError(f"{where}[{i}]: must be a path or a target name, got {level!r}")
                 elif is_option:
-                    _check_options({factor: level}, "factors", allow_exec=self.allow_exec)
+                    _check_options({factor: level}, "factors", allow=self.allowed)
                     owner = set_by.get(factor)
                     if owner is not None and owner != factor:
                         raise ValueError(f"{where}: also set by {owner}; set each option once")

@@ -8,14 +8,15 @@ import pytest
 
 from storagebench.errors import JobFileError
 from storagebench.jobfile import (
-    KNOWN_OPTIONS,
-    check_option_names,
-    lint_options,
+    fio_parsed_options,
     parse_jobfile,
-    parse_size,
     render_jobfile,
+    rendered_options,
+    verify_fio_parse,
+    verify_rendered,
 )
-from storagebench.study import load_study
+from storagebench.safety import UnsafeJobFileError, lint_jobfile
+from storagebench.study import RunPoint, load_study
 
 SPEC = {
     "name": "jf",
@@ -105,51 +106,91 @@ def test_include_loop_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "options",
+    "body, gate",
     [
-        {"exec_prerun": "rm -rf /"},
-        {"exec_postrun": "/bin/sh -c true"},
-        {"ioengine": "exec", "program": "/bin/true"},
-        {"ioengine": "external:/tmp/evil.so"},
-        {"ioengine": "/tmp/evil.so"},
-        {"trigger": "reboot"},
-        {"trigger-remote": "reboot"},
+        ("exec_prerun=rm -rf /\n", "exec"),
+        ("exec_postrun=/bin/sh -c true\n", "exec"),
+        ("ioengine=exec\nprogram=/bin/true\n", "exec"),
+        ("ioengine=external:/tmp/evil.so\n", "exec"),
+        ("ioengine=/tmp/evil.so\n", "exec"),
+        ("opendir=/\n", "other_files"),
+        ("read_iolog=/tmp/x.log\n", "iolog"),
+        ("cgroup=sb\n", "cgroup"),
+        ("ioscheduler=none\n", "ioscheduler"),
+        ("unlink=1\n", "unlink"),
+        ("ioengine=net\nhostname=10.0.0.1\nport=5000\n", "net"),
+        ("write_lat_log=/etc/lat\n", "log_paths"),
+        ("create_only=1\n", "create"),
     ],
 )
-def test_lint_refuses_options_that_run_programs(options):
-    with pytest.raises(JobFileError) as info:
-        lint_options(options, where="job file section [x]")
-    key = next(iter(options))
-    assert key in str(info.value) or str(options.get("ioengine")) in str(info.value)
-    assert "job file section [x]" in str(info.value)
-    lint_options(options, allow_exec=True)  # the user said they trust it
+def test_lint_refuses_gated_options_unless_allowed(body, gate, tmp_path):
+    text = "[global]\nsize=1m\n[x]\n" + body
+    with pytest.raises(UnsafeJobFileError, match=rf"job file section \[(x|global)\].*allow: \[{gate}\]"):
+        lint_jobfile(text, check_targets=False, base_dir=tmp_path)
+    lint_jobfile(text, check_targets=False, allow=[gate], base_dir=tmp_path)  # the user said they trust it
 
 
-def test_lint_passes_ordinary_options():
-    lint_options({"ioengine": "libaio", "rw": "randread", "bs": "4k", "write_lat_log": "lat"})
+def test_lint_reads_aliases_and_variables_as_fio_does(tmp_path):
+    with pytest.raises(JobFileError, match="same fio option"):
+        lint_jobfile("[x]\nrw=randread\nreadwrite=write\n", check_targets=False)
+    with pytest.raises(UnsafeJobFileError, match="substitutes"):
+        lint_jobfile("[x]\nrw=${RW}\n", check_targets=False)
+    with pytest.raises(JobFileError, match="not an option fio-3.33 knows.*'rwmixread'"):
+        lint_jobfile("[x]\nrwmixred=70\n", check_targets=False)
+    lint_jobfile("[x]\nioengine=libaio\nrw=randread\nbs=4k\nwrite_lat_log=lat\n", check_targets=False)
 
 
-def test_known_options_cover_installed_fio(fio_bin):
-    out = subprocess.run([fio_bin, "--cmdhelp=all"], capture_output=True, text=True, check=True).stdout
-    names = {line.split(":", 1)[0].strip() for line in out.splitlines() if ":" in line}
-    names.discard("")
-    assert len(names) > 150
-    assert names <= KNOWN_OPTIONS, sorted(names - KNOWN_OPTIONS)
+def test_values_are_cut_where_fio_cuts_them():
+    jf = parse_jobfile("[x]\nrw=randread;write\ndescription=a # b\n")
+    assert dict(jf.jobs)["x"] == {"rw": "randread", "description": "a"}
 
 
-def test_check_option_names_suggests():
-    check_option_names({"readwrite": "read", "blocksize": "4k", "iodepth": 1})  # aliases are fine
-    with pytest.raises(JobFileError, match=r"fixed\.iodepht: not a fio option.*'iodepth'"):
-        check_option_names({"iodepht": 4}, where="fixed")
+def _point(options, factors=None):
+    return RunPoint(run_id="abc123", repetition=1, run_order=0, factors=factors or {}, options=options)
 
 
-@pytest.mark.parametrize("text, nbytes", [("4k", 4096), ("64KiB", 65536), ("1m", 1 << 20), (4096, 4096),
-                                          ("2g", 2 << 30), ("512", 512), ("1.5k", 1536)])
-def test_parse_size(text, nbytes):
-    assert parse_size(text) == nbytes
+@pytest.mark.parametrize("options, factors, match", [
+    ({"rw": "randread", "description": "x\n[global]\nexec_prerun=id"}, {}, "control characters"),
+    ({"rw": "randread"}, {}, None),
+    ({"rw": "randread", "bs": "4k;x"}, {}, "';'"),
+    ({"rw": "randread", "readwrite": "write"}, {}, "same fio option"),
+    ({"rw": "randread", "bogus_option": 1}, {}, "not an option"),
+])
+def test_render_refuses_what_could_change_the_job_file(options, factors, match, tmp_path):
+    if match is None:
+        render_jobfile(_point(options, factors), None, tmp_path / "t")
+        return
+    with pytest.raises(JobFileError, match=match):
+        render_jobfile(_point(options, factors), None, tmp_path / "t")
 
 
-@pytest.mark.parametrize("bad", ["4q", "", "k", -1, 0, "0.3"])
-def test_parse_size_rejects(bad):
-    with pytest.raises(ValueError, match="must be"):
-        parse_size(bad)
+def test_factor_comment_cannot_break_out(tmp_path):
+    """A hostile factor label reaches only a comment line, printable and on one line."""
+    text = render_jobfile(_point({"rw": "randread"}, {"pattern": "x\n[global]\nexec_prerun=id"}), None,
+                          tmp_path / "t")
+    assert "exec_prerun" not in dict(parse_jobfile(text).jobs)["abc123"]
+    assert text.count("\n[") == 2  # [global] and the job, nothing else starts a section
+    assert "; factors: pattern=x?[global]?exec_prerun=id" in text
+
+
+def test_times_are_rendered_as_fio_reads_them(tmp_path, fio_bin):
+    point = _point({"rw": "randread", "time_based": True, "runtime": 1.5, "ramp_time": 0.25, "size": "1m",
+                    "ioengine": "null"})
+    text = render_jobfile(point, None, tmp_path / "t")
+    assert "runtime=1500ms" in text and "ramp_time=250ms" in text
+    path = tmp_path / "j.fio"
+    path.write_text(text)
+    verify_fio_parse(path, rendered_options(point, tmp_path / "t"), fio_bin)
+
+
+def test_fio_parse_check_catches_a_file_that_says_more(tmp_path, fio_bin):
+    point = _point({"rw": "randread", "size": "1m", "ioengine": "null"})
+    text = render_jobfile(point, None, tmp_path / "t")
+    expected = rendered_options(point, tmp_path / "t")
+    path = tmp_path / "j.fio"
+    path.write_text(text + "rw=randwrite\n")
+    with pytest.raises(JobFileError, match="rw: checked 'randread', read back 'randwrite'"):
+        verify_rendered(path.read_text(), expected)
+    with pytest.raises(JobFileError, match="fio read option rw twice, as 'randread' and 'randwrite'"):
+        verify_fio_parse(path, expected, fio_bin)
+    assert ("rw", "randwrite") in fio_parsed_options(path, fio_bin)

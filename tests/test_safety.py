@@ -143,7 +143,7 @@ def test_symlink_to_device_gets_device_rules(ext4_loop, tmp_path):
     dev, _ = ext4_loop
     link = tmp_path / "innocent.dat"
     link.symlink_to(dev.path)
-    with pytest.raises(UnsafeTargetError, match="a link to"):
+    with pytest.raises(UnsafeTargetError, match="which resolves to /dev/loop"):
         check_run(str(link), {"rw": "write", "size": "1M"})
 
 
@@ -177,12 +177,28 @@ def test_root_device_refused():
         check_run(str(node), {"rw": "write", "size": "1M"}, allow_devices=[str(node)])
 
 
-def test_regular_files_allowed(tmp_path):
+def test_regular_files(tmp_path):
     f = tmp_path / "data.bin"
-    check_run(str(f), {"rw": "randwrite", "size": "1M"})  # missing: fio lays it out
-    f.write_bytes(b"x" * 4096)
-    check_run(str(f), {"rw": "randrw", "size": "1M"})
-    check_run(str(tmp_path), {"rw": "write", "size": "1M"})  # directory=
+    rec = check_run(str(f), {"rw": "randwrite", "size": "1M"})  # missing: fio lays it out
+    assert rec["targets"][0]["kind"] == "new" and rec["modifying"] == "randwrite"
+    f.write_bytes(b"x" * (1 << 20))
+    rec = check_run(str(f), {"rw": "randrw", "size": "1M"})
+    assert rec["targets"][0]["kind"] == "file" and rec["targets"][0]["size_bytes"] == 1 << 20
+    # shorter than the job's region: fio would lay it out again, even for a read
+    with pytest.raises(UnsafeTargetError, match="holds 1,048,576 bytes but the job needs 2,097,152"):
+        check_run(str(f), {"rw": "randread", "size": "2M"})
+    st = f.stat()
+    check_run(str(f), {"rw": "randread", "size": "2M"}, own_files=[(os.major(st.st_dev), os.minor(st.st_dev),
+                                                                   st.st_ino)])  # we made it: fio may grow it
+    with pytest.raises(UnsafeTargetError, match="it is a directory"):
+        check_run(str(tmp_path), {"rw": "write", "size": "1M"})
+    # relative paths are resolved in fio's working directory, not ours
+    (tmp_path / "sub").mkdir()
+    rec = check_run("../data.bin", {"rw": "randread", "size": "1M"}, cwd=tmp_path / "sub")
+    assert rec["targets"][0]["resolved"] == str(f)
+    with pytest.raises(UnsafeTargetError, match="inside the study's results directory"):
+        check_run(str(tmp_path / "results" / "x.dat"), {"rw": "write", "size": "1M"},
+                  forbidden_roots=[tmp_path / "results"])
 
 
 def test_char_devices():
