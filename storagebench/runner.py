@@ -361,7 +361,7 @@ def _check_safety(point: RunPoint, study: Study, store: StudyStore, tgt: str, ho
                                        allow_remote=study.allow_remote, forbidden_roots=[store.root])
     else:
         rec = safety.check_run(tgt, point.options, allow_devices=allow_devices, allow=study.allowed,
-                               own_files=_own_files(store), forbidden_roots=[store.root])
+                               cwd=os.getcwd(), own_files=_own_files(store), forbidden_roots=[store.root])
     return {**common, **rec}
 
 
@@ -652,9 +652,9 @@ def run_point(
                              allow_devices=allow_devices, timeout_s=timeout_s, pool=own)
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
     tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
+    checked = _check_safety(point, study, store, tgt, hosts, allow_devices)  # relative paths: in our cwd
     if not hosts:
         tgt = _absolute_targets(tgt)  # fio runs in the staging dir: a relative path would mean another file
-    checked = _check_safety(point, study, store, tgt, hosts, allow_devices)
     existed = hosts or _existing_files(tgt)
     staging = store.staging_dir(point.run_id)
     try:
