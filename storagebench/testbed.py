@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import TestbedError
+from .fio import options as fo
 from .store import _pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 
 __all__ = [
@@ -125,24 +126,19 @@ def _run(cmd: Sequence[str], *, what: str, timeout: float = 120) -> str:
     return proc.stdout
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-
-
 def parse_size(size: int | str) -> int:
-    """Bytes from ``4096``, ``"64M"``, ``"1GiB"`` (binary multiples, as fio and losetup).
+    """Bytes in a size, read as fio reads it (:func:`storagebench.fio.options.parse_size`: ``64M`` is 64 MiB).
 
     Raises
     ------
     TestbedError
-        Not a positive size.
+        Not a positive size, or a spelling fio would read differently from what it says
+        (:func:`storagebench.fio.options.size_spelling_problem`).
     """
-    if isinstance(size, int) and not isinstance(size, bool):
-        value = size
-    else:
-        m = _SIZE_RE.match(str(size))
-        if m is None:
-            raise TestbedError(f"size must be bytes or a number with K/M/G/T, got {size!r}")
-        value = int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " "))
+    problem = fo.size_spelling_problem(size)
+    if problem:
+        raise TestbedError(f"size: {problem}")
+    value = fo.parse_size(size)
     if value <= 0:
         raise TestbedError(f"size must be positive, got {size!r}")
     return value
