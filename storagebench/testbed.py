@@ -137,7 +137,7 @@ def parse_size(size: int | str) -> int:
     """
     problem = fo.size_spelling_problem(size)
     if problem:
-        raise TestbedError(f"size: {problem}")
+        raise TestbedError(f"size {problem}")
     value = fo.parse_size(size)
     if value <= 0:
         raise TestbedError(f"size must be positive, got {size!r}")
