@@ -249,7 +249,8 @@ def _private_dir(path: "str | os.PathLike[str]", *, create: bool = True) -> tupl
                         "fio servers need a directory only their owner can enter")
     if stat.S_IMODE(st.st_mode) & 0o077:
         raise HostError(f"{p} exists with mode {stat.S_IMODE(st.st_mode):04o}; fio server sockets need a "
-                        "directory only its owner can enter (0700): refused (chmod 700 it, or remove it)")
+                        "directory only its owner can enter (0700): refused; give a new directory (it is created "
+                        "with mode 0700) or one of yours with mode 0700")
     return p, created
 
 
