@@ -9,8 +9,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.storagebench-installed
 # System packages: fio is required; the rest serve the Linux testbeds (loop devices,
-# filesystems, btrfs raid0, network namespaces for fio servers).
-SYSPKGS := fio xfsprogs btrfs-progs e2fsprogs util-linux iproute2
+# filesystems, btrfs raid0, network namespaces for fio servers, and nftables, whose owner match
+# makes the namespaced fio servers root-only).
+SYSPKGS := fio xfsprogs btrfs-progs e2fsprogs util-linux iproute2 nftables
 
 .PHONY: demo test lab bench bench-quick sysdeps venv clean-venv
 

@@ -5,7 +5,7 @@
 set -u
 declare -A probe=(
   [fio]=fio [xfsprogs]=mkfs.xfs [btrfs-progs]=mkfs.btrfs [e2fsprogs]=mkfs.ext4
-  [util-linux]=losetup [iproute2]=ip [python3-venv]=__venv__ [python3-pip]=__pip__
+  [util-linux]=losetup [iproute2]=ip [nftables]=nft [python3-venv]=__venv__ [python3-pip]=__pip__
 )
 missing=()
 for pkg in "$@"; do

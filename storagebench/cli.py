@@ -428,12 +428,16 @@ def testbed_leftovers_cmd(
 # ---- hosts / batch (scale-out) -----------------------------------------------------------
 @app.command("hosts")
 def hosts_cmd(
-    hosts: List[str] = typer.Argument(None, help="fio servers: host[,port] or host:port"),
-    hostfile: Optional[Path] = typer.Option(None, "--hostfile", help="fio host file (one host[,port] a line)"),
+    hosts: List[str] = typer.Argument(None, help="fio servers: sock:/path, host[,port] or host:port"),
+    hostfile: Optional[Path] = typer.Option(None, "--hostfile", help="fio host file (one host a line)"),
     fio_bin: str = typer.Option("fio", "--fio", help="controller's fio executable"),
 ) -> None:
-    """Check fio servers: reachable, and running the controller's fio version."""
-    from .servers import check_versions, fio_version, parse_host, parse_hostfile, server_versions
+    """Check fio servers: reachable, on the controller's fio version, and reachable by nobody else.
+
+    fio servers have no authentication; a warning names each server that other local accounts
+    can reach (a TCP port on this host, a socket others can open) and why.
+    """
+    from .servers import check_versions, exposure, fio_version, parse_host, parse_hostfile, server_versions
 
     try:
         hs = [parse_host(h) for h in (hosts or [])] + (parse_hostfile(hostfile) if hostfile else [])
@@ -443,9 +447,23 @@ def hosts_cmd(
         for h, v in versions.items():
             typer.echo(f"{h}\t{v}")
         check_versions(versions, fio_version(fio_bin))
+        exposed = {h.label: exposure(h) for h in hs}
     except StorageBenchError as exc:
         _fail(exc)
     typer.echo(f"{len(hs)} server(s) reachable, all on the controller's fio version")
+    warned = {label: why for label, why in exposed.items() if why}
+    for label, why in warned.items():
+        typer.secho(f"warning: fio server {label} can be reached by other local users: {'; '.join(why)}",
+                    err=True, fg="yellow")
+    if warned:
+        typer.secho(
+            "  fio servers have no authentication: whoever connects runs jobs, and programs (exec_prerun), "
+            "as the server's user (root for a storage benchmark).\n"
+            "  Local test servers: use Unix sockets in a directory only you can enter (the default of "
+            "`runners/test_hosts.py start` and `storagebench scaling`).\n"
+            "  Remote servers: an isolated network, or SSH forwarding to a socket in a directory of mode 0700 "
+            "(ssh -L /dir/fio.sock:/remote/fio.sock host); never a server on a shared network.\n"
+            "  See docs/ARCHITECTURE.md, 'fio servers'.", err=True, fg="yellow")
 
 
 @app.command("scaling")
@@ -453,7 +471,11 @@ def scaling_cmd(
     study: Path = typer.Argument(..., help="study spec with a `clients` factor (data/studies/scaling.yaml)"),
     hostfile: Optional[Path] = typer.Option(None, "--hosts", help="fio host file; default: start test servers"),
     test_hosts: int = typer.Option(4, "--test-hosts", help="test servers to start without --hosts"),
-    test_mode: str = typer.Option("loopback", "--test-mode", help="loopback or netns (root)"),
+    test_mode: str = typer.Option(
+        "socket", "--test-mode",
+        help="socket (owner-only Unix sockets), loopback (TCP: every local account can reach it) or netns (root)"),
+    insecure_tcp: bool = typer.Option(
+        False, "--insecure-tcp", help="netns without its nftables owner guard: every local account can reach it"),
     out: Path = typer.Option(Path("results"), "--out", help="results root"),
     runtime: float = typer.Option(0.0, "--runtime", help="s per run; 0 keeps the spec's"),
     repetitions: int = typer.Option(0, "--repetitions", help="runs per point; 0 keeps the spec's"),
@@ -463,7 +485,8 @@ def scaling_cmd(
 
     try:
         s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
-                            test_mode=test_mode, runtime=runtime, repetitions=repetitions, progress=True)
+                            test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
+                            repetitions=repetitions, progress=True)
     except StorageBenchError as exc:
         _fail(exc)
     typer.echo(f"{s.study}: {len(s.completed)} measured, {len(s.skipped)} already done, "

@@ -12,6 +12,7 @@ reported and raises :class:`~storagebench.errors.HostError` naming the ones that
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -26,7 +27,8 @@ import orjson
 import pandas as pd
 
 from .errors import FioError, HostError
-from .servers import Host, _fio, check_versions, fio_version, host_error, parse_host, server_versions
+from .fio.hosts import Host, host_label, parse_host
+from .servers import _fio, check_versions, fio_version, host_error, server_versions
 
 __all__ = [
     "ClientRunResult",
@@ -128,10 +130,24 @@ def _jobfiles(jobfile, hosts: list[Host]) -> list[Path]:
     return files
 
 
+def _host_token(h: Host) -> str:
+    """A file-name-safe token of ``h``: ``<address>-<port>`` (``:`` of IPv6 as ``_``), or for a
+    socket ``sock-<file name>-<hash of the path>``."""
+    if not h.is_socket:
+        return f"{h.address.replace(':', '_')}-{h.port}"
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(h.address).name)[:40]
+    return f"sock-{base}-{hashlib.sha256(h.address.encode()).hexdigest()[:10]}"
+
+
 def span_log_prefix(host: "str | Host") -> str:
-    """Log prefix of ``host``'s span log: ``sbspan-<address>-<port>`` (``:`` of IPv6 as ``_``)."""
-    h = parse_host(host)
-    return f"{SPAN_LOG_PREFIX}-{h.address.replace(':', '_')}-{h.port}"
+    """Log prefix of ``host``'s span log: ``sbspan-<address>-<port>`` (``:`` of IPv6 as ``_``), or
+    ``sbspan-sock-<file name>-<hash of the path>`` for a socket server."""
+    return f"{SPAN_LOG_PREFIX}-{_host_token(parse_host(host))}"
+
+
+def _socket_log_dir(h: Host, out_dir: Path) -> Path:
+    """Where fio's client writes a socket server's span log (see :func:`_with_span_logs`)."""
+    return out_dir / f"{span_log_prefix(h)}_iops.log." / Path(h.address).parent.relative_to("/")
 
 
 def _with_span_logs(jobfiles: list[Path], hosts: list[Host], out_dir: Path, msec: int) -> list[Path]:
@@ -139,17 +155,49 @@ def _with_span_logs(jobfiles: list[Path], hosts: list[Host], out_dir: Path, msec
 
     fio applies a ``[global]`` section to the jobs after it and allows several, so the job
     file's own options still win. The fio client stores each server's log as
-    ``<prefix>_iops.<n>.log.<server address>`` in its working directory (fio ``client.c``
-    ``fio_client_handle_iolog``).
+    ``<log name>.<server address>`` in its working directory (fio ``client.c``
+    ``fio_client_handle_iolog``): ``<prefix>_iops.<n>.log.<address>`` for TCP. For a socket
+    server the address is the socket's path, so the name is a path below a directory
+    ``<prefix>_iops.<n>.log.`` that must exist: the copies for socket servers also set
+    ``per_job_logs=0``, which makes the name ``<prefix>_iops.log`` (no job number), the
+    directory is made here, and :func:`_collect_socket_span_logs` moves the log to
+    ``<prefix>_iops.0.log.sock``. With ``per_job_logs=0`` fio 3.33's server sends one job's log
+    (the jobs of one server start together; a job file that sets ``per_job_logs=1`` itself gets
+    no span log from a socket server).
     """
     out = []
     for h, j in zip(hosts, jobfiles, strict=True):
-        p = out_dir / f"job.{h.address.replace(':', '_')}-{h.port}.fio"
+        p = out_dir / f"job.{_host_token(h)}.fio"
+        extra = ""
+        if h.is_socket:
+            extra = "per_job_logs=0\n"
+            _socket_log_dir(h, out_dir).mkdir(parents=True, exist_ok=True)
         head = (f"; added by storagebench: per-host IOPS log in Unix time, for the client overlap check\n"
-                f"[global]\nwrite_iops_log={span_log_prefix(h)}\nlog_avg_msec={int(msec)}\nlog_unix_epoch=1\n\n")
+                f"[global]\nwrite_iops_log={span_log_prefix(h)}\nlog_avg_msec={int(msec)}\nlog_unix_epoch=1\n"
+                f"{extra}\n")
         p.write_text(head + j.read_text())
         out.append(p)
     return out
+
+
+def _collect_socket_span_logs(hosts: list[Host], out_dir: Path) -> None:
+    """Move each socket server's span log to ``<prefix>_iops.0.log.sock`` and remove the directories
+    :func:`_with_span_logs` made for it (empty ones only, exact names)."""
+    for h in hosts:
+        if not h.is_socket:
+            continue
+        top = out_dir / f"{span_log_prefix(h)}_iops.log."
+        log = _socket_log_dir(h, out_dir) / Path(h.address).name
+        with contextlib.suppress(OSError):
+            if log.is_file() and not log.is_symlink():
+                log.replace(out_dir / f"{span_log_prefix(h)}_iops.0.log.sock")
+        d = _socket_log_dir(h, out_dir)
+        while d != out_dir and (d == top or top in d.parents):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+            d = d.parent
 
 
 def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> "pd.DataFrame":
@@ -176,6 +224,8 @@ def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> 
     for h in (parse_host(x) for x in hosts):
         prefix = span_log_prefix(h)
         for f in sorted(Path(run_dir).glob(f"{prefix}_iops.*.log.*")):
+            if not f.is_file():
+                continue
             name = f.name[: f.name.index(".log.") + 4]  # strip the client's ".<address>" suffix
             frames.append(parse_fio_log(Path(run_dir) / name, run_id=run_id, host=h.label, data=f.read_bytes()))
     if not frames:
@@ -236,7 +286,7 @@ def read_client_output(path) -> tuple[dict | None, str]:
 
 
 def _host_matches(name: str, h: Host) -> bool:
-    return name in (h.address, h.label, f"{h.address},{h.port}", h.fio_arg)
+    return name in (h.address, h.label, f"{h.address},{h.port}", h.fio_arg)  # a socket: its path
 
 
 def _versions(hosts: list[Host], fio_bin: str, timeout_s: float) -> dict[str, str]:
@@ -283,7 +333,8 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
         ``log_avg_msec``, ``log_unix_epoch=1`` in a leading ``[global]`` of per-host copies of the
         job files, written next to ``output_path`` as ``job.<address>-<port>.fio``), so that
         :func:`read_span_logs` + :func:`storagebench.aggregate.client_overlap` can check that the
-        clients ran at the same time. ``None`` runs the job files as given.
+        clients ran at the same time. ``None`` runs the job files as given. A socket server's
+        log is ``<prefix>_iops.0.log.sock`` (one job's; see ``_with_span_logs``).
     probe_timeout_s : float
         Seconds a server gets to answer the version probe (not part of ``timeout_s``).
 
@@ -347,6 +398,9 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
         except BaseException:  # KeyboardInterrupt, SystemExit: never leave the fio client running
             _kill()
             raise
+        finally:
+            if span_log_msec:
+                _collect_socket_span_logs(hs, output_path.parent)
     elapsed = time.monotonic() - t0
 
     doc, text = read_client_output(output_path)
@@ -358,7 +412,7 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
     for cs in (doc or {}).get("client_stats", []):
         if cs.get("jobname") == "All clients":
             continue
-        label = f"{cs.get('hostname')}:{cs.get('port')}"
+        label = host_label(cs.get("hostname"), cs.get("port"))  # the rule ingest uses
         reported.add(label)
         if cs.get("error"):
             job_errors[label] = int(cs["error"])
@@ -531,8 +585,8 @@ def load_scaling(root):
 
 
 def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="results", *,
-                    test_hosts: int = 4, test_mode: str = "loopback", test_port: int | None = 18760,
-                    runtime: float = 0.0, ramp_time: float = -1.0, repetitions: int = 0,
+                    test_hosts: int = 4, test_mode: str = "socket", test_port: int | None = 18760,
+                    test_insecure_tcp: bool = False, runtime: float = 0.0, ramp_time: float = -1.0, repetitions: int = 0,
                     patterns: Sequence[str] = (), max_clients: int = 0, progress: bool = False,
                     **run_kwargs):
     """Measure a scale-out study on given hosts, or on test fio servers started (and stopped) here.
@@ -551,9 +605,15 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
     out_dir : path
         Results root.
     test_hosts, test_mode, test_port
-        Number, mode (``loopback``/``netns``) and first port of the test servers. A fixed port
-        keeps the hosts, hence the stored spec, the same from one call to the next, so an
-        interrupted measurement resumes.
+        Number and mode of the test servers (:func:`storagebench.servers.fio_servers`):
+        ``socket`` (default; owner-only Unix sockets), ``loopback`` (TCP on 127.0.0.1, reachable
+        by every local account) or ``netns`` (root; root-only through an nftables guard), and the
+        first port of loopback servers. The hosts, hence the stored spec, stay the same from one
+        call to the next, so an interrupted measurement resumes: socket mode puts the sockets in
+        ``<default_socket_root()>/scaling-<hash of out_dir and study name>/``, loopback mode uses
+        ports from ``test_port`` (``None``: free ports, new each call).
+    test_insecure_tcp : bool
+        netns mode without its nftables guard (see ``fio_servers(insecure_tcp=...)``).
     runtime, ramp_time, repetitions
         Overrides of the spec (s, s, count); ``0`` / ``-1`` / ``0`` keep the spec's.
     patterns : sequence of str
@@ -600,5 +660,12 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
     top = max(checked.factors[CLIENTS_FACTOR])
     if top > test_hosts:
         raise StudyError(f"factors.{CLIENTS_FACTOR}: level {top} needs {top} hosts, but test_hosts is {test_hosts}")
-    with fio_servers(test_hosts, test_mode, port=test_port if test_mode == "loopback" else None) as servers:
+    socket_dir = None
+    if test_mode == "socket":
+        from .servers import default_socket_root
+
+        key = f"{Path(out_dir).resolve()}\0{checked.name}".encode()
+        socket_dir = default_socket_root() / f"scaling-{hashlib.sha256(key).hexdigest()[:16]}"
+    with fio_servers(test_hosts, test_mode, port=test_port if test_mode == "loopback" else None,
+                     socket_dir=socket_dir, insecure_tcp=test_insecure_tcp) as servers:
         return run_scaling(checked, [s.host for s in servers], out_dir, progress=progress, **run_kwargs)

@@ -430,17 +430,22 @@ def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) ->
 
 
 def _hosts_list(hosts: list[str] | str | None) -> list[str] | None:
-    """``hosts`` as a list: a list as is, a string as a fio host file (one ``host[,port]`` a line)."""
-    if hosts is None or isinstance(hosts, list):
-        return hosts
+    """``hosts`` checked with fio's host grammar (:mod:`storagebench.fio.hosts`): a list as is, a
+    string as a fio host file, read into the ``--client`` form of each host."""
+    from .fio.hosts import parse_host, parse_hostfile
+
+    if hosts is None:
+        return None
     try:
-        text = Path(hosts).read_text()
-    except OSError as exc:
-        raise StudyError(f"hosts: cannot read fio host file {hosts!r} ({exc.strerror})") from exc
-    out = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    if not out:
-        raise StudyError(f"hosts: fio host file {hosts!r} lists no host")
-    return out
+        if isinstance(hosts, list):
+            labels = [parse_host(h).label for h in hosts]
+            dup = sorted({x for x in labels if labels.count(x) > 1})
+            if dup:
+                raise HostError(f"hosts must be distinct, got {dup} more than once")
+            return hosts
+        return [h.fio_arg for h in parse_hostfile(hosts)]
+    except HostError as exc:
+        raise StudyError(f"hosts: {exc}") from None
 
 
 def _fmt_eta(seconds: float) -> str:

@@ -1,17 +1,25 @@
-"""fio servers for client/server studies: addresses, host files, versions, test servers.
+"""fio servers for client/server studies: addresses, host files, versions, test servers, exposure.
 
 fio's own client/server mode is the distributed engine (fio HOWTO, "Client/Server"):
-``fio --server=ip:ADDR,PORT`` on each host, ``fio --client=HOST,PORT job.fio ...`` on the
-controller. This module
+``fio --server=ADDR`` on each host, ``fio --client=ADDR job.fio ...`` on the controller.
 
-* parses fio host specifications (``host[,port]``, ``ip:host,port``, ``ip6:addr,port``,
-  ``host:port``) and fio host files (one host per line),
+**fio servers have no authentication.** Whoever can connect to one sends it job files, and a
+job file runs programs (``exec_prerun``) and writes any path as the server's user -- root, for
+a storage benchmark. So this module
+
+* starts local test servers that only their owner can reach: by default a Unix socket
+  (``fio --server=sock:PATH``) in a directory of mode 0700 created and checked here
+  (:func:`private_dir`); or network namespaces ``sbtest-*`` reached over veth pairs, made
+  root-only by an nftables table ``sbguard_*`` that rejects every packet to the namespaces from
+  a socket not owned by root (``meta skuid``), and drops forwarded ones. Loopback TCP stays
+  available (``mode="loopback"``) but every local account can reach it;
+* tells which servers other local users can reach (:func:`exposure`, :func:`connect_as`),
+* reads fio host specifications and host files through :mod:`storagebench.fio.hosts`,
 * asks a server for its fio version (the probe reply of fio's client protocol: ``client.c``
   ``handle_probe`` prints ``hostname=..., fio=fio-X.Y`` in normal output) and refuses a
   mismatch with the controller's fio, because fio client/server misbehaves silently across versions,
-* starts test servers bound to explicit addresses -- loopback ports, or network namespaces
-  ``sbtest-*`` reached over veth pairs -- waits until each listens, and tears everything down by
-  pid and by exact namespace / interface name (:func:`fio_servers`).
+* waits until each test server listens, and tears everything down by pid (process group), exact
+  socket path, exact namespace / interface name and exact nftables table name (:func:`fio_servers`).
 
 Servers never bind to all interfaces (``0.0.0.0`` / ``::``) unless ``allow_any=True``.
 """
@@ -22,9 +30,11 @@ import contextlib
 import ipaddress
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -34,6 +44,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from .errors import FioNotFoundError, HostError, TestbedError
+from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, parse_host, parse_hostfile
 
 __all__ = [
     "FIO_DEFAULT_PORT",
@@ -53,162 +64,34 @@ __all__ = [
     "TestHosts",
     "start_test_hosts",
     "stop_test_hosts",
+    "private_dir",
+    "default_socket_root",
+    "connect_as",
+    "exposure",
+    "MODES",
     "NETNS_PREFIX",
+    "GUARD_PREFIX",
 ]
 
-#: fio's default server port (``fio_net_port`` in fio server.c).
-FIO_DEFAULT_PORT = 8765
 #: Prefix of every network namespace this module creates; teardown deletes exact names only.
 NETNS_PREFIX = "sbtest-"
-_MODES = ("loopback", "netns")
-
-
-@dataclass(frozen=True)
-class Host:
-    """One fio server address.
-
-    Parameters
-    ----------
-    address : str
-        IP address or host name the server listens on.
-    port : int
-        TCP port (fio default 8765).
-    family : {"ip", "ip6"}
-        fio's address type prefix (``--server=ip:...`` / ``ip6:...``).
-    """
-
-    address: str
-    port: int = FIO_DEFAULT_PORT
-    family: str = "ip"
-
-    def __post_init__(self) -> None:
-        if not self.address:
-            raise HostError("host address must be non-empty, got ''")
-        if not (0 < int(self.port) < 65536):
-            raise HostError(f"port of host {self.address!r} must be in 1..65535, got {self.port!r}")
-        if self.family not in ("ip", "ip6"):
-            raise HostError(f"host family must be one of ['ip', 'ip6'], got {self.family!r}")
-
-    @property
-    def label(self) -> str:
-        """``hostname:port``: the ``host`` value of the tidy ``runs`` table."""
-        return f"{self.address}:{self.port}"
-
-    @property
-    def fio_arg(self) -> str:
-        """The ``--client=`` / ``--server=`` argument form, e.g. ``ip:127.0.0.1,8765``."""
-        return f"{self.family}:{self.address},{self.port}"
-
-    def __str__(self) -> str:
-        return self.label
-
-
-_HOST_RE = re.compile(r"^(?:(?P<fam>ip6?|ip4):)?(?P<addr>.+?)(?:,(?P<port>\d+))?$")
-
-
-def parse_host(spec: "str | Host", default_port: int = FIO_DEFAULT_PORT) -> Host:
-    """Parse one fio host specification.
-
-    Accepted forms (fio HOWTO "Client/Server"; plus the ``host:port`` form of the tidy tables):
-    ``host``, ``host,port``, ``ip:host,port``, ``ip4:host,port``, ``ip6:addr,port``,
-    ``[v6addr]:port``, ``host:port``.
-
-    Parameters
-    ----------
-    spec : str or Host
-    default_port : int
-        Port when ``spec`` names none (fio's 8765).
-
-    Returns
-    -------
-    Host
-
-    Raises
-    ------
-    HostError
-        Empty spec, a port that is not a number in 1..65535, or a unix socket (``sock:``),
-        which client/server studies do not use.
-    """
-    if isinstance(spec, Host):
-        return spec
-    text = str(spec).strip()
-    if not text:
-        raise HostError("host spec must be 'host[,port]', got ''")
-    if text.startswith("sock:"):
-        raise HostError(f"unix-socket fio servers are not supported, got {text!r}")
-    m6 = re.match(r"^\[(?P<addr>[0-9a-fA-F:.]+)\](?::(?P<port>\d+))?$", text)
-    if m6:
-        return Host(m6["addr"], int(m6["port"] or default_port), "ip6")
-    m = _HOST_RE.match(text)
-    if m is None:  # pragma: no cover - the regex matches any non-empty string
-        raise HostError(f"host spec must be 'host[,port]', got {text!r}")
-    fam, addr, port = m["fam"], m["addr"], m["port"]
-    if port is None and fam is None and addr.count(":") == 1:  # host:port
-        addr, _, p = addr.partition(":")
-        if not p.isdigit():
-            raise HostError(f"port in host spec {text!r} must be a number, got {p!r}")
-        port = p
-    if "," in addr:
-        raise HostError(f"host spec must be 'host[,port]' with a numeric port, got {text!r}")
-    family = "ip6" if fam == "ip6" or (fam is None and addr.count(":") >= 2) else "ip"
-    try:
-        return Host(addr, int(port) if port else default_port, family)
-    except ValueError as exc:  # pragma: no cover - port is \d+
-        raise HostError(f"bad host spec {text!r}: {exc}") from exc
-
-
-def parse_hostfile(path_or_text: "str | os.PathLike[str]", default_port: int = FIO_DEFAULT_PORT) -> list[Host]:
-    """Parse a fio host file: one ``host[,port]`` per line.
-
-    fio itself reads the file given as ``--client=FILE`` token by token and has no comments; this
-    parser also skips blank lines and ``#`` comments (stripped before anything is passed to fio).
-
-    Parameters
-    ----------
-    path_or_text : path or str
-        A file path, or the file's text when it contains a newline.
-
-    Returns
-    -------
-    list of Host
-        In file order.
-
-    Raises
-    ------
-    HostError
-        The file does not exist, is empty, names a host twice, or has a bad line (the line
-        number is in the message).
-    """
-    text = str(path_or_text)
-    source = "<text>"
-    if "\n" not in text:
-        p = Path(text)
-        if not p.is_file():
-            raise HostError(f"host file {text!r} does not exist")
-        source, text = str(p), p.read_text()
-    hosts: list[Host] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if len(line.split()) != 1:
-            raise HostError(f"{source}:{n}: one 'host[,port]' per line, got {raw.strip()!r}")
-        try:
-            h = parse_host(line, default_port)
-        except HostError as exc:
-            raise HostError(f"{source}:{n}: {exc}") from exc
-        if h in hosts:
-            raise HostError(f"{source}:{n}: host {h.label} is listed twice")
-        hosts.append(h)
-    if not hosts:
-        raise HostError(f"host file {source} names no host")
-    return hosts
+#: Prefix of the nftables tables (family ``inet``) that make netns test servers root-only.
+GUARD_PREFIX = "sbguard_"
+#: Test-server modes: owner-only Unix sockets (default), loopback TCP, network namespaces.
+MODES = ("socket", "loopback", "netns")
+_MODES = MODES
 
 
 def write_hostfile(hosts: Iterable["str | Host"], path: "str | os.PathLike[str]") -> Path:
-    """Write ``hosts`` as a fio host file (``fio --client=FILE``); returns the path."""
+    """Write ``hosts`` as a fio host file (``fio --client=FILE``, one ``--client`` form a line); returns the path.
+
+    Raises
+    ------
+    HostError
+        A bad host, or one listed twice.
+    """
     p = Path(path)
-    p.write_text("".join(f"{parse_host(h).fio_arg}\n" for h in hosts))
+    p.write_text(format_hostfile(hosts))
     return p
 
 
@@ -316,6 +199,104 @@ def check_versions(versions: dict[str, str], expected: str) -> None:
             "needs the same fio version on every host", sorted(bad))
 
 
+# ---- owner-only places --------------------------------------------------------------------
+
+
+def _check_ancestors(path: Path) -> None:
+    """Every directory from ``/`` down to ``path``: owned by root or by us, and writable by no one
+    else unless sticky (as ``/tmp``). Otherwise another user could rename our directory away and
+    put theirs in its place."""
+    me = os.geteuid()
+    for d in [*reversed(path.parents), path]:
+        st = os.lstat(d)
+        if stat.S_ISLNK(st.st_mode):  # pragma: no cover - path is resolved
+            raise HostError(f"{d} is a symbolic link; give the resolved path")
+        if st.st_uid not in (0, me):
+            raise HostError(f"{d} belongs to uid {st.st_uid}: a private directory below it is not private "
+                            "(its owner can rename it); use a directory of your own or of root")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise HostError(f"{d} (mode {stat.S_IMODE(st.st_mode):04o}) is writable by other users and not "
+                            "sticky: a private directory below it is not private")
+
+
+def _private_dir(path: "str | os.PathLike[str]", *, create: bool = True) -> tuple[Path, bool]:
+    p = Path(path).expanduser()
+    if not p.name or p.name in (".", ".."):
+        raise HostError(f"private directory must name a directory, got {str(path)!r}")
+    if create:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    parent = Path(os.path.realpath(p.parent))
+    p = parent / p.name
+    _check_ancestors(parent)
+    created = False
+    if create:
+        try:
+            os.mkdir(p, 0o700)
+            os.chmod(p, 0o700)
+            created = True
+        except FileExistsError:
+            pass
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        raise HostError(f"private directory {p} does not exist") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise HostError(f"{p} is a symbolic link, not a directory created for fio servers: refused")
+    if not stat.S_ISDIR(st.st_mode):
+        raise HostError(f"{p} exists and is not a directory: refused")
+    if st.st_uid != os.geteuid():
+        raise HostError(f"{p} exists and belongs to uid {st.st_uid}, not to us (uid {os.geteuid()}): refused; "
+                        "fio servers need a directory only their owner can enter")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise HostError(f"{p} exists with mode {stat.S_IMODE(st.st_mode):04o}; fio server sockets need a "
+                        "directory only its owner can enter (0700): refused; give a new directory (it is created "
+                        "with mode 0700) or one of yours with mode 0700")
+    return p, created
+
+
+def private_dir(path: "str | os.PathLike[str]", *, create: bool = True) -> Path:
+    """A directory only its owner can enter (mode 0700, owned by us), for fio server sockets.
+
+    fio creates its server socket with ``umask(000)`` (fio ``server.c`` ``fio_init_server_sock``),
+    i.e. writable by everyone; what keeps other users out is the directory.
+
+    Parameters
+    ----------
+    path : path
+        The directory. Its parents are created when missing.
+    create : bool
+        Create it (mode 0700) when missing; ``False`` only checks it.
+
+    Returns
+    -------
+    Path
+        The directory, with its parents resolved.
+
+    Raises
+    ------
+    HostError
+        It exists but is a symbolic link, not a directory, not ours, or open to others (mode with
+        group/other bits); or a directory above it belongs to another user, or is writable by
+        others without the sticky bit.
+    """
+    return _private_dir(path, create=create)[0]
+
+
+def default_socket_root() -> Path:
+    """Where stable test-server sockets go: ``$STORAGEBENCH_SERVERS_DIR``, else
+    ``/run/storagebench-servers`` for root, ``$XDG_RUNTIME_DIR/storagebench-servers``, or
+    ``<tmp>/storagebench-servers-<uid>``. Created 0700 and checked (:func:`private_dir`)."""
+    env = os.environ.get("STORAGEBENCH_SERVERS_DIR")
+    if env:
+        return private_dir(env)
+    if os.geteuid() == 0 and Path("/run").is_dir():
+        return private_dir("/run/storagebench-servers")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_dir():
+        return private_dir(Path(xdg) / "storagebench-servers")
+    return private_dir(Path(tempfile.gettempdir()) / f"storagebench-servers-{os.geteuid()}")
+
+
 # ---- test servers -------------------------------------------------------------------------
 
 
@@ -326,7 +307,7 @@ class FioServer:
     Attributes
     ----------
     host : Host
-        The address it listens on.
+        The address it listens on (``sock:PATH`` or TCP).
     pid : int
         fio's pid (the leader of its own process group).
     workdir : Path
@@ -353,6 +334,7 @@ class FioServer:
 
         fio's server forks a child per client connection that runs the jobs (fio ``server.c``),
         so killing only :attr:`pid` does not stop a run that is going: the group is killed.
+        A socket server leaves its socket file behind, as after a crash.
         """
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
@@ -383,7 +365,9 @@ def _refuse_any(address: str, allow_any: bool) -> None:
 
 
 def _listening(pid: int, host: Host) -> bool:
-    """True when ``pid``'s network namespace has a TCP socket listening on ``host``."""
+    """True when ``pid``'s network namespace has a socket listening on ``host``."""
+    if host.is_socket:
+        return _unix_listening(host.address, pid)
     try:
         ip = ipaddress.ip_address(host.address)
     except ValueError:
@@ -405,6 +389,62 @@ def _listening(pid: int, host: Host) -> bool:
     return False
 
 
+def _unix_listening(path: str, pid: int | None = None) -> bool:
+    """True when a Unix stream socket listens on ``path`` (``/proc/net/unix``: flag ``__SO_ACCEPTCON``)."""
+    src = f"/proc/{pid}/net/unix" if pid else "/proc/net/unix"
+    try:
+        lines = Path(src).read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split(None, 7)  # Num RefCount Protocol Flags Type St Inode Path
+        if len(parts) == 8 and parts[7] == path and int(parts[3], 16) & 0x10000:
+            return True
+    return False
+
+
+def _server_pids(host: Host) -> list[int]:
+    """Pids of processes running ``fio --server=<host>`` on this machine (for messages)."""
+    want = f"--server={host.fio_arg}".encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                if want in (d / "cmdline").read_bytes().split(b"\0"):
+                    pids.append(int(d.name))
+    return sorted(pids)
+
+
+def _prepare_socket(host: Host) -> None:
+    """The socket's directory is private (checked, not created); a stale socket is removed, a live one refused."""
+    path = Path(host.address)
+    d = private_dir(path.parent, create=False)
+    if d != path.parent:
+        raise HostError(f"socket path {host.address} must be resolved (its directory is {d})")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise HostError(f"{path} exists and is not a socket: refused")
+    if _unix_listening(str(path)):
+        pids = _server_pids(host)
+        raise HostError(f"socket {path} is in use by another fio server"
+                        + (f" (pid {', '.join(map(str, pids))})" if pids else "")
+                        + ": stop it first (runners/test_hosts.py stop, or kill that pid)")
+    path.unlink()  # left by a server that was killed: ours (our private directory)
+
+
+def _remove_socket(host: Host) -> None:
+    """Remove a socket server's socket file after it stopped: exact path, sockets only, never a live one."""
+    if not host.is_socket:
+        return
+    path = Path(host.address)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode) and not _unix_listening(str(path)):
+            path.unlink()
+
+
 def start_server(
     host: "str | Host",
     workdir: "str | os.PathLike[str]",
@@ -414,12 +454,13 @@ def start_server(
     allow_any: bool = False,
     wait_s: float = 15.0,
 ) -> FioServer:
-    """Start ``fio --server=ip:ADDR,PORT`` in the foreground (no ``--daemonize``) and wait until it listens.
+    """Start ``fio --server=ADDR`` in the foreground (no ``--daemonize``) and wait until it listens.
 
     Parameters
     ----------
     host : str or Host
-        Explicit address and port to bind.
+        ``sock:/abs/path`` (a Unix socket; its directory must be private, see
+        :func:`private_dir`), or an explicit TCP address and port.
     workdir : path
         The server's own directory (created; its cwd, so relative job file names land here).
     netns : str, optional
@@ -436,11 +477,20 @@ def start_server(
     Raises
     ------
     HostError
-        All-interfaces address without ``allow_any``; the server exited or did not listen in time
-        (it is stopped, and fio's message is in the error).
+        All-interfaces address without ``allow_any``; a socket whose directory is not private, or
+        that another server listens on; the server exited or did not listen in time (it is
+        stopped, and fio's message is in the error).
+
+    Notes
+    -----
+    fio creates a socket with mode 0777 (``umask(000)``); once it listens it is changed to 0600,
+    so that it stays owner-only even if its directory is opened later.
     """
     h = parse_host(host)
-    _refuse_any(h.address, allow_any)
+    if h.is_socket:
+        _prepare_socket(h)
+    else:
+        _refuse_any(h.address, allow_any)
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
     log_path = wd / "fio-server.log"
@@ -457,6 +507,8 @@ def start_server(
             msg = log_path.read_text(errors="replace").strip()
             raise HostError(f"fio server {h.label} exited with status {proc.returncode}: {msg or 'no message'}")
         if _listening(proc.pid, h):
+            if h.is_socket:
+                os.chmod(h.address, 0o600)
             return srv
         time.sleep(0.05)
     stop_server(srv)
@@ -468,6 +520,8 @@ def stop_server(server: FioServer, timeout_s: float = 5.0) -> None:
 
     The process group holds the server and the job processes it forked, and nothing else
     (it was started in its own session). Stopping a server that already exited is a no-op.
+    A socket server's socket file is removed (fio leaves it), by exact path, once nothing
+    listens on it.
     """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -484,10 +538,11 @@ def stop_server(server: FioServer, timeout_s: float = 5.0) -> None:
                 time.sleep(0.05)
             if not _is_our_server(server):
                 break
+    _remove_socket(server.host)
 
 
-def _run(cmd: list[str]) -> None:
-    out = subprocess.run(cmd, capture_output=True, text=True)
+def _run(cmd: list[str], stdin: str | None = None) -> None:
+    out = subprocess.run(cmd, capture_output=True, text=True, input=stdin)
     if out.returncode != 0:
         raise TestbedError(f"{' '.join(cmd)} failed: {out.stderr.strip() or out.returncode}")
 
@@ -536,6 +591,214 @@ def _delete_netns(ns: _Netns) -> None:
     subprocess.run(["ip", "netns", "del", ns.name], capture_output=True)
 
 
+# ---- the owner guard of netns servers (nftables) ------------------------------------------
+
+
+def _nft() -> str | None:
+    return shutil.which("nft", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+
+
+def _guard_install(table: str, addresses: Sequence[str]) -> None:
+    """nftables table ``inet <table>``: packets to ``addresses`` from a socket not owned by us
+    (root) are rejected on output, and forwarded packets to them dropped.
+
+    ``meta skuid`` is the uid owning the sending socket (nftables ``meta`` expression); a local
+    account's connect() to a namespace address is refused, root's passes. The forward chain keeps
+    other network namespaces and other machines out. Removed by :func:`_guard_remove` by exact
+    table name.
+    """
+    nft = _nft()
+    if nft is None:
+        raise TestbedError("nft (package nftables) is not installed")
+    addrs = ", ".join(str(ipaddress.IPv4Address(a)) for a in addresses)
+    uid = os.geteuid()
+    script = (
+        f"table inet {table} {{\n"
+        "  chain output {\n"
+        "    type filter hook output priority filter; policy accept;\n"
+        f"    ip daddr {{ {addrs} }} meta skuid != {uid} counter reject\n"
+        "  }\n"
+        "  chain forward {\n"
+        "    type filter hook forward priority filter; policy accept;\n"
+        f"    ip daddr {{ {addrs} }} counter drop\n"
+        "  }\n"
+        "}\n"
+    )
+    _run([nft, "-f", "-"], stdin=script)
+
+
+def _guard_remove(table: str) -> None:
+    if not table.startswith(GUARD_PREFIX):  # pragma: no cover - only our own names are recorded
+        return
+    nft = _nft()
+    if nft is not None:
+        subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)
+
+
+def _guard_exists(table: str) -> bool:
+    nft = _nft()
+    return nft is not None and subprocess.run([nft, "list", "table", "inet", table],
+                                              capture_output=True).returncode == 0
+
+
+# ---- who can reach a server ---------------------------------------------------------------
+
+_CONNECT_PY = """\
+import socket, sys
+fam, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    if fam == "sock":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect(addr)
+    else:
+        s = socket.create_connection((addr, port), timeout=3)
+    s.close()
+except OSError as exc:
+    print("refused", exc.errno, exc.strerror)
+    sys.exit(1)
+print("connected")
+"""
+
+
+def connect_as(host: "str | Host", user: str = "nobody", timeout_s: float = 10.0) -> bool | None:
+    """Can a process of another local account connect to fio server ``host``?
+
+    Runs a bare ``connect()`` (then ``close()``: no job is sent, the server's connection child
+    exits on EOF) as ``user`` with ``setpriv --reuid --regid --clear-groups`` (util-linux).
+
+    Parameters
+    ----------
+    host : str or Host
+    user : str
+        The account to try as (default ``nobody``).
+    timeout_s : float
+        Seconds before the attempt is abandoned.
+
+    Returns
+    -------
+    bool or None
+        True: it connected; False: refused (permission, firewall, timeout); None: this cannot
+        be tried here (not root, no ``setpriv``, unknown user, the interpreter cannot run as ``user``).
+    """
+    import pwd
+    import sys
+
+    h = parse_host(host)
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        return None
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    cmd = [setpriv, f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", "--",
+           sys.executable, "-I", "-c", _CONNECT_PY, h.family, h.address, str(h.port)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd="/",
+                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if out.returncode == 0 and out.stdout.startswith("connected"):
+        return True
+    if out.returncode == 1 and out.stdout.startswith("refused"):
+        return False
+    return None
+
+
+def _local_addresses(address: str) -> list[str]:
+    """The addresses ``address`` resolves to that belong to this host (loopback or an interface's)."""
+    try:
+        infos = socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror:
+        return []
+    out = []
+    for family, _, _, _, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
+        if ip.is_loopback or ip.is_unspecified:
+            out.append(str(ip))
+            continue
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.bind((sockaddr[0], 0))  # succeeds only for an address of this host
+            out.append(str(ip))
+        except OSError:
+            pass
+    return sorted(set(out))
+
+
+def _socket_exposure(path: str) -> list[str]:
+    """Why accounts other than the socket's owner (and root) can connect to ``path``, from permissions."""
+    try:
+        real = Path(os.path.realpath(path))
+        st = os.stat(real)
+    except OSError as exc:
+        return [f"cannot inspect socket {path}: {exc.strerror}"]
+    owner = st.st_uid
+    reasons = []
+    chain = [*reversed(real.parents), real]
+    stats = [os.stat(d) for d in chain]
+    for d, s in zip(chain, stats, strict=True):
+        if s.st_uid not in (0, owner):
+            reasons.append(f"{d} belongs to uid {s.st_uid}, who can change its permissions")
+        with contextlib.suppress(OSError):
+            if "system.posix_acl_access" in os.listxattr(d):
+                reasons.append(f"{d} has a POSIX ACL that may grant others access (getfacl {d})")
+    searchable = all(stat.S_IMODE(s.st_mode) & 0o011 for s in stats[:-1])
+    writable = stat.S_IMODE(st.st_mode) & 0o022
+    if searchable and writable:
+        reasons.append(f"socket {real} has mode {stat.S_IMODE(st.st_mode):04o} (fio creates it writable by "
+                       "everyone) and every directory above it can be entered by others")
+    return reasons
+
+
+def exposure(host: "str | Host", *, probe: bool = True) -> list[str]:
+    """Why local accounts other than the server's owner can reach fio server ``host``.
+
+    fio servers have no authentication: whoever connects runs jobs, and programs
+    (``exec_prerun``), as the server's user. A Unix socket is judged from the permissions on
+    its path (a client needs search permission on every directory and write permission on the
+    socket); a TCP server on an address of this host (loopback or an interface's) is reachable
+    by every local account. When root, the verdict is also tried for real: a bare connect as
+    ``nobody`` (:func:`connect_as`), which also tells whether a firewall owner match (such as the
+    nftables guard of the ``netns`` test servers) keeps other users out.
+
+    Parameters
+    ----------
+    host : str or Host
+    probe : bool
+        Try the connect as ``nobody`` (root only).
+
+    Returns
+    -------
+    list of str
+        The reasons, empty when only the owner (and root) can reach the server as far as can
+        be told.
+    """
+    h = parse_host(host)
+    nobody = connect_as(h) if probe else None
+    if h.is_socket:
+        reasons = _socket_exposure(h.address)
+        if nobody and not reasons:
+            reasons.append("a process running as nobody connected to it")
+        return reasons
+    local = _local_addresses(h.address)
+    where = (f"{h.address} is an address of this host ({', '.join(local)})" if local
+             else f"{h.address} is reached over the network")
+    if nobody is True:
+        return [f"a process running as nobody connected to it: {where}, and a TCP port there is open to "
+                "every local account"]
+    if nobody is False:
+        return []
+    if local:
+        return [f"{where}: every local account can connect to a TCP port on it"]
+    return [f"{where}: every local account can connect to what this machine reaches, unless a firewall "
+            "owner match stops it (not checked: needs root)"]
+
+
+# ---- sets of test servers -----------------------------------------------------------------
+
+
 @dataclass
 class TestHosts:
     """Test fio servers started by :func:`start_test_hosts`: what to stop, by pid and exact name.
@@ -546,7 +809,15 @@ class TestHosts:
     namespaces : list of (namespace, host-side veth) pairs created for them
     root : Path
         Parent of the servers' directories.
-    mode : str
+    mode : {"socket", "loopback", "netns"}
+    owns_root : bool
+        ``root`` was created here (removed at teardown).
+    socket_dir : Path or None
+        Directory of the sockets (mode 0700), socket mode.
+    owns_socket_dir : bool
+        ``socket_dir`` was created here (removed at teardown when empty).
+    guard : str or None
+        nftables table (family ``inet``) that makes the netns servers root-only.
     """
 
     __test__ = False  # not a pytest test class
@@ -556,6 +827,9 @@ class TestHosts:
     root: Path
     mode: str
     owns_root: bool = False
+    socket_dir: Path | None = None
+    owns_socket_dir: bool = False
+    guard: str | None = None
 
     @property
     def hosts(self) -> list[Host]:
@@ -564,6 +838,8 @@ class TestHosts:
     def to_dict(self) -> dict:
         """JSON-ready record (for ``runners/test_hosts.py stop``)."""
         return {"mode": self.mode, "root": str(self.root), "owns_root": self.owns_root,
+                "socket_dir": None if self.socket_dir is None else str(self.socket_dir),
+                "owns_socket_dir": self.owns_socket_dir, "guard": self.guard,
                 "namespaces": [list(n) for n in self.namespaces],
                 "servers": [{"host": s.host.fio_arg, "pid": s.pid, "workdir": str(s.workdir), "netns": s.netns}
                             for s in self.servers]}
@@ -572,8 +848,10 @@ class TestHosts:
     def from_dict(cls, d: dict) -> "TestHosts":
         servers = [FioServer(parse_host(x["host"]), int(x["pid"]), Path(x["workdir"]), x.get("netns"))
                    for x in d["servers"]]
+        sd = d.get("socket_dir")
         return cls(servers, [tuple(n) for n in d.get("namespaces", [])], Path(d["root"]), d["mode"],
-                   bool(d.get("owns_root", False)))
+                   bool(d.get("owns_root", False)), None if sd is None else Path(sd),
+                   bool(d.get("owns_socket_dir", False)), d.get("guard"))
 
 
 def _is_our_server(server: FioServer) -> bool:
@@ -585,26 +863,45 @@ def _is_our_server(server: FioServer) -> bool:
     return f"--server={server.host.fio_arg}".encode() in cmd
 
 
-def start_test_hosts(n: int, mode: str = "loopback", *, workdir: "str | os.PathLike[str] | None" = None,
-                     fio_bin: str = "fio", port: int | None = None) -> TestHosts:
+def start_test_hosts(n: int, mode: str = "socket", *, workdir: "str | os.PathLike[str] | None" = None,
+                     fio_bin: str = "fio", port: int | None = None,
+                     socket_dir: "str | os.PathLike[str] | None" = None,
+                     insecure_tcp: bool = False) -> TestHosts:
     """Start ``n`` test fio servers; see :func:`fio_servers` (which also stops them).
 
     ``port``: loopback mode uses ``port, port+1, ...`` (free ports when ``None``); netns mode
-    uses ``port`` (8765 when ``None``) in every namespace. On any error everything started so
-    far is stopped and deleted before the error is raised.
+    uses ``port`` (8765 when ``None``) in every namespace; socket mode has no port.
+    ``socket_dir`` (socket mode): where the sockets ``server-<i>.sock`` go, a directory only we
+    can enter (created 0700, or an existing one that passes :func:`private_dir`); default
+    ``<root>/sock``. On any error everything started so far is stopped and deleted before the
+    error is raised.
     """
-    if mode not in _MODES:
-        raise HostError(f"mode must be one of {list(_MODES)}, got {mode!r}")
+    if mode not in MODES:
+        raise HostError(f"mode must be one of {list(MODES)}, got {mode!r}")
     if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 64):
         raise HostError(f"n must be an int in 1..64, got {n!r}")
     if mode == "netns" and os.geteuid() != 0:
         raise TestbedError("mode='netns' needs root (ip netns add)")
+    if mode == "netns" and not insecure_tcp and _nft() is None:
+        raise TestbedError(
+            "mode='netns' makes its servers root-only with an nftables owner match, and nft (package "
+            "nftables) is not installed: install it (apt-get install nftables, or make sysdeps), use "
+            "mode='socket', or pass insecure_tcp=True to accept servers that every local account can "
+            "reach (fio servers have no authentication: they run anyone's jobs as root)")
+    if socket_dir is not None and mode != "socket":
+        raise HostError(f"socket_dir is for mode='socket', got mode={mode!r}")
     owns = workdir is None
     root = Path(tempfile.mkdtemp(prefix="sb-servers-")) if owns else Path(workdir)
     th = TestHosts([], [], root, mode, owns)
     tag = f"{os.getpid() % 100000:x}"
     try:
-        if mode == "loopback":
+        if mode == "socket":
+            root.mkdir(parents=True, exist_ok=True)
+            th.socket_dir, th.owns_socket_dir = _private_dir(socket_dir if socket_dir is not None else root / "sock")
+            for i in range(n):
+                sock = Host(str(th.socket_dir / f"server-{i}.sock"), family="sock")
+                th.servers.append(start_server(sock, root / f"server-{i}", fio_bin=fio_bin))
+        elif mode == "loopback":
             for i in range(n):
                 for attempt in range(5):  # a free port can be taken between probe and bind
                     try:
@@ -619,11 +916,25 @@ def start_test_hosts(n: int, mode: str = "loopback", *, workdir: "str | os.PathL
             free = [x for x in range(1, 255) if x not in used]
             if len(free) < n:
                 raise TestbedError(f"not enough free 10.77.x.0/24 subnets for {n} namespaces")
+            addresses = [f"10.77.{free[i]}.2" for i in range(n)]
+            if _nft() is not None:
+                # before any namespace exists: no moment at which another user could connect
+                th.guard = f"{GUARD_PREFIX}{tag}_{secrets.token_hex(3)}"
+                try:
+                    _guard_install(th.guard, addresses)
+                except TestbedError as exc:
+                    th.guard = None
+                    if not insecure_tcp:
+                        raise TestbedError(f"could not install the nftables owner guard of the netns servers "
+                                           f"({exc}); pass insecure_tcp=True to start them unguarded") from None
             for i in range(n):
                 ns = _create_netns(tag, i, free[i])
                 th.namespaces.append((ns.name, ns.veth_host))
-                th.servers.append(start_server(Host(f"10.77.{ns.subnet}.2", port or FIO_DEFAULT_PORT),
+                th.servers.append(start_server(Host(addresses[i], port or FIO_DEFAULT_PORT),
                                                root / f"server-{i}", netns=ns.name, fio_bin=fio_bin))
+            if th.guard is not None and any(connect_as(s.host) for s in th.servers):
+                raise TestbedError(f"the nftables guard {th.guard} did not keep uid nobody out of the netns "
+                                   "servers; refusing to leave them running")
     except BaseException:
         stop_test_hosts(th)
         raise
@@ -631,15 +942,24 @@ def start_test_hosts(n: int, mode: str = "loopback", *, workdir: "str | os.PathL
 
 
 def stop_test_hosts(th: TestHosts) -> None:
-    """Stop every server of ``th`` by pid (process group), delete its namespaces/veths by exact name.
+    """Stop every server of ``th`` by pid (process group) and remove what was created for them.
 
-    A pid that no longer runs ``fio --server=<its address>`` is left alone (pid reuse).
+    Sockets are removed by exact path, the socket directory when it was created here and is
+    empty, namespaces/veths and the nftables guard table by exact name. A pid that no longer runs
+    ``fio --server=<its address>`` is left alone (pid reuse).
     """
     for s in th.servers:
         if s._proc is not None or _is_our_server(s):
             stop_server(s)
+        else:
+            _remove_socket(s.host)
     for name, veth in th.namespaces:
         _delete_netns(_Netns(name, veth, 0))
+    if th.guard:
+        _guard_remove(th.guard)  # after the servers are gone: never a moment unguarded
+    if th.socket_dir is not None and th.owns_socket_dir:
+        with contextlib.suppress(OSError):
+            th.socket_dir.rmdir()
     if th.owns_root:
         shutil.rmtree(th.root, ignore_errors=True)
 
@@ -647,47 +967,64 @@ def stop_test_hosts(th: TestHosts) -> None:
 @contextlib.contextmanager
 def fio_servers(
     n: int,
-    mode: str = "loopback",
+    mode: str = "socket",
     *,
     workdir: "str | os.PathLike[str] | None" = None,
     fio_bin: str = "fio",
     port: int | None = None,
+    socket_dir: "str | os.PathLike[str] | None" = None,
+    insecure_tcp: bool = False,
 ) -> Iterator[list[FioServer]]:
-    """Start ``n`` test fio servers, yield them, and always tear them down.
+    """Start ``n`` test fio servers that only their owner can reach, yield them, and always tear them down.
 
     Parameters
     ----------
     n : int
         Number of servers (1..64).
-    mode : {"loopback", "netns"}
+    mode : {"socket", "loopback", "netns"}
+        ``socket`` (default): ``fio --server=sock:<socket_dir>/server-<i>.sock``; the directory
+        has mode 0700, so only its owner (and root) can connect.
         ``loopback``: servers on 127.0.0.1, each on its own port (``port + i``, or free ports).
+        **Every local account can connect to them** (fio servers have no authentication):
+        use it only on a machine whose users you trust.
         ``netns``: one network namespace ``sbtest-<tag>-<i>`` per server with a veth pair; the
         controller end is ``10.77.S.1/24``, the server listens on ``10.77.S.2`` (port ``port`` or
-        8765); needs root and iproute2.
+        8765). Root only; an nftables table ``sbguard_*`` rejects packets to the servers from
+        sockets not owned by root and drops forwarded ones, and each server is checked to refuse
+        ``nobody`` before it is handed out.
     workdir : path, optional
         Parent of the servers' own directories ``server-<i>/`` (a temporary directory, removed
         afterwards, when not given).
     port : int, optional
         See above.
+    socket_dir : path, optional
+        Socket mode: the directory of the sockets (default ``<workdir>/sock``); created 0700 or
+        checked to be ours and 0700.
+    insecure_tcp : bool
+        netns mode without the nftables guard (nft missing or failing): accepted only with this.
 
     Yields
     ------
     list of FioServer
-        ``server.host.label`` is the ``hostname:port`` that ingest puts in ``runs.host``.
+        ``server.host.label`` is the ``host`` that ingest puts in ``runs.host``
+        (``sock:/path`` or ``address:port``).
 
     Raises
     ------
     HostError
-        ``mode`` not one of ``loopback``/``netns``, ``n`` out of range, a server that did not start.
+        ``mode`` not one of the modes, ``n`` out of range, a socket directory that is not private,
+        a server that did not start.
     TestbedError
-        A namespace or veth could not be created (not root, no iproute2).
+        A namespace, veth or the guard could not be created (not root, no iproute2, no nftables
+        without ``insecure_tcp``).
 
     Notes
     -----
-    Teardown stops each server by pid (its process group), then deletes exactly the veths and
-    namespaces created here, even when the body raised.
+    Teardown stops each server by pid (its process group), then removes exactly the sockets,
+    veths, namespaces and guard table created here, even when the body raised.
     """
-    th = start_test_hosts(n, mode, workdir=workdir, fio_bin=fio_bin, port=port)
+    th = start_test_hosts(n, mode, workdir=workdir, fio_bin=fio_bin, port=port, socket_dir=socket_dir,
+                          insecure_tcp=insecure_tcp)
     try:
         yield th.servers
     finally:

@@ -1,4 +1,4 @@
-"""Cluster aggregation of a real 1 s fio client/server run on 3 loopback servers."""
+"""Cluster aggregation of a real 1 s fio client/server run on 3 test servers (owner-only Unix sockets)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from storagebench.aggregate import (
 )
 from storagebench.clientserver import read_client_output, read_span_logs, run_clients
 from storagebench.errors import SchemaError
+from storagebench.fio.hosts import host_label
 from storagebench.histogram import percentiles_from_bins
 from storagebench.ingest import ingest_paths
 from storagebench.servers import fio_servers
@@ -112,7 +113,7 @@ def _raw_bins(doc, direction, host=None, job_index=None):
     for c in doc["client_stats"]:
         if c["jobname"] == "All clients":
             continue
-        label = f"{c['hostname']}:{c['port']}"
+        label = host_label(c["hostname"], c["port"])
         idx = seen[label]
         seen[label] += 1
         if host is not None and (label != host or idx != job_index):
@@ -134,7 +135,7 @@ def test_cluster_percentiles_are_those_of_all_hosts_raw_bins(run):
         assert ca.loc[d, "clat_p99_9_ns"] == want[99.9]
         # and the rule reproduces fio's own percentile for one job's bins
         one = _raw_bins(doc, d, host=hosts[0], job_index=0)
-        entry = [c for c in doc["client_stats"] if f"{c['hostname']}:{c['port']}" == hosts[0]][0]
+        entry = [c for c in doc["client_stats"] if host_label(c["hostname"], c["port"]) == hosts[0]][0]
         fio_p99 = entry[d]["clat_ns"]["percentile"]["99.000000"]
         ob = np.array(sorted(one))
         got = percentiles_from_bins(ob, np.array([one[k] for k in ob]), [99.0], total=entry[d]["clat_ns"]["N"])

@@ -1,4 +1,5 @@
-"""run_clients: real fio client/server runs of ~1 s against test servers on loopback."""
+"""run_clients: real fio client/server runs of ~1 s against test servers (owner-only Unix sockets,
+and loopback TCP once)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from storagebench.clientserver import client_command, read_client_output, run_clients
 from storagebench.errors import FioError, HostError
+from storagebench.fio.hosts import host_label
 from storagebench.servers import fio_servers, fio_version, start_server, stop_server
 
 JOB = """[global]
@@ -28,8 +30,8 @@ directory={directory}
 
 def _jobs(servers, tmp_path, runtime=1):
     jobs = {}
-    for s in servers:
-        p = tmp_path / f"job-{s.host.port}.fio"
+    for i, s in enumerate(servers):
+        p = tmp_path / f"job-{i}.fio"
         p.write_text(JOB.format(runtime=runtime, directory=s.workdir))
         jobs[s.label] = p
     return jobs
@@ -50,7 +52,7 @@ def test_run_clients_every_host_reports(servers, tmp_path):
     assert res.hosts == [s.label for s in servers]
     assert set(res.server_versions.values()) == {fio_version()}
     doc, text = read_client_output(tmp_path / "out.json")
-    names = [(c["jobname"], f"{c['hostname']}:{c['port']}") for c in doc["client_stats"]]
+    names = [(c["jobname"], host_label(c["hostname"], c["port"])) for c in doc["client_stats"]]
     assert sorted(h for j, h in names if j == "sb") == sorted(res.hosts)
     assert [j for j, _ in names].count("All clients") == 1
     # each server wrote its file in its own directory
@@ -58,6 +60,49 @@ def test_run_clients_every_host_reports(servers, tmp_path):
         assert any(s.workdir.iterdir())
     prov = orjson.loads(orjson.dumps(res.provenance()))
     assert prov["client_server"]["server_fio_versions"] == res.server_versions
+
+
+def test_socket_servers_labels_agree_with_ingest_and_span_logs_are_read(servers, tmp_path):
+    """fio reports a socket server as hostname=<path>, port=8765; the tidy ``host`` is Host.label
+    (``sock:<path>``) in run_clients' check, in ingest and in the span logs."""
+    from storagebench.clientserver import read_span_logs, span_log_prefix
+    from storagebench.ingest import ingest_paths
+
+    hs = [servers[0].host, servers[2].host]  # servers[1] is killed by a later test
+    assert all(h.is_socket for h in hs)
+    job = tmp_path / "job.fio"
+    job.write_text(JOB.format(runtime=1, directory=tmp_path) + "numjobs=2\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    res = run_clients(job, hs, run / "output.json", run / "stderr.txt", 60)
+    doc, _ = read_client_output(run / "output.json")
+    entries = [c for c in doc["client_stats"] if c["jobname"] == "sb"]
+    assert sorted({(c["hostname"], c["port"]) for c in entries}) == sorted((h.address, 8765) for h in hs)
+    assert res.hosts == [h.label for h in hs] == [f"sock:{h.address}" for h in hs]
+    runs = ingest_paths([run / "output.json"]).runs
+    assert sorted(runs["host"].unique()) == sorted(h.label for h in hs)
+    assert len(runs) == 4  # numjobs=2 on each server
+    # one span log per socket server, flat in the run directory; fio's nested path is cleaned up
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith("sbspan")) == sorted(
+        f"{span_log_prefix(h)}_iops.0.log.sock" for h in hs)
+    assert not any(p.is_dir() for p in run.iterdir())
+    spans = read_span_logs(run, hs, run_id="r")
+    assert sorted(spans["host"].unique()) == sorted(h.label for h in hs)
+    assert (spans["metric"] == "iops").all() and spans.groupby("host")["t_s"].agg(lambda t: t.max() - t.min()).gt(0.5).all()
+    assert "fopen log" not in (run / "output.json").read_text()
+
+
+def test_loopback_tcp_servers_run_and_span_logs(tmp_path):
+    """The TCP path (loopback mode): labels address:port, per-job span logs named by address."""
+    from storagebench.clientserver import read_span_logs
+
+    with fio_servers(2, mode="loopback", workdir=tmp_path / "srv") as ss:
+        jobs = _jobs(ss, tmp_path)
+        res = run_clients(jobs, [s.host for s in ss], tmp_path / "out.json", tmp_path / "err.txt", 60)
+        assert res.hosts == [f"127.0.0.1:{s.host.port}" for s in ss]
+    spans = read_span_logs(tmp_path, [s.host for s in ss], run_id="r")
+    assert sorted(spans["host"].unique()) == sorted(res.hosts)
+    assert sorted(p.name.split(".log.")[1] for p in tmp_path.glob("sbspan-*")) == ["127.0.0.1", "127.0.0.1"]
 
 
 def test_one_job_file_for_all_and_bad_job_lists(servers, tmp_path):
@@ -98,7 +143,7 @@ def test_server_killed_mid_run_is_named_others_kept(servers, tmp_path):
     assert ei.value.hosts == [victim.label]
     assert victim.label in str(ei.value)
     doc, _ = read_client_output(tmp_path / "out.json")
-    kept = {f"{c['hostname']}:{c['port']}" for c in doc["client_stats"] if c["jobname"] == "sb"}
+    kept = {host_label(c["hostname"], c["port"]) for c in doc["client_stats"] if c["jobname"] == "sb"}
     assert kept == {servers[0].label, servers[2].label}
 
     # the dead server is unreachable now: refused before the run, named
@@ -148,10 +193,9 @@ def test_study_on_servers_killed_server_fails_one_run_rerun_completes(tmp_path):
         stop = threading.Event()
 
         def kill_during_first_run():
-            staging = tmp_path / "results" / "cs-kill"
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not stop.is_set():
-                if any(staging.rglob("sbspan-*_iops*")) or any((victim.workdir).glob("cs.dat")):
+                if any((victim.workdir).glob("cs.dat")):  # the victim's job is laying out / running
                     time.sleep(0.8)
                     victim.kill()
                     return
@@ -168,7 +212,7 @@ def test_study_on_servers_killed_server_fails_one_run_rerun_completes(tmp_path):
         failed_dirs = list((first.root / "failed" / failed_id).iterdir())
         out_doc, _ = read_client_output(failed_dirs[0] / "output.json")
         assert out_doc is not None  # the surviving server's results are kept with the failure
-        kept = {f"{c['hostname']}:{c['port']}" for c in out_doc["client_stats"] if c["jobname"] != "All clients"}
+        kept = {host_label(c["hostname"], c["port"]) for c in out_doc["client_stats"] if c["jobname"] != "All clients"}
         assert kept == {servers[0].label}
         # restart the server on the same address: the rerun measures exactly the missing runs
         revived = start_server(victim.host, victim.workdir)

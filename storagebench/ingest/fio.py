@@ -35,6 +35,7 @@ import orjson
 
 from .. import schema as _schema
 from ..errors import IngestError
+from ..fio.hosts import host_label
 from ..schema import PERCENTILES, RUNS, percentile_column
 
 __all__ = [
@@ -669,7 +670,7 @@ def _emit_rows(
     for entry in entries:
         name = str(entry.get("jobname", ""))
         if client_mode:
-            host = f"{entry.get('hostname', '')}:{entry.get('port', '')}"
+            host = host_label(entry.get("hostname", ""), entry.get("port", ""))  # sock:/path for sockets
             hostname = str(entry.get("hostname", ""))
         else:
             host = "local"
