@@ -55,12 +55,10 @@ from __future__ import annotations
 
 import array
 import fcntl
-import ipaddress
 import json
 import os
 import re
 import shutil
-import socket
 import stat
 import struct
 import subprocess
@@ -70,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HostError, JobFileError, UnsafeTargetError
+from .fio import hosts as fio_hosts
 from .fio import options as fo
 from .hostinfo import sysfs_block_dir
 
@@ -874,83 +873,19 @@ def _check_device(name: str, reason: str, ctx: _Ctx, devnos: set[str], *, label:
 # client/server
 
 
-_SOCK = re.compile(r"^sock:(?P<path>/.+)$")
-
-
-def _host_address(host: str) -> tuple[str, str]:
-    """(family, address) of an fio host spec or label: ``sock:/p``, ``ip:a,p``, ``ip6:a,p``, ``a,p``, ``a:p``."""
-    text = str(host).strip()
-    m = _SOCK.match(text)
-    if m:
-        return "sock", m["path"]
-    if text.startswith("/"):
-        return "sock", text.rsplit(":", 1)[0] if re.search(r":\d+$", text) else text
-    fam = "ip"
-    if text.startswith(("ip:", "ip4:", "ip6:")):
-        fam, text = text.split(":", 1)
-    if "," in text:
-        text = text.split(",", 1)[0]
-    elif text.count(":") == 1:
-        text = text.split(":", 1)[0]
-    return fam, text.strip("[]")
-
-
-def _route_is_local_namespace(address: str) -> bool:
-    """The route to ``address`` leaves through a veth whose peer is in a network namespace of this host."""
-    ip = shutil.which("ip") or "/usr/sbin/ip"
-    try:
-        out = subprocess.run([ip, "-o", "route", "get", address], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    m = re.search(r"\bdev (\S+)", out)
-    if not m:
-        return False
-    dev = Path("/sys/class/net") / m.group(1)
-    return _read(dev / "iflink") not in ("", _read(dev / "ifindex")) and not (dev / "device").exists()
-
-
 def is_local_host(host: str) -> bool:
-    """True when fio server ``host`` runs on this machine, so its paths are this machine's paths.
-
-    Local: a Unix socket (``sock:/path``), a loopback address, an address of this host, or an address
-    routed to a network namespace of this host over a veth pair (the test servers of
-    :mod:`storagebench.servers`).
-    """
-    fam, addr = _host_address(host)
-    if fam == "sock":
-        return True
-    try:
-        infos = socket.getaddrinfo(addr, None)
-    except OSError:
-        return False
-    for family, _, _, _, sockaddr in infos:
-        ip = ipaddress.ip_address(sockaddr[0])
-        if ip.is_loopback or ip.is_unspecified:
-            return True
-        try:
-            with socket.socket(family, socket.SOCK_DGRAM) as s:
-                s.bind((sockaddr[0], 0))  # binds only to an address of this host
-            return True
-        except OSError:
-            pass
-        if _route_is_local_namespace(sockaddr[0]):
-            return True
-    return False
+    """True when fio server ``host`` runs on this machine: :func:`storagebench.fio.hosts.is_local`."""
+    return fio_hosts.is_local(host)
 
 
 def _server_spec_matches(arg: str, host: str) -> bool:
-    fam, addr = _host_address(host)
-    want_port = None
-    text = str(host).strip()
-    m = re.search(r"[,:](\d+)$", text)
-    if fam != "sock" and m:
-        want_port = m.group(1)
-    sfam, saddr = _host_address(arg)
-    if fam == "sock" or sfam == "sock":
-        return fam == sfam and os.path.realpath(addr) == os.path.realpath(saddr)
-    sm = re.search(r",(\d+)$", arg)
-    sport = sm.group(1) if sm else "8765"
-    return saddr == addr and (want_port or "8765") == sport
+    try:
+        a, b = fio_hosts.parse_host(arg), fio_hosts.parse_host(host)
+    except HostError:
+        return False
+    if a.family == "sock" or b.family == "sock":
+        return a.family == b.family and os.path.realpath(a.address) == os.path.realpath(b.address)
+    return a.address == b.address and a.port == b.port
 
 
 def server_cwd(host: str) -> str | None:
@@ -976,6 +911,13 @@ def server_cwd(host: str) -> str | None:
                 except OSError:
                     return None
     return None
+
+
+def _same_host(a: str, b: str) -> bool:
+    try:
+        return fio_hosts.parse_host(a).label == fio_hosts.parse_host(b).label
+    except HostError:
+        return False
 
 
 def check_remote(
@@ -1021,7 +963,7 @@ def check_remote(
         raise UnsafeTargetError(str(exc)) from None
     named: set[str] = set()
     for key, paths in (allow_remote or {}).items():
-        if key == "*" or key == host or _host_address(key) == _host_address(host):
+        if key == "*" or key == host or _same_host(key, host):
             named.update(paths)
     overridden = []
     for path in _split_filenames(target):

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from .errors import FioNotFoundError, HostError, TestbedError
-from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, parse_host, parse_hostfile
+from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, local_addresses, parse_host, parse_hostfile
 
 __all__ = [
     "FIO_DEFAULT_PORT",
@@ -706,27 +706,6 @@ def connect_as(host: "str | Host", user: str = "nobody", timeout_s: float = 10.0
     return None
 
 
-def _local_addresses(address: str) -> list[str]:
-    """The addresses ``address`` resolves to that belong to this host (loopback or an interface's)."""
-    try:
-        infos = socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
-        return []
-    out = []
-    for family, _, _, _, sockaddr in infos:
-        ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
-        if ip.is_loopback or ip.is_unspecified:
-            out.append(str(ip))
-            continue
-        try:
-            with socket.socket(family, socket.SOCK_DGRAM) as s:
-                s.bind((sockaddr[0], 0))  # succeeds only for an address of this host
-            out.append(str(ip))
-        except OSError:
-            pass
-    return sorted(set(out))
-
-
 def _socket_exposure(path: str) -> list[str]:
     """Why accounts other than the socket's owner (and root) can connect to ``path``, from permissions."""
     try:
@@ -782,7 +761,7 @@ def exposure(host: "str | Host", *, probe: bool = True) -> list[str]:
         if nobody and not reasons:
             reasons.append("a process running as nobody connected to it")
         return reasons
-    local = _local_addresses(h.address)
+    local = local_addresses(h.address)
     where = (f"{h.address} is an address of this host ({', '.join(local)})" if local
              else f"{h.address} is reached over the network")
     if nobody is True:

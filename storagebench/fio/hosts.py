@@ -29,8 +29,11 @@ This module imports nothing from storagebench but :mod:`storagebench.errors`.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -46,6 +49,8 @@ __all__ = [
     "parse_hostfile",
     "format_hostfile",
     "host_label",
+    "local_addresses",
+    "is_local",
 ]
 
 #: fio's default server port (``fio_net_port`` in fio ``server.c``).
@@ -292,3 +297,69 @@ def format_hostfile(hosts: Iterable["str | Host"]) -> str:
     if dup:
         raise HostError(f"hosts must be distinct, got {dup} more than once")
     return "".join(f"{h.fio_arg}\n" for h in hs)
+
+
+def local_addresses(address: str) -> list[str]:
+    """The addresses ``address`` resolves to that belong to this host (loopback or an interface's).
+
+    An address belongs to this host when a socket can be bound to it (the kernel allows that only
+    for its own addresses).
+    """
+    try:
+        infos = socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return []
+    out = []
+    for family, _, _, _, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
+        if ip.is_loopback or ip.is_unspecified:
+            out.append(str(ip))
+            continue
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.bind((sockaddr[0], 0))  # succeeds only for an address of this host
+            out.append(str(ip))
+        except OSError:
+            pass
+    return sorted(set(out))
+
+
+def _routed_to_local_namespace(address: str) -> bool:
+    """The route to ``address`` leaves through a veth whose peer is in a network namespace of this host."""
+    for ip_cmd in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "ip"):
+        try:
+            out = subprocess.run([ip_cmd, "-o", "route", "get", address], capture_output=True, text=True,
+                                 timeout=10).stdout
+            break
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    else:
+        return False
+    m = re.search(r"\bdev (\S+)", out)
+    if not m:
+        return False
+    dev = Path("/sys/class/net") / m.group(1)
+    try:
+        iflink, ifindex = (dev / "iflink").read_text().strip(), (dev / "ifindex").read_text().strip()
+    except OSError:
+        return False
+    return iflink != ifindex and not (dev / "device").exists()
+
+
+def is_local(host: "str | Host") -> bool:
+    """True when fio server ``host`` runs on this machine, so its paths are this machine's paths.
+
+    Local: a Unix socket, a loopback address, an address of this host (:func:`local_addresses`), or
+    an address routed to a network namespace of this host over a veth pair (the ``netns`` test
+    servers).
+    """
+    h = parse_host(host)
+    if h.family == "sock":
+        return True
+    if local_addresses(h.address):
+        return True
+    try:
+        infos = socket.getaddrinfo(h.address, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return any(_routed_to_local_namespace(sa[0]) for *_, sa in infos)
