@@ -823,12 +823,13 @@ def _check_text(tables: dict, t: float, where: str, path: str) -> None:
                 raise IngestError(f"{where}: the {name.title()} IO rows sum to {s} {label} but its total: line "
                                   f"says {tot[key]} (trimmed excerpt?)", path=path)
         lo, hi = t - 0.005, t + 0.005  # 'actual test time' is printed with 2 decimals
-        for key, scale, label in (("ios", 1.0, "I/O per s"), ("bytes", MIB, "MiB/s")):
-            printed = tot["iops" if key == "ios" else "mib_s"]
-            q = tot[key] / scale
-            if not (q / hi - 0.0051 <= printed <= q / lo + 0.0051):
-                raise IngestError(f"{where}: {name.title()} IO total: {label} {printed} does not match "
-                                  f"{tot[key]} / {t:.2f} s (trimmed or edited excerpt?)", path=path)
+        for what, row in [("total:", tot)] + [(f"thread {r['thread']}", r) for r in tab["rows"]]:
+            for key, scale, label in (("ios", 1.0, "I/O per s"), ("bytes", MIB, "MiB/s")):
+                printed = row["iops" if key == "ios" else "mib_s"]
+                q = row[key] / scale
+                if not (q / hi - 0.0051 <= printed <= q / lo + 0.0051):
+                    raise IngestError(f"{where}: {name.title()} IO {what} {label} {printed} does not match "
+                                      f"{row[key]} / {t:.2f} s (trimmed or edited excerpt?)", path=path)
     for key in ("bytes", "ios"):
         if tables["read"]["total"][key] + tables["write"]["total"][key] != tables["total"]["total"][key]:
             raise IngestError(f"{where}: Read IO + Write IO totals ({tables['read']['total'][key]} + "

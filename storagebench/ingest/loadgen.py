@@ -22,6 +22,7 @@ parts are never both in ``runs``):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,8 +193,10 @@ def detect_format(data: bytes) -> str | None:
         return None
     if "'TEST SETUP" in stripped[:4096] and "'ACCESS SPECIFICATIONS" in stripped.upper():
         return "iometer-icf"
-    if stripped.startswith("'Test Type") or ("'Results" in stripped and "'Target Type,Target Name" in stripped):
-        if "TimeStamp,'Target Type" in stripped or "\nTimeStamp," in stripped:
+    unquoted = stripped.lstrip('"')  # a spreadsheet re-save quotes every field
+    if unquoted.startswith("'Test Type") or ("'Results" in stripped and "'Target Type" in stripped
+                                             and "Target Name" in stripped):
+        if _INSTANT_HEADER.search(stripped):  # PrepareInstantaneousFile prefixes the header with TimeStamp
             return "iometer-instantaneous"
         return "iometer"
     if "Results for job" in stripped and ("System info:" in stripped or "test time:" in stripped):
@@ -205,6 +208,7 @@ def detect_format(data: bytes) -> str | None:
     return None
 
 
+_INSTANT_HEADER = re.compile(r"^[\"']*TimeStamp[\"']*,[\"']*'?Target Type", re.M | re.I)
 _DEFAULT_INT = {"repetition": 0, "job_index": 0, "error": 0}
 
 
