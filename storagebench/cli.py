@@ -175,11 +175,12 @@ def demo_cmd(
 # ---- ingest ------------------------------------------------------------------------------
 @app.command()
 def ingest(
-    paths: List[Path] = typer.Argument(..., help="fio JSON/JSON+ outputs, fio logs, run or result directories"),
+    paths: List[Path] = typer.Argument(..., help="fio JSON/JSON+ outputs, fio logs, DiskSPD XML/text, Iometer CSV, "
+                                       "run or result directories"),
     out: Path = typer.Option(..., "--out", help="directory for runs/histograms/all_clients/timeseries.parquet"),
     batch_files: int = typer.Option(500, "--batch-files", help="files per parquet batch (bounds memory)"),
 ) -> None:
-    """Ingest fio output into the tidy parquet tables; list every file that could not be ingested."""
+    """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested."""
     from .ingest import ingest_to_parquet
 
     try:
