@@ -9,7 +9,7 @@ matplotlib; the CLI should not pay for that), so ``import storagebench`` stays c
     tables = sb.ingest_study(result.raw_dir.parent)
     sb.stats.compare(tables.runs, "numjobs", 1, "iops", by=["iodepth"])
 
-Modules (one concept each): ``schema``, ``study``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
+Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
 ``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``plots``, ``publish``,
 ``testbed``, ``hoststeps``, ``testbed_studies``, ``servers``, ``clientserver``, ``batch``, ``cli``.
 """
@@ -40,6 +40,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     # spec -> plan -> runs
     "Study": "study", "RunPlan": "study", "RunPoint": "study", "load_study": "study",
+    "study_from_diskspd": "loadgen_profiles", "study_from_icf": "loadgen_profiles",
     "render_jobfile": "jobfile", "parse_jobfile": "jobfile",
     "StudyStore": "store", "collect_provenance": "hostinfo",
     "run_study": "runner", "run_point": "runner", "run_fio": "runner", "SweepResult": "runner",
@@ -63,7 +64,7 @@ _LAZY: dict[str, str] = {
     "load_scaling": "clientserver",
 }
 _MODULES = (
-    "schema", "study", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
+    "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
     "aggregate", "stats", "published", "plots", "publish", "testbed", "hoststeps", "testbed_studies",
     "servers", "clientserver", "batch",
 )

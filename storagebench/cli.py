@@ -175,11 +175,12 @@ def demo_cmd(
 # ---- ingest ------------------------------------------------------------------------------
 @app.command()
 def ingest(
-    paths: List[Path] = typer.Argument(..., help="fio JSON/JSON+ outputs, fio logs, run or result directories"),
+    paths: List[Path] = typer.Argument(..., help="fio JSON/JSON+ outputs, fio logs, DiskSPD XML/text, Iometer CSV, "
+                                       "run or result directories"),
     out: Path = typer.Option(..., "--out", help="directory for runs/histograms/all_clients/timeseries.parquet"),
     batch_files: int = typer.Option(500, "--batch-files", help="files per parquet batch (bounds memory)"),
 ) -> None:
-    """Ingest fio output into the tidy parquet tables; list every file that could not be ingested."""
+    """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested."""
     from .ingest import ingest_to_parquet
 
     try:
@@ -524,6 +525,42 @@ def batch_cmd(
 
 
 # ---- end hosts / batch -------------------------------------------------------------------
+
+
+# ---- translate (DiskSPD / Iometer profiles -> fio study) -----------------------------------
+@app.command("translate", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def translate_cmd(
+    kind: Annotated[str, typer.Argument(help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")],
+    source: Annotated[List[str], typer.Argument(help="the DiskSPD switches and targets (quoted or not), or the .icf path")],
+    name: Annotated[Optional[str], typer.Option("--name", help="study name (default: translated / the .icf stem)")] = None,
+    ioengine: Annotated[str, typer.Option("--ioengine", help="fio engine of the study")] = "libaio",
+    out: Annotated[Optional[Path], typer.Option("--out", help="write the study YAML (with the translation) here")] = None,
+) -> None:
+    """Write a fio study from a DiskSPD command line or an Iometer .icf, and print the translation."""
+    from .loadgen_profiles import study_from_diskspd, study_from_icf
+
+    try:
+        if kind == "diskspd":
+            t = study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
+        elif kind == "icf":
+            if len(source) != 1:
+                from .errors import StudyError
+
+                raise StudyError(f"translate icf takes one .icf path, got {source}")
+            t = study_from_icf(source[0], name=name, ioengine=ioengine)
+        else:
+            from .errors import StudyError
+
+            raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
+    except StorageBenchError as exc:
+        _fail(exc)
+        return
+    typer.echo(t.report())
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(t.to_yaml())
+        typer.echo(f"wrote {out}")
+# ---- end translate -------------------------------------------------------------------------
 
 
 def main(argv: Optional[List[str]] = None) -> None:

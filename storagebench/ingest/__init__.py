@@ -10,9 +10,11 @@ Entry points:
 Every good file is ingested; every bad one becomes an :class:`~storagebench.errors.IngestError`
 (``.path``, ``.reason``) in ``errors`` — one bad file never stops the others.
 
-What is read in a directory: ``*.json`` files (fio ``--output-format=json``/``json+``) and fio logs
-(``<prefix>_<iops|bw|lat|clat|slat>.<n>.log``). A directory holding ``point.json`` is a run directory of
-the runner: ``output.json`` is its fio output, ``point.json`` its identity and study factors,
+What is read in a directory: ``*.json`` files (fio ``--output-format=json``/``json+``), fio logs
+(``<prefix>_<iops|bw|lat|clat|slat>.<n>.log``), and every other file whose *content* is DiskSPD XML
+or text or an Iometer results CSV (:func:`_loadgen_format`; other content is skipped; a file named
+explicitly must be one of these formats or fio output). A directory holding ``point.json`` is a run
+directory of the runner: ``output.json`` is its fio output, ``point.json`` its identity and study factors,
 ``provenance.json`` its provenance, ``*.log`` its fio logs. In a study directory (``raw/`` beside
 ``failed/``) the failed attempts under ``failed/`` are not read.
 """
@@ -33,6 +35,7 @@ import pandas as pd
 
 from .. import schema
 from ..errors import IngestError, SchemaError
+from . import loadgen as _loadgen
 from .fio import _emit_rows, _RowSink, empty_frame, file_run_id, histogram_frame, parse_fio_output, runs_frame
 from .fiolog import is_fio_log, parse_fio_log
 
@@ -129,7 +132,7 @@ class IngestSummary:
 
 @dataclass
 class _Item:
-    kind: str  # "fio" or "log"
+    kind: str  # "fio", "log" or "other" (a file found in a directory: read if its content is DiskSPD/Iometer)
     path: str | Path
     identity: dict | None = None
     provenance: dict | None = None
@@ -186,6 +189,9 @@ def _plain_dir_items(d: str, files: list[str]) -> Iterator[_Item]:
             log_run_id = None
     for f in logs:
         yield _Item("log", os.path.join(d, f), run_id=log_run_id)
+    for f in sorted(files):  # DiskSPD / Iometer results are recognised by content, whatever their name
+        if not f.endswith(".json") and not is_fio_log(f) and not f.startswith("."):
+            yield _Item("other", prefix + f)
 
 
 def _discover(paths: Iterable[str | os.PathLike]) -> Iterator[_Item | IngestError]:
@@ -243,7 +249,19 @@ class _Collector(_RowSink):
 
     def add(self, item: _Item) -> None:
         path = item.path
-        data = _read_bytes(path)
+        if item.kind == "other":
+            data = _read_head(path)
+            fmt = _loadgen_format(data)
+            if fmt is None or fmt == "iometer-icf":
+                return  # not a result file: skipped, not an error
+            data = _read_bytes(path)
+        else:
+            data = _read_bytes(path)
+            fmt = _loadgen_format(data) if item.kind == "fio" else None
+        if fmt is not None:
+            _add_loadgen(self, fmt, data, path if type(path) is str else str(path), item.identity)
+            self.files += 1
+            return
         if item.kind == "fio":
             _emit_rows(self, data, path if type(path) is str else str(path), item.identity, item.provenance)
         else:
@@ -266,6 +284,45 @@ class _Collector(_RowSink):
             "timeseries": schema.validate(pd.concat(ts, ignore_index=True), "timeseries")
             if ts else empty_frame("timeseries"),
         }
+
+
+# ---- DiskSPD / Iometer: content sniffing and dispatch (storagebench.ingest.loadgen) ----------------
+
+
+def _read_head(path: str | os.PathLike, n: int = 1 << 16) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
+
+def _loadgen_format(data: bytes) -> str | None:
+    """The DiskSPD/Iometer format of ``data`` (:func:`storagebench.ingest.loadgen.detect_format`), or
+    ``None`` for fio JSON and for content that is none of them. A leading ``{`` is fio's fast path."""
+    if data[:1] == b"{":
+        return None
+    fmt = _loadgen.detect_format(data)
+    return None if fmt == "fio" else fmt
+
+
+def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: dict | None) -> None:
+    """Parse a DiskSPD/Iometer file (:func:`storagebench.ingest.loadgen.parse_loadgen`, which raises
+    IngestError for a bad one) and append its rows to the sink, all or nothing."""
+    from .fio import RUN_FIELDS  # the row-tuple order of the sink
+
+    rows = _loadgen.parse_loadgen(fmt, data, path, identity=identity)
+    factors = (identity or {}).get("factors") or {}
+    extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
+    default = _loadgen.run_row()
+    sink.runs.extend(tuple(r.get(f, default.get(f)) for f in RUN_FIELDS) for r in rows.runs)
+    sink.runs_extra.extend([extra] * len(rows.runs))
+    for key, bins in rows.histograms:
+        sink.hist_blocks.append((*key, len(bins)))
+        sink.hist_bins.extend(str(int(b)) for b in bins)
+        sink.hist_counts.extend(bins.values())
+    if rows.timeseries is not None and len(rows.timeseries):
+        sink.ts.append(rows.timeseries)
 
 
 @contextmanager

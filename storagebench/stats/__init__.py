@@ -7,6 +7,9 @@ Modules, one per concept:
     Fieller (log-scale fallback, :func:`ratio_ci`) or BCa ratio CIs, rank tests, Hedges' g, Holm/BH adjustment, optional TOST.
 ``agreement``
     :func:`bland_altman`: bias and limits of agreement of two methods, with CIs (Bland & Altman 1986).
+``crosstool``
+    :func:`cross_tool`: two load generators (DiskSPD, Iometer, fio) on the same configurations:
+    matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group.
 ``equivalence``
     :func:`tost` ("within 1%"), :func:`tost_sample_size` / :func:`tost_power`, :func:`mean_ci`.
 ``variance``
@@ -35,6 +38,7 @@ from .compare import (
     ratio_ci,
     summary_table,
 )
+from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
 from .equivalence import Equivalence, Estimate, mean_ci, tost, tost_power, tost_sample_size
 from .models import MixedModel, Model, fit_mixed, fit_model
 from .saturation import (
@@ -55,6 +59,9 @@ from .variance import VarianceComponents, variance_components
 __all__ = [
     "Agreement",
     "bland_altman",
+    "CONFIG_COLUMNS",
+    "CrossTool",
+    "cross_tool",
     "ADJUST_METHODS",
     "Comparison",
     "ComparisonTable",

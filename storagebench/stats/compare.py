@@ -493,7 +493,15 @@ def _paired(x_base, x_other, *, common: dict, confidence, margin, n_boot, seed, 
 
 
 def _check_not_mixed(df: pd.DataFrame, keys: list[str], factor: str) -> None:
-    """Refuse silently pooling read and write rows, or several rows of one run as replicates."""
+    """Refuse silently pooling read and write rows, runs of different tools, or several rows of one run
+    as replicates."""
+    if "tool" in df.columns and factor != "tool" and "tool" not in keys:
+        tools = sorted(map(str, df["tool"].dropna().unique()))
+        if len(tools) > 1:
+            raise StatsError(
+                f"rows come from several tools {tools}; a tool is a factor, not a replicate: compare factor='tool' "
+                "(storagebench.stats.cross_tool), or put 'tool' in by= or pair_on="
+            )
     if "direction" in df.columns and "direction" not in keys:
         dirs = sorted(map(str, df["direction"].dropna().unique()))
         if len(dirs) > 1:
@@ -552,7 +560,8 @@ def compare(
         Group columns: one comparison per group (e.g. ``["rw", "bs_bytes"]`` for a pattern).
     pair_on : str or list of str, optional
         Columns matching a baseline row with one row of the other level (e.g. ``"vms"``, ``"tool"``,
-        ``"repetition"``). Each key must appear exactly once in each arm of a group.
+        ``"repetition"``). Each key must appear exactly once in each arm of a group. Rows of several
+        ``tool`` values are refused unless ``tool`` is the factor or in ``by``/``pair_on``.
     margin : float or (float, float), optional
         Equivalence margin as a fraction (0.01 for "within 1%": ratio bounds 0.99 and 1.01), or explicit
         ratio bounds ``(low, high)`` such as the bioequivalence ``(0.8, 1.25)``: adds a TOST on the log ratio.

@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""Benchmark of DiskSPD XML ingest (storagebench issue 12, item 6, the DiskSPD half).
+
+Time to ingest N DiskSPD ``-Rxml`` files (default 2,000) into validated ``runs`` (+ ``timeseries``)
+DataFrames with ``storagebench.ingest.ingest_paths``, against baselines measured in the same run on
+the same files:
+
+* bare ``xml.etree.ElementTree.fromstring`` of every file's bytes (read + parse, no tables);
+* ``defusedxml.ElementTree.fromstring`` (the same parser with the entity/DTD guards storagebench uses);
+* ``lxml.etree.fromstring``, if lxml is installed (benchmark-only; not a storagebench dependency).
+
+The corpus alternates the two real DiskSPD 2.0.21a XML fixtures (``tests/fixtures/diskspd``): the
+PerfKitBenchmarker one (6 KB: 4 threads, no latency, no series) and the VirtualClient one (120 KB:
+108 latency percentiles, 120-second IOPS series twice), each copy with its own computer name and
+test time so that no two files are identical. Ratios are printed against bare ElementTree.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_ingest_diskspd.py                  # 2,000 files, best of 3
+    .venv/bin/python benchmarks/bench_ingest_diskspd.py --files 200 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = [ROOT / "tests" / "fixtures" / "diskspd" / "pkb_diskspd_result_2018.xml",
+            ROOT / "tests" / "fixtures" / "diskspd" / "virtualclient_Results_DiskSpd.xml"]
+sys.path.insert(0, str(ROOT))
+
+
+def make_files(out: Path, n: int) -> list[Path]:
+    """n variants of the two real XML files (computer name and test time varied)."""
+    bases = [f.read_text() for f in FIXTURES]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        text = bases[i % 2]
+        for old in ("pkb-044ffc87-0", "QuickTest2"):
+            text = text.replace(f"<ComputerName>{old}</ComputerName>", f"<ComputerName>host-{i:05d}</ComputerName>")
+        t = 30.02 if i % 2 == 0 else 120.01
+        text = text.replace(f"<TestTimeSeconds>{t:.2f}</TestTimeSeconds>",
+                            f"<TestTimeSeconds>{t + (i // 2) / 100:.2f}</TestTimeSeconds>")
+        p = out / f"diskspd_{i:06d}.xml"
+        p.write_text(text)
+        paths.append(p)
+    return paths
+
+
+def bench_etree(paths):
+    return sum(len(ET.fromstring(p.read_bytes())) for p in paths)
+
+
+def bench_defusedxml(paths):
+    import defusedxml.ElementTree as DET
+
+    return sum(len(DET.fromstring(p.read_bytes())) for p in paths)
+
+
+def bench_lxml(paths):
+    from lxml import etree
+
+    return sum(len(etree.fromstring(p.read_bytes())) for p in paths)
+
+
+def bench_storagebench(paths):
+    from storagebench.ingest import ingest_paths
+
+    res = ingest_paths(paths)
+    if res.errors:
+        raise SystemExit(f"ingest errors: {res.errors[:3]}")
+    return len(res.runs) + len(res.timeseries)
+
+
+def best_of(fn, paths, repeat):
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn(paths)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="sb-bench-diskspd-") as tmp:
+        paths = make_files(Path(tmp), args.files)
+        mb = sum(p.stat().st_size for p in paths) / 1e6
+        bench_storagebench(paths[:4])  # warm imports
+        rows = [("bare xml.etree.ElementTree.fromstring", bench_etree),
+                ("defusedxml.ElementTree.fromstring", bench_defusedxml)]
+        try:
+            import lxml  # noqa: F401
+
+            rows.append(("lxml.etree.fromstring", bench_lxml))
+        except ImportError:
+            print("lxml not installed: its baseline is skipped (pip install lxml to add it)")
+        rows.append(("storagebench ingest_paths (runs + timeseries)", bench_storagebench))
+        results = [(name, best_of(fn, paths, args.repeat)) for name, fn in rows]
+        base = results[0][1]
+        print(f"{args.files} DiskSPD XML files ({mb:.0f} MB), best of {args.repeat}:")
+        for name, t in results:
+            print(f"  {name:<48} {t:7.3f} s  {args.files / t:8.0f} files/s  {t / base:5.2f}x bare ElementTree")
+
+
+if __name__ == "__main__":
+    main()

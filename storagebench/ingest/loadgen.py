@@ -1,0 +1,319 @@
+"""Shared plumbing of the non-fio load-generator parsers (:mod:`.diskspd`, :mod:`.iometer`).
+
+* :func:`decode_text` — bytes → text by byte-order-mark sniffing, never assuming UTF-8;
+* :func:`detect_format` — which tool wrote a file, from its content (never from its name);
+* :func:`run_row` — one ``runs`` row as a dict with every schema column, unknowns as the schema's
+  "unknown" values (``""``, ``-1``, NaN, ``False``, ``None``);
+* :class:`LoadgenRows` — what a parser hands to :func:`storagebench.ingest.ingest_paths`;
+* :func:`parse_loadgen` — the one entry point the ingest dispatch calls.
+
+Where the rows of these tools go (the rule is the one of fio's "All clients" entry: a total and its
+parts are never both in ``runs``):
+
+* ``runs`` holds the *run total* the tool itself reports or defines — DiskSPD's totals over every
+  thread and target of a timespan, Iometer's ``ALL`` row — one row per direction that did I/O;
+* the parts (DiskSPD's per-thread x per-target rows, Iometer's ``MANAGER``/``WORKER``/``DISK``/``PROCESSOR``
+  rows) are **not** ingested into any table; they are in the parser's result object
+  (:class:`~storagebench.ingest.diskspd.DiskSpdResult` ``.targets``,
+  :class:`~storagebench.ingest.iometer.IometerResult` ``.parts``) for whoever needs them;
+* ``timeseries`` holds only run-level series (DiskSPD's ``TimeSpan/Iops``), never the per-target ones.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import schema
+from ..errors import IngestError
+
+__all__ = [
+    "FORMATS",
+    "INGESTIBLE",
+    "LoadgenRows",
+    "decode_text",
+    "detect_format",
+    "run_row",
+    "parse_loadgen",
+    "MIB",
+    "NS_PER_MS",
+]
+
+#: bytes in one MiB: DiskSPD's and Iometer's "MB/s" / "MiBps (Binary)" unit (2**20).
+MIB = 1048576
+#: ns in one ms (DiskSPD and Iometer print latencies in ms).
+NS_PER_MS = 1e6
+
+#: Formats :func:`detect_format` can name.
+FORMATS: tuple[str, ...] = (
+    "fio", "diskspd-xml", "diskspd-text", "diskspd-linux", "iometer", "iometer-instantaneous", "iometer-icf",
+)
+#: Formats whose rows go into the tidy tables (the others are recognised only to say why not).
+INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer")
+
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+#: Single-byte code pages a file without a BOM that is not UTF-8 may be in (Windows consoles of
+#: Western, Cyrillic, Central European, Greek, Turkish and Baltic locales; DOS code pages).
+SINGLE_BYTE_CANDIDATES: tuple[str, ...] = (
+    "cp1252", "cp1251", "cp1250", "cp1253", "cp1254", "cp1257", "cp866", "cp437",
+)
+
+
+def decode_text(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
+    """Decode a text result file by byte-order-mark sniffing.
+
+    Order: a BOM (UTF-32, UTF-8, UTF-16; a PowerShell 5 ``>`` redirect writes UTF-16LE with a BOM);
+    without one, strict UTF-8 (pure ASCII is UTF-8); else the best single-byte code page among
+    :data:`SINGLE_BYTE_CANDIDATES` (cp1251 is seen in the wild) as judged by ``charset_normalizer``.
+    Numbers and keywords in these files are ASCII, so the code page only decides how non-ASCII
+    names (paths, computer names) read.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's bytes.
+    path : str
+        Name used in error messages.
+
+    Returns
+    -------
+    (str, str)
+        The text (BOM removed) and the encoding used.
+
+    Raises
+    ------
+    IngestError
+        Empty file; bytes that do not decode under their BOM; NUL bytes without a BOM (UTF-16
+        without a byte-order mark is refused: its byte order would be a guess; a binary file).
+    """
+    if not data.strip():
+        raise IngestError("empty file", path=path)
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom):].decode(enc), enc
+            except UnicodeDecodeError as exc:
+                raise IngestError(f"starts with a {enc} byte-order mark but does not decode as {enc}: {exc}",
+                                  path=path) from None
+    if b"\x00" in data:
+        head = data[:4096]
+        odd, even = head[1::2].count(0), head[0::2].count(0)
+        if max(odd, even) > len(head) // 4:
+            order = "little-endian" if odd > even else "big-endian"
+            raise IngestError(
+                f"looks like UTF-16 ({order}, NUL bytes in every other position) but has no byte-order mark; "
+                "the byte order would be a guess: re-save it with a BOM (PowerShell: Out-File -Encoding unicode) "
+                "or as UTF-8", path=path)
+        raise IngestError("binary file (NUL bytes), not a text result", path=path)
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    return _single_byte(data), _single_byte_name(data)
+
+
+def _best_single_byte(data: bytes) -> str:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # pragma: no cover - a declared dependency
+        return "cp1252"
+    best = from_bytes(data[:65536], cp_isolation=list(SINGLE_BYTE_CANDIDATES)).best()
+    return best.encoding if best is not None else "cp1252"
+
+
+def _single_byte_name(data: bytes) -> str:
+    return _best_single_byte(data)
+
+
+def _single_byte(data: bytes) -> str:
+    enc = _best_single_byte(data)
+    try:
+        return data.decode(enc)
+    except (UnicodeDecodeError, LookupError):
+        return data.decode("latin-1")  # every byte maps to a character: nothing is lost
+
+
+def _sniff_text(data: bytes) -> str:
+    """A lenient decode of the head of a file, for :func:`detect_format` only."""
+    head = data[:65536]
+    for bom, enc in _BOMS:
+        if head.startswith(bom):
+            return head[len(bom):].decode(enc, "replace")
+    if b"\x00" in head:
+        odd, even = head[1::2].count(0), head[0::2].count(0)
+        if max(odd, even) > len(head) // 4:
+            return head.decode("utf-16-le" if odd > even else "utf-16-be", "replace")
+        return ""
+    return head.decode("latin-1")
+
+
+def detect_format(data: bytes) -> str | None:
+    """Which tool wrote ``data``, from its content.
+
+    Returns
+    -------
+    str or None
+        One of :data:`FORMATS`, or ``None`` when the content is none of them:
+
+        ``"fio"``
+            fio JSON (a ``{`` first, or ``"fio version"``/``"jobs"`` keys in the head);
+        ``"diskspd-xml"``
+            a ``<Results>`` XML document (DiskSPD ``-Rxml``);
+        ``"diskspd-text"``
+            DiskSPD for Windows text (``Input parameters:`` / ``Results for timespan`` / ``actual test time:``);
+        ``"diskspd-linux"``
+            DiskSPD for Linux text (``Results for job``), recognised to be refused;
+        ``"iometer"``
+            an Iometer results CSV (``'Test Type,Test Description`` or ``'Results`` with its header);
+        ``"iometer-instantaneous"``
+            Iometer's "last update" file (header starting ``TimeStamp,``), recognised to be refused;
+        ``"iometer-icf"``
+            an Iometer configuration file (``'TEST SETUP``), not results.
+    """
+    text = _sniff_text(data)
+    stripped = text.lstrip()
+    if not stripped:
+        return None
+    if stripped[0] == "{" or '"fio version"' in stripped[:4096] or ('"jobs"' in stripped[:4096]
+                                                                     and '"jobname"' in stripped):
+        return "fio"
+    if stripped[0] == "<":
+        head = stripped[:4096]
+        if "<Results" in head:
+            return "diskspd-xml"
+        return None
+    if "'TEST SETUP" in stripped[:4096] and "'ACCESS SPECIFICATIONS" in stripped.upper():
+        return "iometer-icf"
+    unquoted = stripped.lstrip('"')  # a spreadsheet re-save quotes every field
+    if unquoted.startswith("'Test Type") or ("'Results" in stripped and "'Target Type" in stripped
+                                             and "Target Name" in stripped):
+        if _INSTANT_HEADER.search(stripped):  # PrepareInstantaneousFile prefixes the header with TimeStamp
+            return "iometer-instantaneous"
+        return "iometer"
+    if "Results for job" in stripped and ("System info:" in stripped or "test time:" in stripped):
+        return "diskspd-linux"
+    markers = ("Input parameters:", "Results for timespan", "actual test time:")
+    if any(m in stripped for m in markers) and ("thread |" in stripped or "timespan:" in stripped
+                                                or "actual test time:" in stripped):
+        return "diskspd-text"
+    return None
+
+
+_INSTANT_HEADER = re.compile(r"^[\"']*TimeStamp[\"']*,[\"']*'?Target Type", re.M | re.I)
+_DEFAULT_INT = {"repetition": 0, "job_index": 0, "error": 0}
+
+
+def _default(col: schema.Column) -> Any:
+    if col.dtype == "string":
+        return ""
+    if col.dtype == "int64":
+        return _DEFAULT_INT.get(col.name, -1)
+    if col.dtype == "float64":
+        return math.nan
+    if col.dtype == "bool":
+        return False
+    return None  # datetime: NaT
+
+
+def run_row(**fields: Any) -> dict:
+    """A ``runs`` row with every column of :data:`storagebench.schema.RUNS`.
+
+    Columns not given get the schema's "unknown": ``""`` (strings), ``-1`` (ints; 0 for
+    ``repetition``, ``job_index``, ``error``), NaN (floats), ``False`` (bools), ``None`` (times).
+    Keys that are not ``runs`` columns are kept as they are (``note``, when the schema has it,
+    is a column; when it has not, the ingest drops it).
+
+    Raises
+    ------
+    IngestError
+        Never; unknown keys are kept.
+    """
+    row = {c.name: _default(c) for c in schema.RUNS}
+    row.update(fields)
+    return row
+
+
+@dataclass
+class LoadgenRows:
+    """Rows of one DiskSPD or Iometer file, ready for the ingest's tables.
+
+    Attributes
+    ----------
+    runs : list of dict
+        ``runs`` rows (:func:`run_row`), run totals only.
+    histograms : list of (tuple, dict)
+        ``((run_id, host, job, job_index, direction), {bin_ns: count})`` blocks.
+    timeseries : pandas.DataFrame or None
+        ``timeseries`` rows (columns ``run_id, host, job, direction, t_s, metric, value, log_index``).
+    problems : list of str
+        What was dropped (only with ``strict=False``; with ``strict=True`` a problem raises).
+    """
+
+    runs: list[dict] = field(default_factory=list)
+    histograms: list[tuple[tuple, dict]] = field(default_factory=list)
+    timeseries: Any = None
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_loadgen(fmt: str, data: bytes, path: str, *, identity: Mapping[str, Any] | None = None) -> LoadgenRows:
+    """Parse one DiskSPD or Iometer file into :class:`LoadgenRows` (the ingest's dispatch calls this).
+
+    Parameters
+    ----------
+    fmt : str
+        :func:`detect_format` of ``data``.
+    data : bytes
+        The file's bytes.
+    path : str
+        Its path (``source_file``, error messages).
+    identity : mapping, optional
+        ``study``, ``repetition``, ``run_order`` to stamp on the rows (a runner's ``point.json``).
+
+    Raises
+    ------
+    IngestError
+        ``fmt`` is not ingestible (DiskSPD for Linux, Iometer's instantaneous file, an ``.icf``
+        configuration: the message says why), or the parser refuses the file.
+    """
+    if fmt in INGESTIBLE:
+        try:
+            if fmt == "iometer":
+                from .iometer import parse_iometer
+
+                rows = parse_iometer(data, path).rows()
+            else:
+                from .diskspd import parse_diskspd
+
+                rows = parse_diskspd(data, path).rows()
+        except IngestError:
+            raise
+        except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash
+            raise IngestError(f"could not be read as {fmt}: {type(exc).__name__}: {exc}", path=path) from None
+    elif fmt == "diskspd-linux":
+        raise IngestError(
+            "DiskSPD for Linux text output (microsoft/diskspd-for-linux) is not ingested: it divides IOPS and "
+            "MB/s by the configured duration, not a measured time, and its 'Total' latency column "
+            "over-counts with more than one target (src/result_formatter.cc)", path=path)
+    elif fmt == "iometer-instantaneous":
+        raise IngestError(
+            "an Iometer 'last update' (instantaneous) file, not a results file: its rows are per-interval "
+            "snapshots at default stream precision; ingest the results CSV written by /r", path=path)
+    elif fmt == "iometer-icf":
+        raise IngestError("an Iometer configuration (.icf), not results; "
+                          "`storagebench translate icf` turns it into a study", path=path)
+    else:
+        raise IngestError(f"format must be one of {list(INGESTIBLE)}, got {fmt!r}", path=path)
+    if identity:  # a runner's point.json: its identity columns (study factors are the caller's business)
+        stamp = {k: identity[k] for k in ("study", "repetition", "run_order") if k in identity}
+        for r in rows.runs:
+            r.update(stamp)
+    return rows
