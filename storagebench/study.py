@@ -127,7 +127,7 @@ def _check_value(name: str, value: Any) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"must be an fio ioengine name, got {value!r}")
         low = value.strip().lower()
-        engines = set(fo.OPTIONS["ioengine"]["values"]) | set(fo.ENGINE_OPTIONS)
+        engines = fo.KNOWN_ENGINES
         if low not in engines and not low.startswith("external") and "/" not in low:
             raise ValueError(f"must be one of [{', '.join(sorted(engines))}], got {value!r}")
         return value.strip()

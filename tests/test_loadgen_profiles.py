@@ -39,7 +39,7 @@ def test_seed000_icf_translates_to_the_same_workload():
     assert t.targets == ("sdb",) and s.target is None
     # Iometer's 'align 0' (sector boundaries) has no exact fio counterpart: reported, not set
     assert any("sector" in m.note and not m.exact for m in t.inexact)
-    assert "blockalign" not in s.fixed
+    assert "ba" not in s.fixed and "blockalign" not in s.fixed
 
 
 def test_translated_job_file_is_accepted_by_fio(tmp_path):
@@ -86,7 +86,7 @@ def test_stride_and_alignment():
     t = study_from_diskspd("-b4K -s16K x", name="stride")
     assert t.study.fixed["rw"] == "read:12288"  # stride 16 KiB = 4 KiB block + 12 KiB hole
     t = study_from_diskspd("-b8K -r4K x", name="align")
-    assert t.study.fixed["blockalign"] == 4096
+    assert t.study.fixed["ba"] == 4096  # fio's canonical name of blockalign
 
 
 @pytest.mark.parametrize(("cmd", "words"), [

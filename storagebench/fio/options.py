@@ -47,6 +47,7 @@ __all__ = [
     "READ_RW",
     "SAFE_OPTIONS",
     "SAFE_ENGINES",
+    "KNOWN_ENGINES",
     "GATES",
     "canonical_name",
     "canonical_options",
@@ -252,10 +253,17 @@ readfua writefua sg_write_mode stream_id cpuload cpumode cpuchunks exit_on_io_do
 """.split()
 )
 
+#: Engines of fio builds for other systems (fio HOWTO ``ioengine``), not in Linux's ``fio --enghelp``:
+#: a study may be written here to run elsewhere.
+OTHER_PLATFORM_ENGINES: frozenset[str] = frozenset({"windowsaio", "solarisaio"})
+#: Every engine name storagebench accepts: fio 3.33's (``fio --cmdhelp=ioengine``, ``--enghelp``) and
+#: :data:`OTHER_PLATFORM_ENGINES`; ``external:`` engines are gated, not listed.
+KNOWN_ENGINES: frozenset[str] = (frozenset(OPTIONS["ioengine"]["values"]) | frozenset(ENGINE_OPTIONS)
+                                 | OTHER_PLATFORM_ENGINES)
 #: Engines that do local block/file I/O through the kernel (or none at all).
 SAFE_ENGINES: frozenset[str] = frozenset(
     "sync psync vsync pvsync pvsync2 libaio io_uring io_uring_cmd posixaio mmap splice null cpuio sg "
-    "falloc ftruncate e4defrag filecreate filestat".split()
+    "falloc ftruncate e4defrag filecreate filestat windowsaio solarisaio".split()
 )
 _NET_ENGINES = frozenset(
     "net netsplice rdma rados rbd gfapi gfapi_async nbd http nfs libiscsi dfs libhdfs".split()
