@@ -1,0 +1,407 @@
+"""Typed, versioned records of where and how a run was measured.
+
+Every run directory holds a ``provenance.json``; a testbed study holds a ``testbed.json``. They
+were untyped dicts that several modules built, changed and read by guessing key names; these
+frozen dataclasses are the one definition of their fields (units in the names: ``_bytes``,
+``_s``; times are ISO 8601 UTC strings) and of their file format:
+
+* :meth:`Provenance.to_json` writes ``format_version`` (:data:`FORMAT_VERSION`) beside the fields;
+* :meth:`Provenance.from_json` reads the current version and migrates version 0 (files written
+  before the field existed: the same keys, no version); a newer version is refused with a
+  :class:`~storagebench.errors.SchemaError` naming it. Keys this version does not know are kept
+  in ``extra`` and written back unchanged.
+
+The runner builds one :class:`Provenance` per run, after the run, from parts collected before
+and during it, and never changes it afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .errors import SchemaError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "DeviceInfo",
+    "FilesystemInfo",
+    "ClientServerInfo",
+    "Provenance",
+    "TestbedRecord",
+]
+
+#: Version of the ``provenance.json`` / ``testbed.json`` / parquet-metadata format written now.
+FORMAT_VERSION = 1
+
+
+def _check_version(data: Mapping[str, Any], what: str) -> int:
+    version = data.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise SchemaError(f"{what}: format_version must be a non-negative integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise SchemaError(
+            f"{what}: format_version {version} is newer than this storagebench reads ({FORMAT_VERSION}); "
+            "upgrade storagebench to read it"
+        )
+    return version
+
+
+def _split(cls: type, data: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(data, Mapping):
+        raise SchemaError(f"{what}: must be a JSON object, got {type(data).__name__}")
+    names = {f.name for f in fields(cls)} - {"extra", "format_version"}
+    known = {k: v for k, v in data.items() if k in names}
+    extra = {k: v for k, v in data.items() if k not in names and k != "format_version"}
+    return known, extra
+
+
+def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
+    if value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
+        return value
+    names = "/".join(k.__name__ for k in kinds)
+    raise SchemaError(f"{what}: must be {names} or null, got {value!r}")
+
+
+_CONDITIONAL_DEVICE = ("backing_file", "model_note")
+#: Provenance fields written only when they hold something (as in format 0).
+_CONDITIONAL = ("device_note", "client_server", "safety", "quiet_host", "hosts", "host_steps")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The block device under a run's target, from sysfs (:func:`storagebench.hostinfo.block_device_info`).
+
+    Attributes
+    ----------
+    name, path, devno : str
+        ``vda``, ``/dev/vda``, ``"254:0"``.
+    partition_of : str or None
+        The whole disk when the device is a partition.
+    model, vendor : str or None
+        ``device/model``, ``device/vendor`` (``None`` for loop, dm, zram ...; ``model_note`` says why).
+    rotational : bool or None
+        ``queue/rotational``.
+    scheduler : str or None
+        The active I/O scheduler.
+    size_bytes, logical_block_size_bytes : int or None
+    backing_file : str or None
+        A loop device's backing file.
+    model_note : str or None
+    """
+
+    name: str | None = None
+    path: str | None = None
+    devno: str | None = None
+    partition_of: str | None = None
+    model: str | None = None
+    vendor: str | None = None
+    rotational: bool | None = None
+    scheduler: str | None = None
+    size_bytes: int | None = None
+    logical_block_size_bytes: int | None = None
+    backing_file: str | None = None
+    model_note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready data (``extra`` keys merged back; ``backing_file``/``model_note`` only when set)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        for key in _CONDITIONAL_DEVICE:
+            if out[key] is None:
+                del out[key]
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        """Read a device record; raises :class:`SchemaError` on a field of the wrong type."""
+        known, extra = _split(cls, data, "device")
+        for key in ("size_bytes", "logical_block_size_bytes"):
+            known[key] = _typed(known.get(key), (int,), f"device.{key}")
+        known["rotational"] = _typed(known.get("rotational"), (bool,), "device.rotational")
+        return cls(**known, extra=extra)
+
+    @property
+    def label(self) -> str:
+        """One phrase for captions: ``/dev/vda (virtio disk 0x1af4, rotational, mq-deadline, 256 GiB)``."""
+        facts = []
+        if self.model:
+            facts.append(" ".join(x for x in (self.vendor, self.model) if x))
+        elif self.vendor:
+            facts.append(f"vendor {self.vendor}, no model")
+        if self.rotational is not None:
+            facts.append("rotational" if self.rotational else "non-rotational")
+        if self.scheduler:
+            facts.append(f"scheduler {self.scheduler}")
+        if self.size_bytes:
+            facts.append(f"{self.size_bytes / 2**30:,.0f} GiB")
+        if self.backing_file:
+            facts.append(f"backed by {self.backing_file}")
+        return f"{self.path or self.name or '?'}" + (f" ({', '.join(facts)})" if facts else "")
+
+
+@dataclass(frozen=True)
+class FilesystemInfo:
+    """The filesystem holding a run's target (``/proc/self/mountinfo``).
+
+    Attributes
+    ----------
+    fstype, mountpoint, source : str or None
+    """
+
+    fstype: str | None = None
+    mountpoint: str | None = None
+    source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"fstype": self.fstype, "mountpoint": self.mountpoint, "source": self.source, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FilesystemInfo:
+        """Read a filesystem record."""
+        known, extra = _split(cls, data, "filesystem")
+        for key, value in known.items():
+            _typed(value, (str,), f"filesystem.{key}")
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class ClientServerInfo:
+    """What a client/server run ran: fio's client command and every server's fio version.
+
+    Attributes
+    ----------
+    hosts : tuple of str
+        ``host:port`` (or ``sock:/path``) labels, in command order.
+    server_fio_versions : dict of str to str
+        Label -> the version the server reported.
+    client_fio_version : str or None
+    command : tuple of str
+        The fio client command line.
+    started_at : str or None
+        ISO 8601 UTC.
+    elapsed_s : float or None
+        Wall time of the client, s.
+    returncode : int or None
+    """
+
+    hosts: tuple[str, ...] = ()
+    server_fio_versions: dict[str, str] = field(default_factory=dict)
+    client_fio_version: str | None = None
+    command: tuple[str, ...] = ()
+    started_at: str | None = None
+    elapsed_s: float | None = None
+    returncode: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"hosts": list(self.hosts), "server_fio_versions": dict(self.server_fio_versions),
+                "client_fio_version": self.client_fio_version, "command": list(self.command),
+                "started_at": self.started_at, "elapsed_s": self.elapsed_s, "returncode": self.returncode,
+                **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClientServerInfo:
+        """Read a client/server record."""
+        known, extra = _split(cls, data, "client_server")
+        for key in ("hosts", "command"):
+            value = known.get(key, ())
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise SchemaError(f"client_server.{key}: must be a list of strings, got {value!r}")
+            known[key] = tuple(value)
+        versions = known.get("server_fio_versions", {})
+        if not isinstance(versions, Mapping):
+            raise SchemaError(f"client_server.server_fio_versions: must be an object, got {versions!r}")
+        known["server_fio_versions"] = dict(versions)
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and how one run was measured (``raw/<run_id>/provenance.json``).
+
+    Attributes
+    ----------
+    fio_version, kernel, kernel_version, hostname, os, cpu_model, python, storagebench_version : str or None
+    cpu_count : int or None
+    target, target_realpath : str or None
+        fio's ``filename`` as run, and its real path (``None`` for client/server runs).
+    target_kind : str or None
+        ``file``, ``block``, ``char``, ``directory``, ``missing`` or ``other``.
+    device : DeviceInfo or None
+    device_note : str or None
+        Why there is no device record.
+    filesystem : FilesystemInfo or None
+    spec_hash, git_rev : str or None
+    git_dirty : bool or None
+    started_at, finished_at : str or None
+        ISO 8601 UTC.
+    duration_s : float or None
+        Wall time of the fio process, s.
+    hosts : tuple of str
+        The fio servers that ran the point (client/server runs).
+    client_server : ClientServerInfo or None
+        fio's client command and the servers' fio versions.
+    safety : dict or None
+        What :mod:`storagebench.safety` checked and what was allowed (``allow``, ``allow_devices``,
+        the objects touched, overrides).
+    quiet_host : dict or None
+        The quiet-host check before the run (other fio processes, device activity).
+    host_steps : tuple of dict
+        Host steps applied before the run (drop caches, scheduler), each with what it did.
+    format_version : int
+        :data:`FORMAT_VERSION` when written by this version.
+    extra : dict
+        Keys this version does not know, kept and written back.
+    """
+
+    fio_version: str | None = None
+    kernel: str | None = None
+    kernel_version: str | None = None
+    hostname: str | None = None
+    os: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    python: str | None = None
+    storagebench_version: str | None = None
+    target: str | None = None
+    target_realpath: str | None = None
+    target_kind: str | None = None
+    device: DeviceInfo | None = None
+    device_note: str | None = None
+    filesystem: FilesystemInfo | None = None
+    spec_hash: str | None = None
+    git_rev: str | None = None
+    git_dirty: bool | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    hosts: tuple[str, ...] = ()
+    client_server: ClientServerInfo | None = None
+    safety: dict[str, Any] | None = None
+    quiet_host: dict[str, Any] | None = None
+    host_steps: tuple[dict[str, Any], ...] = ()
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def replace(self, **changes: Any) -> Provenance:
+        """A copy with ``changes`` (the record itself never changes)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data with ``format_version`` first; ``extra`` keys merged back."""
+        out: dict[str, Any] = {"format_version": FORMAT_VERSION}
+        for f in fields(self):
+            if f.name in ("extra", "format_version"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, (DeviceInfo, FilesystemInfo, ClientServerInfo)):
+                value = value.to_json()
+            elif isinstance(value, tuple):
+                value = list(value)
+            if f.name in _CONDITIONAL and value in (None, []):
+                continue
+            out[f.name] = value
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, path: str = "provenance.json") -> Provenance:
+        """Read ``provenance.json`` data of this format version or an older one.
+
+        Version 0 (no ``format_version``, the files of storagebench 0.1.0) has the same keys; its
+        client/server record sat under ``client_server`` when present, and ``hosts``/``safety``
+        may be missing.
+
+        Raises
+        ------
+        SchemaError
+            A newer format version, or a field of the wrong type (named with ``path``).
+        """
+        _check_version(data, path)
+        known, extra = _split(cls, data, path)
+        for key in ("fio_version", "kernel", "kernel_version", "hostname", "os", "cpu_model", "python",
+                    "storagebench_version", "target", "target_realpath", "target_kind", "device_note",
+                    "spec_hash", "git_rev", "started_at", "finished_at"):
+            if key in known:
+                _typed(known[key], (str,), f"{path}: {key}")
+        if "cpu_count" in known:
+            known["cpu_count"] = _typed(known["cpu_count"], (int,), f"{path}: cpu_count")
+        if "git_dirty" in known:
+            known["git_dirty"] = _typed(known["git_dirty"], (bool,), f"{path}: git_dirty")
+        if "duration_s" in known:
+            known["duration_s"] = _typed(known["duration_s"], (int, float), f"{path}: duration_s")
+        if isinstance(known.get("device"), Mapping):
+            known["device"] = DeviceInfo.from_json(known["device"])
+        elif known.get("device") is not None:
+            raise SchemaError(f"{path}: device must be an object or null, got {known['device']!r}")
+        if isinstance(known.get("filesystem"), Mapping):
+            known["filesystem"] = FilesystemInfo.from_json(known["filesystem"])
+        elif known.get("filesystem") is not None:
+            raise SchemaError(f"{path}: filesystem must be an object or null, got {known['filesystem']!r}")
+        if isinstance(known.get("client_server"), Mapping):
+            known["client_server"] = ClientServerInfo.from_json(known["client_server"])
+        hosts = known.get("hosts") or ()
+        if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
+            raise SchemaError(f"{path}: hosts must be a list of strings, got {hosts!r}")
+        known["hosts"] = tuple(hosts)
+        steps = known.get("host_steps") or ()
+        known["host_steps"] = tuple(steps) if isinstance(steps, (list, tuple)) else ()
+        for key in ("safety", "quiet_host"):
+            if known.get(key) is not None and not isinstance(known[key], Mapping):
+                raise SchemaError(f"{path}: {key} must be an object or null, got {known[key]!r}")
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class TestbedRecord:
+    """What one set-up of a testbed study really was (``testbed.json``).
+
+    Attributes
+    ----------
+    study : str
+    set_up_at : str
+        ISO 8601 UTC.
+    setup : int
+        1-based index of the set-up (a study may build its testbed several times).
+    targets : dict of str to str
+        Target level -> path.
+    devices : tuple of dict
+        Each device or filesystem made (``kind``, path, size, role ...).
+    notes : tuple of str
+        What a reader must know about the testbed (shared disk, sparse files, fallbacks).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    study: str
+    set_up_at: str
+    setup: int = 1
+    targets: dict[str, str] = field(default_factory=dict)
+    devices: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data with ``format_version``."""
+        return {"format_version": FORMAT_VERSION, "study": self.study, "set_up_at": self.set_up_at,
+                "setup": self.setup, "targets": dict(self.targets), "devices": [dict(d) for d in self.devices],
+                "notes": list(self.notes), **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, path: str = "testbed.json") -> TestbedRecord:
+        """Read a set-up record (version 0: no ``format_version``, no ``setup``; migrated)."""
+        _check_version(data, path)
+        known, extra = _split(cls, data, path)
+        if not isinstance(known.get("study"), str) or not isinstance(known.get("set_up_at"), str):
+            raise SchemaError(f"{path}: study and set_up_at must be strings, got {known.get('study')!r}, "
+                              f"{known.get('set_up_at')!r}")
+        known["devices"] = tuple(known.get("devices") or ())
+        known["notes"] = tuple(known.get("notes") or ())
+        known["targets"] = dict(known.get("targets") or {})
+        return cls(**known, extra=extra)
