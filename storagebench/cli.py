@@ -45,12 +45,16 @@ def run_cmd(
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="a different spec is stored under this name: move it aside")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar with ETA on stderr")] = True,
+    max_runs: Annotated[Optional[int], typer.Option(
+        "--max-runs", min=1, help="refuse a plan of more runs than this (default 100,000)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume."""
     from .runner import run_study
+    from .study import load_study
 
     try:
-        res = run_study(study, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
+        spec = load_study(study, max_runs=max_runs)
+        res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                         stop_on_error=stop_on_error, overwrite=overwrite, progress=progress)
     except KeyboardInterrupt:
         typer.secho("storagebench: interrupted; completed runs are kept, rerun the same command to resume",

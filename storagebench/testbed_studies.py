@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from . import testbed as tb
 from .errors import FioError, StatsError, StudyError, TestbedError
+from .safeyaml import load_yaml, read_text_capped
 from .study import Study, load_study
 
 __all__ = [
@@ -120,10 +120,9 @@ def study_spec(name: str, *, quick: bool = False, spec_dir: str | os.PathLike[st
     path = Path(spec_dir or SPEC_DIR) / f"{name}.yaml"
     if not quick:
         return load_study(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise StudyError(f"{path}: cannot read study spec ({exc.strerror})") from exc
+    data = load_yaml(read_text_capped(path, error=StudyError, what="study spec"), where=str(path), error=StudyError)
+    if not isinstance(data, dict) or not isinstance(data.get("factors", {}), dict):
+        raise StudyError(f"{path}: a study spec must be a mapping of keys (name, factors, ...)")
     q = _QUICK[name]
     data = dict(data, name=f"{name}-quick")
     for key, value in q.items():
@@ -821,9 +820,12 @@ def analyse(study_dir: str | os.PathLike[str], *, qos_p99_ms: float = DEFAULT_QO
     sdir = Path(study_dir)
     spec = sdir / "study.yaml"
     try:
-        name = yaml.safe_load(spec.read_text())["name"]
-    except (OSError, KeyError, TypeError) as exc:
+        name = load_yaml(read_text_capped(spec, error=StudyError, what="study spec"), where=str(spec),
+                         error=StudyError)["name"]
+    except (StudyError, KeyError, TypeError) as exc:
         raise StudyError(f"{sdir} is not a study directory (no readable study.yaml with a name)") from exc
+    if not isinstance(name, str):
+        raise StudyError(f"{sdir} is not a study directory (study.yaml's name is not a string)")
     base = name.removesuffix("-quick")
     _check_name(base)
     runs, hist = load_tables(sdir)
