@@ -113,16 +113,19 @@ class BoundedLoader(yaml.SafeLoader):
         node = super().get_single_node()
         if node is None:
             return node
-        # each top-level value first, so that the message names the key a bomb hides under
-        parts = [(k, v) for k, v in node.value] if isinstance(node, MappingNode) else []
-        for key, value in [*parts, (None, node)]:
-            try:
-                expanded_size(value, max_nodes=self.max_nodes, max_depth=self.max_depth, children=_node_children)
-            except ShapeError as exc:
-                what = "the document" if key is None else "key " + shown(
-                    key.value if isinstance(key, ScalarNode) else f"<{type(key).__name__}>", 60)
-                raise ComposerError(None, None, f"{what} {exc} (YAML aliases '*name' repeat what '&name' marks)",
-                                    value.start_mark) from None
+        limits = {"max_nodes": self.max_nodes, "max_depth": self.max_depth, "children": _node_children}
+        try:
+            expanded_size(node, **limits)
+        except ShapeError as whole:
+            # out of bounds: each top-level value alone, so that the message names the key a bomb hides under
+            hint = "(YAML aliases '*name' repeat what '&name' marks)"
+            for key, value in node.value if isinstance(node, MappingNode) else ():
+                try:
+                    expanded_size(value, **limits)
+                except ShapeError as exc:
+                    shown_key = shown(key.value if isinstance(key, ScalarNode) else f"<{type(key).__name__}>", 60)
+                    raise ComposerError(None, None, f"key {shown_key} {exc} {hint}", value.start_mark) from None
+            raise ComposerError(None, None, f"the document {whole} {hint}", node.start_mark) from None
         return node
 
     # -- constructing --------------------------------------------------------------------------

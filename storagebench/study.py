@@ -289,13 +289,15 @@ def _check_shape(data: Any) -> None:
     ValueError
         Naming the key path of the first value out of bounds.
     """
-    parts = list(data.items()) if isinstance(data, dict) else []
-    for key, value in [*parts, (None, data)]:
-        try:
-            expanded_size(value, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
-        except ShapeError as exc:
-            what = "the spec" if key is None else _key_text(key)
-            raise ValueError(f"{what}: {exc}; a study spec is a few hundred values") from None
+    try:
+        expanded_size(data, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
+    except ShapeError as whole:  # out of bounds: each top-level value alone, to name the key
+        for key, value in data.items() if isinstance(data, dict) else ():
+            try:
+                expanded_size(value, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
+            except ShapeError as exc:
+                raise ValueError(f"{_key_text(key)}: {exc}; a study spec is a few hundred values") from None
+        raise ValueError(f"the spec: {whole}; a study spec is a few hundred values") from None
     stack: list[tuple[Any, str]] = [(data, "")]
     seen: set[int] = set()
     while stack:
