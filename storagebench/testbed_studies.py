@@ -44,6 +44,7 @@ import yaml
 
 from . import testbed as tb
 from .errors import FioError, StatsError, StudyError, TestbedError
+from .stats.verdict import NO_CI_VERDICT
 from .study import Study, load_study
 
 __all__ = [
@@ -624,17 +625,13 @@ def _baseline_like(series: pd.Series, value: Any) -> Any:
     raise StatsError(f"baseline {value!r} is not a level of {series.name!r}: {sorted(map(str, series.unique()))}")
 
 
-#: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
-NO_CI_VERDICT = "no verdict: CI not estimable"
-
-
 def direction_verdicts(df: pd.DataFrame, alpha: float, up: str, down: str) -> np.ndarray:
     """Verdict words per comparison row: a direction only where the CI shows one.
 
-    Rule: ``up`` when the Holm-adjusted p < ``alpha`` and the whole ratio CI lies above 1;
-    ``down`` when p < ``alpha`` and the CI lies below 1; :data:`NO_CI_VERDICT` when a CI bound
-    is NaN (then neither the ratio nor its p-value may be read as a direction); otherwise
-    ``"no difference shown"``.
+    The rule is :func:`storagebench.stats.verdict_words` (its one owner): ``up`` when the Holm-adjusted
+    p < ``alpha`` and the whole ratio CI lies above 1; ``down`` when p < ``alpha`` and the CI lies below
+    1; :data:`NO_CI_VERDICT` when a CI bound is NaN (then neither the ratio nor its p-value may be read as
+    a direction); otherwise ``"no difference shown"``.
 
     Parameters
     ----------
@@ -650,15 +647,13 @@ def direction_verdicts(df: pd.DataFrame, alpha: float, up: str, down: str) -> np
     -------
     numpy.ndarray of str
     """
-    lo, hi = df["ci_low"].to_numpy(float), df["ci_high"].to_numpy(float)
-    sig = df["p_adjusted"].to_numpy(float) < alpha
-    estimable = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(~estimable, NO_CI_VERDICT,
-                    np.where(sig & (lo > 1), up, np.where(sig & (hi < 1), down, "no difference shown")))
+    from .stats import verdict_words
+
+    return verdict_words(df["ci_low"], df["ci_high"], df["p_adjusted"], alpha, up, down).astype(str)
 
 
 def analyse_stripe_width(runs: pd.DataFrame, *, confidence: float = 0.95) -> dict[str, pd.DataFrame]:
-    """width-4 / width-1 ratio of IOPS (and MB/s) per pattern, Fieller CI, Holm-adjusted p.
+    """width-4 / width-1 ratio of IOPS per pattern (ratio of geometric means, Welch CI on log values), Holm-adjusted p.
 
     Returns
     -------
@@ -694,7 +689,8 @@ def analyse_consolidation(runs: pd.DataFrame, histograms: pd.DataFrame, *,
     dict
         ``"pooled"``: per (workload, layout) mean IOPS and p90/p99 (ms) of all completions of its runs
         (bins merged, never percentiles averaged); ``"verdicts"``: per (workload, metric in iops,
-        clat_p90_ns, clat_p99_ns) the shared/isolated ratio of per-run values with Fieller CI and
+        clat_p90_ns, clat_p99_ns) the shared/isolated ratio of geometric means of per-run values with its
+        Welch CI on log values and
         Holm-adjusted p, and ``verdict`` (:func:`direction_verdicts`: "better shared"/"worse shared" only
         where the CI excludes 1, never beside a CI that is not estimable); ``"per_run"``: per-run IOPS and percentiles.
     """
@@ -741,12 +737,13 @@ def analyse_fast_vs_slow(runs: pd.DataFrame, histograms: pd.DataFrame, *, qos_p9
     Returns
     -------
     dict
-        ``"scores"``: per (device, load) ``outstanding_ios`` (numjobs x iodepth), ``score`` = mean
-        IOPS / mean IOPS of the slow device at its lowest load with a Fieller CI
+        ``"scores"``: per (device, load) ``outstanding_ios`` (numjobs x iodepth), ``score`` =
+        IOPS / IOPS of the slow device at its lowest load (ratio of geometric means, Welch CI on log values;
+        the baseline itself is exactly 1 without a CI)
         (:func:`storagebench.stats.saturation.normalize`), and the per-run p99 completion latency
         (from each run's merged bins; ms) mean with its t CI, ``meets``/``meets_confident``;
-        ``"improvement"``: per load ``improvement_pct`` = (fast/slow - 1) x 100 with its CI (Fieller
-        CI of the ratio of mean IOPS) and Holm-adjusted p; ``"qos"``: per device the highest load
+        ``"improvement"``: per load ``improvement_pct`` = (fast/slow - 1) x 100 with its CI (ratio of
+        geometric mean IOPS, Welch CI on log values) and Holm-adjusted p; ``"qos"``: per device the highest load
         before the first load whose mean p99 exceeds the limit (``max_load``) and the same with the
         upper CI bound (``max_load_confident``, the defensible claim;
         :func:`storagebench.stats.saturation.qos_max_load`).
