@@ -545,13 +545,6 @@ def pooled_percentiles(histograms: pd.DataFrame, runs: pd.DataFrame, by: Sequenc
     return pd.DataFrame(rows)
 
 
-def _cv_pooled(values_a: np.ndarray, values_b: np.ndarray) -> float:
-    """Pooled within-arm coefficient of variation (sqrt of mean variance / grand mean)."""
-    va, vb = np.var(values_a, ddof=1), np.var(values_b, ddof=1)
-    m = (np.mean(values_a) + np.mean(values_b)) / 2
-    return float(math.sqrt((va + vb) / 2) / m) if m > 0 else math.nan
-
-
 def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence: float = 0.95,
                         power: float = 0.8) -> dict[str, pd.DataFrame]:
     """fs/raw ratios per I/O size and mix, TOST for "within ``margin``", runs needed.
@@ -571,13 +564,16 @@ def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence:
     -------
     dict
         ``"points"``: per (datastore, mix, bs) mean IOPS and MB/s over repetitions;
-        ``"verdicts"``: per (mix, bs_bytes, metric, level): ``ratio, ci_low, ci_high`` (level/raw,
-        Fieller CI), ``p_equivalence``, ``equivalent``, ``cv_pct`` (pooled run-to-run CV),
-        ``n_per_arm`` (runs now) and ``n_needed_per_arm`` (runs per arm for the TOST to show
-        "within margin" with ``power`` if the true ratio were 1; :func:`storagebench.stats.tost_sample_size`);
+        ``"verdicts"``: per (mix, bs_bytes, metric, level): ``ratio, ci_low, ci_high`` (level/raw, ratio
+        of geometric means with the Welch CI on log values), ``p_equivalence``, ``equivalent``, ``cv_pct``
+        (run-to-run CV from the log-scale SD pooled over both arms, :func:`storagebench.stats.pilot_cv`),
+        ``cv_upper_pct`` (its one-sided 80% upper confidence bound, chi-square on ``n_a + n_b - 2`` df),
+        ``n_per_arm`` (runs now) and ``n_needed_per_arm`` (runs per arm for the TOST to show "within
+        margin" with ``power`` if the true ratio were 1, planned at ``cv_upper_pct``, not at the point
+        estimate; :func:`storagebench.stats.tost_sample_size`);
         ``"overall"``: per (metric, level) whether every size was shown equivalent (intersection-union test).
     """
-    from .stats import compare, tost_sample_size
+    from .stats import compare, pilot_cv, tost_sample_size
 
     pr = _per_run(runs)
     pr["bw_MB_per_s"] = pr["bw_bytes_per_s"] / 1e6
@@ -588,26 +584,33 @@ def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence:
         table = compare(pr, "datastore", "raw", metric, by=["mix", "bs_bytes"], margin=margin,
                         confidence=confidence, adjust="holm")
         df = table.to_frame()
-        cvs, needs = [], []
+        cvs, uppers, needs = [], [], []
         for _, row in df.iterrows():
             sel = (pr["mix"] == row["mix"]) & (pr["bs_bytes"] == row["bs_bytes"])
             a = pr.loc[sel & (pr["datastore"] == "raw"), metric].to_numpy(float)
             b = pr.loc[sel & (pr["datastore"] == row["level"]), metric].to_numpy(float)
-            cv = _cv_pooled(a, b) if len(a) > 1 and len(b) > 1 else math.nan
-            cvs.append(cv * 100)
             try:
-                needs.append(tost_sample_size(cv, margin, ratio=1.0, alpha=1 - confidence, power=power)
-                             if np.isfinite(cv) and cv > 0 else math.nan)
-            except StatsError:
+                pcv = pilot_cv([a, b])
+            except StatsError:  # fewer than 2 runs in an arm, or no spread: no plan
+                cvs.append(math.nan)
+                uppers.append(math.nan)
+                needs.append(math.nan)
+                continue
+            cvs.append(pcv.cv * 100)
+            uppers.append(pcv.cv_upper * 100)
+            try:
+                needs.append(tost_sample_size(pcv, margin, ratio=1.0, alpha=1 - confidence, power=power))
+            except StatsError:  # more than n_max runs: reported as NaN, never a made-up number
                 needs.append(math.nan)
         df["cv_pct"] = cvs
+        df["cv_upper_pct"] = uppers
         df["n_per_arm"] = df["n_other"]
         df["n_needed_per_arm"] = needs
         out.append(df)
     verdicts = pd.concat(out, ignore_index=True)
     keep = ["metric", "mix", "bs_bytes", "level", "baseline", "n_per_arm", "mean_baseline", "mean_other", "ratio",
             "ci_low", "ci_high", "p", "p_adjusted", "margin", "p_equivalence", "equivalent", "cv_pct",
-            "n_needed_per_arm", "note"]
+            "cv_upper_pct", "n_needed_per_arm", "note"]
     verdicts = verdicts[keep]
     overall = (verdicts.groupby(["metric", "level"], sort=True)
                .agg(sizes=("bs_bytes", "size"), sizes_equivalent=("equivalent", lambda s: int((s == True).sum())),  # noqa: E712
@@ -887,8 +890,9 @@ def verdict_summary(name: str, tables: Mapping[str, pd.DataFrame], confidence: f
             f"ratio fs/raw [{ci}]": [_ci_text(*r) for r in zip(v["ratio"], v["ci_low"], v["ci_high"], strict=True)],
             "TOST p (±1%)": v["p_equivalence"].round(4),
             "within 1%?": v["equivalent"].map({True: "yes", False: "not shown"}).fillna("n/a"),
-            "run CV (%)": v["cv_pct"].round(2), "runs/arm now": v["n_per_arm"],
-            "runs/arm for ±1% (80% power)": v["n_needed_per_arm"],
+            "run CV (%)": v["cv_pct"].round(2), "run CV, 80% upper bound (%)": v["cv_upper_pct"].round(2),
+            "runs/arm now": v["n_per_arm"],
+            "runs/arm for ±1% (80% power at the CV's upper bound)": v["n_needed_per_arm"],
         })
         return {"verdicts": out.reset_index(drop=True), "overall": tables["overall"]}
     if base == "stripe_width":
@@ -978,7 +982,8 @@ def verdict_text(name: str, tables: Mapping[str, pd.DataFrame]) -> str:
                 f"{_fmt_ci(g.loc[hi, 'ratio'], g.loc[hi, 'ci_low'], g.loc[hi, 'ci_high'])} "
                 f"({g.loc[hi, 'mix']}, {g.loc[hi, 'bs_bytes'] // 1024} KiB). \"Within 1%\" (TOST, alpha 0.05) is shown "
                 f"at {eq} of {len(g)} (mix, size) points; with the run-to-run CV seen here "
-                f"({g['cv_pct'].min():.1f}% to {g['cv_pct'].max():.1f}%), showing it would need up to "
+                f"({g['cv_pct'].min():.1f}% to {g['cv_pct'].max():.1f}%; planned at its 80% upper confidence bound, "
+                f"up to {g['cv_upper_pct'].max():.1f}%), showing it would need up to "
                 f"{int(np.nanmax(g['n_needed_per_arm'])) if np.isfinite(g['n_needed_per_arm']).any() else 'n/a'} "
                 f"runs per arm (80% power) instead of {int(g['n_per_arm'].max())}.")
     elif base == "stripe_width":

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from storagebench.errors import StatsError, StudyError, TestbedError
-from storagebench.stats import tost_sample_size
+from storagebench.stats import pilot_cv, tost_sample_size
 from storagebench.testbed_studies import (
     STUDIES,
     analyse,
@@ -98,10 +98,15 @@ def test_rdm_vs_vmfs_quick(quick):
         raw = t.loc[sel & (t["datastore"] == "raw"), "iops"]
         fs = t.loc[sel & (t["datastore"] == row["level"]), "iops"]
         assert row["ratio"] == pytest.approx(_ratio(fs, raw, row["note"]), rel=1e-9)
-        cv = np.sqrt((raw.var(ddof=1) + fs.var(ddof=1)) / 2) / ((raw.mean() + fs.mean()) / 2)
-        assert row["cv_pct"] == pytest.approx(cv * 100, rel=1e-9)
+        # the CV from the log-scale SD pooled over both arms, planned at its 80% upper confidence bound
+        lr, lf = np.log(raw.to_numpy()), np.log(fs.to_numpy())
+        df = len(lr) + len(lf) - 2
+        s2 = (((lr - lr.mean()) ** 2).sum() + ((lf - lf.mean()) ** 2).sum()) / df
+        assert row["cv_pct"] == pytest.approx(np.sqrt(np.expm1(s2)) * 100, rel=1e-9)
+        pcv = pilot_cv([raw.to_numpy(), fs.to_numpy()])
+        assert row["cv_upper_pct"] == pytest.approx(pcv.cv_upper * 100, rel=1e-9) and pcv.df == df
         try:
-            needed = tost_sample_size(cv, 0.01)
+            needed = tost_sample_size(pcv, 0.01)
         except StatsError:  # more than n_max runs: reported as NaN, never a made-up number
             needed = float("nan")
         assert row["n_needed_per_arm"] == needed or (np.isnan(needed) and np.isnan(row["n_needed_per_arm"]))

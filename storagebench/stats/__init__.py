@@ -19,7 +19,8 @@ Modules, one per concept:
     :func:`cross_tool`: two load generators (DiskSPD, Iometer, fio) on the same configurations:
     matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group.
 ``equivalence``
-    :func:`tost` ("within 1%"), :func:`tost_sample_size` / :func:`tost_power`, :func:`mean_ci`.
+    :func:`tost` ("within 1%"), :func:`tost_plan` / :func:`tost_sample_size` (planned at the CV's upper
+    confidence bound, :func:`cv_upper_bound`, :func:`pilot_cv`), :func:`tost_power`, :func:`mean_ci`.
 ``variance``
     :func:`variance_components`: Kalibera & Jones (2013) per-level variance and optimal repetitions.
 ``models``
@@ -44,7 +45,19 @@ from .compare import (
     summary_table,
 )
 from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
-from .equivalence import Equivalence, Estimate, mean_ci, tost, tost_power, tost_sample_size
+from .equivalence import (
+    Equivalence,
+    Estimate,
+    PlanningCV,
+    SamplePlan,
+    cv_upper_bound,
+    mean_ci,
+    pilot_cv,
+    tost,
+    tost_plan,
+    tost_power,
+    tost_sample_size,
+)
 from .models import MixedModel, Model, fit_mixed, fit_model
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .saturation import (
@@ -84,8 +97,13 @@ __all__ = [
     "summary_table",
     "Equivalence",
     "Estimate",
+    "PlanningCV",
+    "SamplePlan",
+    "cv_upper_bound",
     "mean_ci",
+    "pilot_cv",
     "tost",
+    "tost_plan",
     "tost_power",
     "tost_sample_size",
     "VarianceComponents",
