@@ -461,3 +461,24 @@ def test_compare_on_a_real_study(fixtures_dir):
     # with 2 runs per arm a 1% equivalence claim cannot be made: TOST says no
     teq = compare(runs, "numjobs", 1, "iops", by="iodepth", margin=0.01)
     assert not any(r.equivalent for r in teq)
+
+
+def test_coverage_and_type_one_error_in_the_hardest_cell():
+    """Seeded, modest version of benchmarks/bench_coverage.py: 3 runs per arm, one arm at CV 5% and one at
+    50% (log-normal), 1,500 sets. The default row's 95% CI covers the true ratio 1.25 within [0.93, 0.97]
+    and p < 0.05 in at most 6.5% of sets when the true ratio is 1 (its exact level is 0.057 here)."""
+    rng = np.random.default_rng(31)
+    sets, n = 1500, 3
+    s_b, s_o = math.sqrt(math.log1p(0.05**2)), math.sqrt(math.log1p(0.5**2))
+
+    def table(ratio: float) -> pd.DataFrame:
+        b = 5e4 * np.exp(rng.normal(0, s_b, (sets, n)))
+        o = 5e4 * ratio * np.exp(rng.normal(0, s_o, (sets, n)))
+        return pd.DataFrame({"set": np.repeat(np.arange(sets), 2 * n), "arm": np.tile(["b"] * n + ["o"] * n, sets),
+                             "iops": np.concatenate([b, o], axis=1).ravel()})
+
+    f = compare(table(1.25), "arm", "b", "iops", by="set", adjust="none").to_frame()
+    coverage = ((f["ci_low"] <= 1.25) & (1.25 <= f["ci_high"])).mean()
+    assert 0.93 <= coverage <= 0.97
+    f0 = compare(table(1.0), "arm", "b", "iops", by="set", adjust="none").to_frame()
+    assert (f0["p"] < 0.05).mean() <= 0.065
