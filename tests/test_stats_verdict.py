@@ -109,6 +109,17 @@ def test_a_block_or_factor_counted_as_replication_is_refused(stripe):
         verdict(pooled, unit=" ")
     with pytest.raises(StatsError, match="must be a ComparisonTable or a Comparison"):
         verdict(pooled.to_frame(), unit=UNIT)
+    # interaction needs one row per cell and both levels in every block, and says where it is not so
+    with pytest.raises(StatsError, match=r"cell \{'source_tool': 'DiskSPD', 'vms': 1, 'stripe_width': 1\} holds 6 rows"):
+        interaction(stripe, "stripe_width", 1, "iops", modifier="source_tool", modifier_baseline="DiskSPD",
+                    pair_on="vms")
+    gap = stripe[~((stripe.vms == 2) & (stripe.stripe_width == 4) & (stripe.source_tool == "FIO"))]
+    with pytest.raises(StatsError, match=r"missing in cell \{'pattern': '1M seq read', 'source_tool': 'FIO', 'vms': 2\}"):
+        interaction(gap, "stripe_width", 1, "iops", modifier="source_tool", modifier_baseline="DiskSPD",
+                    by="pattern", pair_on="vms")
+    with pytest.raises(StatsError, match="interaction needs blocks"):
+        interaction(stripe, "stripe_width", 1, "iops", modifier="source_tool", modifier_baseline="DiskSPD",
+                    by="pattern", pair_on=[])
     # a row works as well as a table
     one = verdict(pooled[0], unit="run")
     assert len(one) == 1 and one["n"].iloc[0] == "24/24"

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _as_list, _require_columns
+from ._common import _as_list, _key_tuple, _require_columns
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
@@ -238,7 +238,7 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
     counts = df.groupby([*keys, factor], sort=True, dropna=False).size()
     if (counts > 1).any():
         ex = counts[counts > 1].index[0]
-        raise StatsError(f"cell {dict(zip([*keys, factor], ex, strict=True))} holds {int(counts.max())} rows; "
+        raise StatsError(f"cell {dict(zip([*keys, factor], _key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
                          "interaction needs one row per (group, block, factor, modifier) cell")
     from ._common import _positive_finite
 
@@ -254,7 +254,8 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
         d = (wide[lev] - wide[baseline])
         missing = d[d.isna()]
         if len(missing):
-            raise StatsError(f"{factor}={lev!r} or {baseline!r} missing in cell {dict(zip(keys, missing.index[0], strict=True))}; "
+            raise StatsError(f"{factor}={lev!r} or {baseline!r} missing in cell "
+                             f"{dict(zip(keys, _key_tuple(missing.index[0]), strict=True))}; "
                              "every block must hold both levels for every modifier level")
         parts.append(d.rename(name).reset_index().assign(**{factor: lev}))
     ratios = pd.concat(parts, ignore_index=True)
