@@ -19,6 +19,8 @@ __all__ = [
     "StatsError",
     "PublishError",
     "HostError",
+    "NotWritableError",
+    "ResultsBusyError",
 ]
 
 
@@ -89,3 +91,38 @@ class PublishError(StorageBenchError):
 
 class HostError(StorageBenchError):
     """A fio server / remote host problem: unreachable, version mismatch, died mid-run."""
+
+
+class NotWritableError(StorageBenchError):
+    """A path storagebench or fio must write is full (ENOSPC, EDQUOT), read-only (EROFS) or not
+    permitted (EACCES, EPERM): the results directory or the target.
+
+    Attributes
+    ----------
+    path : str
+        The path that could not be written.
+    errno : int or None
+        The error number (``errno.ENOSPC`` ...).
+    """
+
+    def __init__(self, message: str, *, path: str = "", errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class ResultsBusyError(StorageBenchError):
+    """Another storagebench run holds the lock of a study's results directory.
+
+    Attributes
+    ----------
+    path : str
+        The lock file.
+    pid : int or None
+        The holder's pid, as it wrote it in the lock file.
+    """
+
+    def __init__(self, message: str, *, path: str = "", pid: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
