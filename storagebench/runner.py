@@ -560,13 +560,13 @@ def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], c
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
-def _errno_hint(err: int | None, path: str, what: str) -> str:
+def _errno_hint(err: int | None, where: str, what: str) -> str:
+    """What to do about ``err`` on ``where`` (the results directory or the target)."""
     if err in (errno.ENOSPC, errno.EDQUOT):
-        return (f"free space on the filesystem holding {path} (df -h {os.path.dirname(path) or path}) "
-                f"or choose another {what}")
+        return f"free space on the filesystem holding {where} (df -h {where}) or choose another {what}"
     if err == errno.EROFS:
-        return f"the filesystem holding {path} is read-only: remount it read-write or choose another {what}"
-    return f"make {path} writable for uid {os.geteuid()} or choose another {what}"
+        return f"the filesystem holding {where} is read-only: remount it read-write or choose another {what}"
+    return f"make {where} writable for uid {os.geteuid()} or choose another {what}"
 
 
 def _not_writable(exc: OSError, store: StudyStore, suffix: str = "") -> NotWritableError:
@@ -575,7 +575,13 @@ def _not_writable(exc: OSError, store: StudyStore, suffix: str = "") -> NotWrita
     name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return NotWritableError(
         f"cannot write the results: {path}: {exc.strerror or os.strerror(exc.errno or 0)} ({name}); "
-        f"{_errno_hint(exc.errno, path, '--out')}{suffix}", path=path, errno=exc.errno)
+        f"{_errno_hint(exc.errno, _where(path, store), '--out')}{suffix}", path=path, errno=exc.errno)
+
+
+def _where(path: str, store: StudyStore) -> str:
+    """``path``'s directory for a hint, or the study's directory when ``path`` is inside it
+    (a staging directory is gone by the time the message is read)."""
+    return str(store.root) if path.startswith(str(store.root)) else os.path.dirname(path) or path
 
 
 def _kept(store: StudyStore, completed: Sequence[str]) -> str:
@@ -774,8 +780,9 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
         if isinstance(exc, FioError) and _results_full(store):
             # fio exits 0 when it cannot write its --output: a cut or missing output on a full disk
             raise NotWritableError(
-                f"cannot write the results: {output}: no space left ({fio_message(exc.stderr) or exc.message}); "
-                f"{_errno_hint(errno.ENOSPC, str(output), '--out')}", path=str(output), errno=errno.ENOSPC) from None
+                f"cannot write the results: {output}: {os.strerror(errno.ENOSPC)} (ENOSPC: fio's output is missing "
+                f"or cut short); {_errno_hint(errno.ENOSPC, str(store.root), '--out')}", path=str(output),
+                errno=errno.ENOSPC) from None
         store.record_failure(point.run_id, error=exc, staging=staging)
         err = _fio_errno(exc) if isinstance(exc, FioError) and not hosts else None
         if err in _WRITE_ERRNOS:

@@ -32,7 +32,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -325,8 +324,6 @@ class FioServer:
         A socket server leaves its socket file behind, as after a crash.
         """
         if self._proc is not None or _is_our_server(self):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
             process.stop_processes(_server_marker(self.host), self.exe_name, root_pid=self.pid)
         if self._proc is not None:
             self._proc.wait(timeout=10)
@@ -531,8 +528,7 @@ def stop_server(server: FioServer, timeout_s: float = 5.0) -> None:
         A process of the server survived SIGKILL for 30 s.
     """
     if server._proc is not None or _is_our_server(server):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(server.pid, signal.SIGTERM)
+        # SIGTERM, then SIGKILL, to the server and every process it forked (seen before any signal)
         process.stop_processes(_server_marker(server.host), server.exe_name, root_pid=server.pid, grace_s=timeout_s)
     if server._proc is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -290,6 +290,29 @@ def _fio_procs(exe_name: str | None = None) -> list[ProcInfo]:
     return out
 
 
+def _alive(pid: int) -> bool:
+    """Some thread of ``pid`` has not exited yet.
+
+    A zombie thread-group leader can outlive nothing in ``/proc/PID/stat`` while its other
+    threads still exit and still hold its files (its listening socket, its open target): the
+    leader shows ``Z`` and an empty cmdline until the last thread is gone
+    (``proc(5)``, ``/proc/PID/task``).
+    """
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        if text[text.rfind(b")") + 2:text.rfind(b")") + 3] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def run_processes(marker: str, exe_name: str = "fio") -> list[ProcInfo]:
     """The live processes of one fio run: ``argv[0]`` named ``exe_name`` and ``marker`` one of its arguments.
 
@@ -317,10 +340,12 @@ def stop_processes(marker: str, exe_name: str = "fio", *, root_pid: int | None =
     marker, exe_name
         As in :func:`run_processes`.
     root_pid : int, optional
-        Only ``root_pid`` and its descendants (followed through ``ppid`` from one scan to the
+        Only ``root_pid``, the processes of its session or process group (``root_pid`` is a
+        session leader), and their descendants (followed through ``ppid`` from one scan to the
         next, so that workers orphaned meanwhile stay known): for a marker that is not unique to
         this host, such as a fio server's TCP address that a server in another network
-        namespace may share.
+        namespace may share. Signal nothing before calling this: the first scan must still see
+        the tree.
     grace_s : float
         SIGTERM first and wait this long, s (fio ends its workers on SIGTERM); 0 goes straight
         to SIGKILL.
@@ -347,13 +372,23 @@ def stop_processes(marker: str, exe_name: str = "fio", *, root_pid: int | None =
         while grew:  # a worker's parent may be a worker: follow ppid until nothing new
             grew = False
             for p in procs:
-                if p.pid not in known and p.ppid in known:
+                if p.pid not in known and (p.ppid in known or root_pid in (p.sid, p.pgid)):
                     known.add(p.pid)
                     grew = True
         return [p for p in procs if p.pid in known]
 
     signalled: list[int] = []
-    procs = scan()
+    seen: set[int] = set()
+
+    def left() -> list[ProcInfo]:
+        procs = scan()
+        seen.update(p.pid for p in procs)
+        return procs
+
+    def gone() -> bool:  # nothing of the run left: no live process, no thread still exiting
+        return not left() and not any(_alive(pid) for pid in seen)
+
+    procs = left()
     if not procs:
         return signalled
     if grace_s > 0:
@@ -362,16 +397,17 @@ def stop_processes(marker: str, exe_name: str = "fio", *, root_pid: int | None =
                 os.kill(p.pid, signal.SIGTERM)
                 signalled.append(p.pid)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and scan():
+        while time.monotonic() < deadline and not gone():
             time.sleep(0.02)
     deadline = time.monotonic() + gone_within_s
     while True:
-        procs = scan()
-        if not procs:
+        procs = left()
+        if not procs and not any(_alive(pid) for pid in seen):
             return signalled
         if time.monotonic() > deadline:
-            raise FioError(f"fio processes {[p.pid for p in procs]} of {marker} are still alive "
-                           f"{gone_within_s:g} s after SIGKILL (state {[p.state for p in procs]})")
+            stuck = [p.pid for p in procs] or sorted(pid for pid in seen if _alive(pid))
+            raise FioError(f"fio processes {stuck} of {marker} are still alive {gone_within_s:g} s after SIGKILL "
+                           f"(state {[p.state for p in procs]})")
         for p in procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p.pid, signal.SIGKILL)
