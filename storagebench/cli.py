@@ -48,8 +48,9 @@ def run_cmd(
     wait_quiet: Annotated[float, typer.Option(
         "--wait-quiet", help="before each run, wait up to this many s for a quiet host (no other fio, no I/O on the "
         "target's device); 0 only records the check in provenance.json")] = 0.0,
-    quiet_window: Annotated[float, typer.Option(
-        "--quiet-window", help="sample window of the target device's I/O counters before each run, s")] = 0.05,
+    quiet_window: Annotated[Optional[float], typer.Option(
+        "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
+        "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume."""
     from .runner import run_study

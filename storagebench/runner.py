@@ -36,7 +36,7 @@ from .jobfile import render_jobfile
 from .store import StudyStore
 from .study import RunPoint, Study, load_study
 
-__all__ = ["SweepResult", "FioRun", "run_study", "run_point", "run_fio"]
+__all__ = ["SweepResult", "FioRun", "run_study", "run_point", "run_fio", "quiet_window_for"]
 
 
 @dataclass(frozen=True)
@@ -408,7 +408,7 @@ def run_study(
     stop_on_error: bool = False,
     overwrite: bool = False,
     wait_quiet_s: float = 0.0,
-    quiet_window_s: float = 0.05,
+    quiet_window_s: float | None = None,
 ) -> SweepResult:
     """Run every run of a study's plan that is not complete yet.
 
@@ -440,9 +440,10 @@ def run_study(
         Before each run, when the host is not quiet (another fio, or I/O on the target's
         device: :class:`storagebench.hostinfo.QuietProbe`), wait up to this long, s, for it to
         become quiet; 0 only records the check in ``provenance.json`` (``quiet_host``).
-    quiet_window_s : float
+    quiet_window_s : float, optional
         Sample window of the device counters before each run, s (the run's preparation is
-        inside it); 0 reads them back to back.
+        inside it); 0 reads them back to back. Default :func:`quiet_window_for`: 1 % of a
+        run's runtime + ramp_time, between 0.02 and 0.5 s.
 
     Returns
     -------
@@ -492,6 +493,8 @@ def run_study(
     hosts = _hosts_list(study.hosts)
     for point in plan if hosts else ():
         study.hosts_for(point, hosts)  # a clients level above len(hosts) is refused before anything runs
+    if quiet_window_s is None:
+        quiet_window_s = quiet_window_for(study)
     if not (wait_quiet_s >= 0 and quiet_window_s >= 0):
         raise StudyError(f"wait_quiet_s and quiet_window_s must be >= 0 s, got {wait_quiet_s!r} and {quiet_window_s!r}")
     store = StudyStore.for_study(out_dir, study)
@@ -510,6 +513,18 @@ def run_study(
         raise _not_writable(exc, store, _kept(store, completed)) from None
     except NotWritableError as exc:
         raise NotWritableError(f"{exc}{_kept(store, completed)}", path=exc.path, errno=exc.errno) from None
+
+
+def quiet_window_for(study: Study) -> float:
+    """The default quiet-host sample window of ``study``'s runs, s.
+
+    1 % of a run's nominal duration (runtime + ramp_time), at least 0.02 s and at most 0.5 s: the
+    window is time the sweep waits before each run (beyond the run's own preparation), so it
+    costs at most 1 % of the sweep, and a longer run, which more I/O of others would disturb,
+    gets a longer look. A device is busy above 50 IOPS (:data:`storagebench.hostinfo.QUIET_MAX_IOPS`):
+    a 0.02 s window sees that as 2 I/Os or more.
+    """
+    return min(0.5, max(0.02, 0.01 * study.run_duration_s))
 
 
 def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], completed: list[str], *,
@@ -630,7 +645,7 @@ def run_point(
     timeout_s: float,
     pool: ThreadPoolExecutor | None = None,
     wait_quiet_s: float = 0.0,
-    quiet_window_s: float = 0.05,
+    quiet_window_s: float | None = None,
     report: dict[str, Any] | None = None,
 ) -> float:
     """Measure one point of a plan and store it (the step :func:`run_study` repeats).
@@ -683,6 +698,8 @@ def run_point(
             return run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
                              allow_devices=allow_devices, timeout_s=timeout_s, pool=own,
                              wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report)
+    if quiet_window_s is None:
+        quiet_window_s = quiet_window_for(study)
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
     tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
     if not hosts:

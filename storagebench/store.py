@@ -277,10 +277,10 @@ class StudyStore:
                 )
             aside = self.root.with_name(f"{self.root.name}.superseded-{utc_stamp()}")
             os.rename(self.root, aside)
-            if self.locked:  # the lock file went aside too: lock the new directory
+            if self.locked:  # the lock file went aside too: the same lock object now locks the new directory
                 self._lock.release()  # type: ignore[union-attr]
                 self.root.mkdir(parents=True, exist_ok=True)
-                self._lock = StudyLock(self.root / LOCK_NAME).acquire()
+                self._lock.acquire()  # type: ignore[union-attr]
         self.root.mkdir(parents=True, exist_ok=True)
         self.raw_dir.mkdir(exist_ok=True)
         text = f"# spec_hash: {study.spec_hash}\n" + study.to_yaml()

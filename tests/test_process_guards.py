@@ -22,7 +22,7 @@ import yaml
 
 from storagebench.errors import FioError, FioNotFoundError
 from storagebench.fio import process
-from storagebench.runner import run_study
+from storagebench.runner import quiet_window_for, run_study
 from storagebench.store import StudyStore
 from storagebench.study import load_study
 
@@ -229,6 +229,24 @@ def test_a_second_run_on_the_same_out_is_refused_naming_the_first(tmp_path, fio_
     assert again.returncode == 0 and "0 run(s) measured, 3 already complete" in again.stdout
 
 
+def test_overwrite_moves_the_study_aside_and_locks_the_new_directory(tmp_path, fio_bin):
+    spec = {"name": "over", "factors": {"iodepth": [1]}, "runtime": 1, "size": "4m",
+            "fixed": {"rw": "randread", "bs": "4k", "ioengine": "psync"}}
+    out = tmp_path / "r"
+    first = run_study(load_study(spec), target=tmp_path / "t.dat", out_dir=out, progress=False)
+    changed = load_study({**spec, "runtime": 2})
+    second = run_study(changed, target=tmp_path / "t.dat", out_dir=out, progress=False, overwrite=True)
+    (aside,) = [p for p in out.iterdir() if p.name.startswith("over.superseded-")]
+    assert _complete(aside / "raw") == list(first.planned) and len(second.completed) == 1
+    store = StudyStore(out / "over")
+    with store.lock():  # released by the sweep that moved the old directory aside and locked the new one
+        assert json.loads((out / "over" / ".sweep.lock").read_text())["pid"] == os.getpid()
+        from storagebench.errors import ResultsBusyError
+
+        with pytest.raises(ResultsBusyError, match=f"pid {os.getpid()}"):
+            StudyStore(out / "over").lock()
+
+
 # ---- quiet host -----------------------------------------------------------------------------
 
 
@@ -251,7 +269,8 @@ def test_quiet_host_check_flags_a_concurrent_fio_and_can_wait_it_out(tmp_path, f
         assert any(r.startswith("1 other fio") or "other fio process(es) running" in r for r in q["reasons"])
         dev = q["device"]
         assert dev["name"] and dev["ios"] > 0 and dev["bytes"] > 0 and dev["iops"] > 0  # its direct reads
-        assert q["window_s"] >= 0.05 and q["thresholds"]["max_in_flight"] == 0 and q["waited_s"] == 0.0
+        assert q["window_s"] >= quiet_window_for(load_study(spec)) == 0.02  # 1 % of 1 s, at least 0.02 s
+        assert q["thresholds"]["max_in_flight"] == 0 and q["waited_s"] == 0.0
         assert 0 < q["check_cost_s"] < q["window_s"]
 
         spec["name"] = "waits"

@@ -609,9 +609,8 @@ class FioProcess:
             A process of the run is still alive :data:`GONE_WITHIN_S` s after SIGKILL.
         """
         if self.popen.poll() is None:
-            for target in (lambda: os.killpg(self.pid, signal.SIGTERM), lambda: os.kill(self.pid, signal.SIGTERM)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    target()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGTERM)  # fio's main process leads its group
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.wait(grace_s)
         killed = []
