@@ -147,6 +147,7 @@ def demo_cmd(
     target = scratch / "target.dat"
     try:
         sweep = run_study(study, target=str(target), out_dir=out, progress=progress)
+        _report_guards(sweep)
         if not sweep.completed and not sweep.skipped:
             _fail(StorageBenchError(f"no run of {study.name} completed: {sweep.errors}"))
         result = ingest_study(study_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
 import shutil
@@ -495,8 +496,10 @@ def run_study(
         study.hosts_for(point, hosts)  # a clients level above len(hosts) is refused before anything runs
     if quiet_window_s is None:
         quiet_window_s = quiet_window_for(study)
-    if not (wait_quiet_s >= 0 and quiet_window_s >= 0):
-        raise StudyError(f"wait_quiet_s and quiet_window_s must be >= 0 s, got {wait_quiet_s!r} and {quiet_window_s!r}")
+    for name, value in (("wait_quiet_s", wait_quiet_s), ("quiet_window_s", quiet_window_s)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise StudyError(f"{name} (--{name[:-2].replace('_', '-')}) must be a finite number of seconds >= 0, "
+                             f"got {value!r}")
     store = StudyStore.for_study(out_dir, study)
     completed: list[str] = []
     try:
@@ -508,7 +511,7 @@ def run_study(
                           allow_devices=allow_devices, timeout_s=timeout_s, stop_on_error=stop_on_error,
                           progress=progress, wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s)
     except OSError as exc:
-        if exc.errno not in _WRITE_ERRNOS:
+        if exc.errno not in _WRITE_ERRNOS and not _inside(exc.filename, Path(out_dir).absolute()):
             raise
         raise _not_writable(exc, store, _kept(store, completed)) from None
     except NotWritableError as exc:
@@ -581,12 +584,21 @@ def _errno_hint(err: int | None, where: str, what: str) -> str:
         return f"free space on the filesystem holding {where} (df -h {where}) or choose another {what}"
     if err == errno.EROFS:
         return f"the filesystem holding {where} is read-only: remount it read-write or choose another {what}"
-    return f"make {where} writable for uid {os.geteuid()} or choose another {what}"
+    if err in (errno.EACCES, errno.EPERM):
+        return f"make {where} writable for uid {os.geteuid()} or choose another {what}"
+    return f"choose another {what}"
+
+
+def _inside(path: Any, root: Path) -> bool:
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = Path(os.fspath(path)).absolute()
+    return p == root or root in p.parents
 
 
 def _not_writable(exc: OSError, store: StudyStore, suffix: str = "") -> NotWritableError:
-    """A results-directory :class:`OSError` (ENOSPC, EROFS, EACCES ...) as a one-line message."""
-    path = exc.filename if isinstance(exc.filename, str) else os.fspath(exc.filename or store.root)
+    """A results-directory :class:`OSError` (ENOSPC, EROFS, EACCES, ENOTDIR ...) as a one-line message."""
+    path = os.fspath(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else str(store.root)
     name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return NotWritableError(
         f"cannot write the results: {path}: {exc.strerror or os.strerror(exc.errno or 0)} ({name}); "
@@ -594,15 +606,23 @@ def _not_writable(exc: OSError, store: StudyStore, suffix: str = "") -> NotWrita
 
 
 def _where(path: str, store: StudyStore) -> str:
-    """``path``'s directory for a hint, or the study's directory when ``path`` is inside it
-    (a staging directory is gone by the time the message is read)."""
-    return str(store.root) if path.startswith(str(store.root)) else os.path.dirname(path) or path
+    """The directory to act on: the study's directory for a path inside it (a staging directory is
+    gone by the time the message is read), and the nearest existing directory above one that
+    could not be created."""
+    p = store.root if _inside(path, store.root) else Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while p != p.parent and not p.is_dir():
+        p = p.parent
+    return str(p)
 
 
 def _kept(store: StudyStore, completed: Sequence[str]) -> str:
     try:
         n = len(store.completed_run_ids())
     except OSError:
+        return ""
+    if not n:
         return ""
     return (f"; the run in progress was discarded, the {n} complete run(s) in {store.raw_dir} are kept"
             f" ({len(completed)} measured by this call): rerun the same command to resume")

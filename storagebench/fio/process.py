@@ -74,6 +74,7 @@ __all__ = [
     "read_record",
     "other_fio_processes",
     "live_markers",
+    "watchdog_pid",
     "fio_message",
     "fatal_lines",
     "zero_io_jobs",
