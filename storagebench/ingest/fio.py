@@ -11,30 +11,70 @@ What real fio writes, and how each case is handled (fio 3.33 fixtures in ``tests
   the ``"All clients"`` entry goes to ``all_clients`` only, never to ``runs``;
 * fio 2.x units: ``clat``/``slat``/``lat`` blocks in µs (×1000 → ns), ``bw`` in KiB/s (×1024 → bytes/s),
   ``io_bytes`` in KiB (×1024) when there is no ``io_kbytes`` field; fio 3.x: ``*_ns`` blocks in ns,
-  ``bw_bytes`` in bytes/s (fio 3.0–3.3 print only ``bw`` in KiB/s: ×1024);
+  ``bw_bytes`` in bytes/s (fio 3.0–3.3 print only ``bw`` in KiB/s: ×1024, with a ``note``);
 * ``runtime`` is ms; percentile keys are ``"99.900000"``.
 
 Factor columns (``rw``, ``bs_bytes`` ...) come from the output's ``global options`` merged with each
 job's ``job options``, with fio's defaults (HOWTO) for options that were not given; for a runner run the
 options of its ``point.json`` win (in client/server output fio's ``global options`` hold each host's keys
-again and the last host's value wins, so per-host job files would otherwise be mislabelled).
+again and the last host's value wins, so per-host job files would otherwise be mislabelled). Option
+values are read with fio's own grammar (:mod:`storagebench.fio.options`: ``parse_size`` with the job's
+``kb_base``, ``parse_time_us``).
+
+**Validation: no crash, no invented number.** The JSON is decoded by ``msgspec`` into typed structs
+(:class:`_Doc`), so every value ingest reads is type-checked while it is decoded, and values that
+fio cannot print are refused. The rule, per value read:
+
+========================================================  ==============================================
+what                                                      when it is wrong
+========================================================  ==============================================
+the structure: a JSON object with ``jobs`` or             :class:`~storagebench.errors.IngestError` for
+``client_stats``, a non-empty array of job objects with   the file (nothing of it is kept)
+a string ``jobname`` and an integer ``error``; direction
+blocks (``read``/``write``/``trim``/``mixed``) that are
+objects, at least one per job, and the block of the
+row's direction
+any value of the wrong JSON type (a number given as a     IngestError: fio never prints it, so the file
+string, ``true``, ``null``, an object ...)                was edited or corrupted
+the core metrics of a direction: ``iops``, ``runtime``,   IngestError when missing, negative, above
+``io_bytes``, ``bw_bytes`` (or fio < 3.4's ``bw``),       2**63-1 or not finite
+``total_ios`` (fio ≥ 3; fio 2.1 has none: ``-1``)
+json+ ``bins``: keys decimal integers, counts integers,   IngestError
+both from 0 to 2**63-1
+the latency statistics (``lat``/``clat``/``slat``         NaN in the column, and the ``note`` column says
+``mean``/``stddev``/``min``/``max``), the ten clat        which value (JSON path) and why
+percentiles, ``usr_cpu``/``sys_cpu``: missing, negative
+or above 2**63-1
+``timestamp``/``elapsed`` (start time), job options       ``started_at`` NaT / the factor unknown (``-1``,
+fio could not have read (``iodepth=abc``)                 NaN, ``""``) and a ``note``
+========================================================  ==============================================
+
+A percentile block fio leaves out because the direction completed no I/O (``clat_ns.N == 0``) gives
+NaN without a note. Every error names the file, the JSON path (``jobs[0].read.iops``), the value and
+what is allowed. JSON itself cannot hold NaN or ±Infinity (``NaN``, ``Infinity`` are refused as
+invalid JSON, ``1e309`` as out of range).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
 import math
 import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Annotated, Any, Union
 
-import orjson
+import msgspec
+from msgspec import Meta, Struct
 
 from .. import schema as _schema
 from ..errors import IngestError
+from ..errors import display_path as _display_path
+from ..fio import options as _fo
 from ..fio.hosts import host_label
 from ..schema import PERCENTILES, RUNS, percentile_column
 
@@ -42,13 +82,14 @@ __all__ = [
     "FioDocument",
     "FioRows",
     "RUN_FIELDS",
+    "MAX_VALUE",
     "empty_frame",
     "histogram_frame",
     "runs_frame",
     "read_fio_json",
     "parse_fio_output",
-    "parse_size",
-    "parse_time_ms",
+    "check_point",
+    "check_provenance",
     "file_run_id",
 ]
 
@@ -57,14 +98,118 @@ _PCT_KEYS = tuple((f"{p:.6f}", percentile_column(p)) for p in PERCENTILES)
 _DOC_START = re.compile(rb"^\{[ \t]*\r?$", re.M)
 _DOC_END = re.compile(rb"^\}[ \t]*\r?$", re.M)
 _SIGNAL = re.compile(r"terminating on signal (\d+)")
-_SIZE = re.compile(r"^\s*(0x[0-9a-f]+|\d+(?:\.\d*)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.I)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(d|h|m|s|sec|ms|msec|us|usec)?\s*$", re.I)
-_TIME_MS = {None: 1000.0, "d": 86400e3, "h": 3600e3, "m": 60e3, "s": 1e3, "sec": 1e3, "ms": 1.0, "msec": 1.0,
-            "us": 1e-3, "usec": 1e-3}
-_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 _ALL_CLIENTS = "All clients"
 _UNKNOWN = {"rw": "", "rwmixread_pct": math.nan, "iodepth": -1, "numjobs": -1, "ioengine": "", "direct": False,
             "target": ""}
+_NAN = math.nan
+_UTC = timezone.utc
+
+#: Largest value fio can print in a count, size, time or rate: fio keeps them in 64-bit integers
+#: and storagebench stores them in int64 / float64 columns (2**63 - 1).
+MAX_VALUE = 2**63 - 1
+_MAXF = float(MAX_VALUE)
+
+# ---- the typed fio document (msgspec) ---------------------------------------------------------------
+
+_Count = Annotated[int, Meta(ge=0, le=MAX_VALUE)]
+_Amount = Annotated[float, Meta(ge=0, le=MAX_VALUE)]
+_OptValue = Union[str, int, float]
+_Options = dict[str, _OptValue]
+
+#: The ten clat percentiles kept in ``runs`` (fio's keys ``"1.000000"`` ...), missing ones NaN.
+_Pct = msgspec.defstruct(
+    "_Pct", [(f"p{i}", float, msgspec.field(name=key, default=_NAN)) for i, (key, _) in enumerate(_PCT_KEYS)],
+    gc=False,
+)
+_PCT_VALUES = operator.attrgetter(*(f"p{i}" for i in range(len(_PCT_KEYS))))
+
+
+class _Lat(Struct, gc=False):
+    """``lat_ns``/``clat_ns``/``slat_ns`` (fio 3, ns) or ``lat``/``clat``/``slat`` (fio 2, µs)."""
+
+    min: float = _NAN
+    max: float = _NAN
+    mean: float = _NAN
+    stddev: float = _NAN
+    N: Union[_Count, None] = None
+    percentile: Union[_Pct, None] = None  # type: ignore[valid-type]
+    bins: Union[dict[_Count, _Count], None] = None
+
+
+class _Dir(Struct, gc=False):
+    """One direction block of a job entry (``read``, ``write``, ``trim`` or ``mixed``)."""
+
+    iops: _Amount
+    runtime: _Amount
+    io_bytes: _Count
+    io_kbytes: Union[_Count, None] = None
+    bw_bytes: Union[_Amount, None] = None
+    bw: Union[_Amount, None] = None
+    total_ios: Union[_Count, None] = None
+    lat_ns: Union[_Lat, None] = None
+    clat_ns: Union[_Lat, None] = None
+    slat_ns: Union[_Lat, None] = None
+    lat: Union[_Lat, None] = None
+    clat: Union[_Lat, None] = None
+    slat: Union[_Lat, None] = None
+
+
+class _Job(Struct, gc=False):
+    """One entry of ``jobs`` or ``client_stats``."""
+
+    jobname: str
+    error: _Count
+    elapsed: float = _NAN
+    job_options: Union[_Options, None] = msgspec.field(name="job options", default=None)
+    read: Union[_Dir, None] = None
+    write: Union[_Dir, None] = None
+    trim: Union[_Dir, None] = None
+    mixed: Union[_Dir, None] = None
+    usr_cpu: float = _NAN
+    sys_cpu: float = _NAN
+    hostname: Union[str, None] = None
+    port: Union[int, str, None] = None
+
+
+class _Doc(Struct, gc=False):
+    """The parts of a fio JSON document that ingest reads (everything else is skipped unread)."""
+
+    fio_version: str = msgspec.field(name="fio version", default="")
+    timestamp: float = _NAN
+    timestamp_ms: float = _NAN
+    global_options: Union[_Options, list[_Options], None] = msgspec.field(name="global options", default=None)
+    jobs: Union[list[_Job], None] = None
+    client_stats: Union[list[_Job], None] = None
+
+
+_DECODER = msgspec.json.Decoder(_Doc)
+
+_Scalar = Union[str, int, float, bool, None]
+_Factor = Union[_Scalar, list[_Scalar]]
+
+
+class _Point(Struct, gc=False):
+    """What ingest reads of a runner ``point.json``."""
+
+    run_id: str = ""
+    study: str = ""
+    repetition: Annotated[int, Meta(ge=0, le=MAX_VALUE)] = 0
+    run_order: Annotated[int, Meta(ge=-1, le=MAX_VALUE)] = -1
+    factors: dict[str, _Factor] = {}
+    options: dict[str, _Factor] = {}
+
+
+class _Prov(Struct, gc=False):
+    """What ingest reads of a runner ``provenance.json``."""
+
+    fio_version: Union[str, None] = None
+    kernel: Union[str, None] = None
+    hostname: Union[str, None] = None
+    started_at: Union[str, None] = None
+
+
+_NO_POINT = _Point()
+_NO_PROV = _Prov()
 
 
 @dataclass
@@ -73,8 +218,9 @@ class FioDocument:
 
     Attributes
     ----------
-    doc : dict
-        The fio JSON document used (the last complete one).
+    doc : msgspec.Struct
+        The fio JSON document used (the last complete one), decoded and type-checked: attributes
+        ``fio_version``, ``timestamp``, ``global_options``, ``jobs``, ``client_stats``.
     partial : bool
         The run did not finish (signal, truncated or missing final document).
     n_docs : int
@@ -85,7 +231,7 @@ class FioDocument:
         Why ``partial`` is set ("" when it is not).
     """
 
-    doc: dict
+    doc: Any
     partial: bool = False
     n_docs: int = 1
     text: list[str] = field(default_factory=list)
@@ -107,7 +253,7 @@ class FioRows:
     runs: list[dict] = field(default_factory=list)
     all_clients: list[dict] = field(default_factory=list)
     hist_blocks: list[tuple] = field(default_factory=list)
-    hist_bins: list[str] = field(default_factory=list)  # json+ bin keys (ns, as fio prints them)
+    hist_bins: list[int] = field(default_factory=list)  # json+ bin keys (ns)
     hist_counts: list[int] = field(default_factory=list)
 
     def histograms(self):
@@ -115,12 +261,13 @@ class FioRows:
         return histogram_frame(self.hist_blocks, self.hist_bins, self.hist_counts)
 
 
-def histogram_frame(blocks: list[tuple], bins: list, counts: list):
+def histogram_frame(blocks: list[tuple], bins, counts):
     """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
-    the flat json+ bin keys (decimal strings, ns) and counts.
+    the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
 
-    Work is done in bulk by pyarrow: each key column is one ``take`` of its per-block values, the
-    bin keys one string → int64 cast (~10x faster than per-file Python ints and strings).
+    ``bins`` and ``counts`` may be any iterables of ints (e.g. chained over the bins dicts of many
+    files) holding ``sum(n_bins)`` values each. Work is done in bulk: each string key column is
+    built from its two buffers (:func:`_repeat_strings`), the numbers by one ``numpy.fromiter`` each.
 
     Returns
     -------
@@ -130,7 +277,6 @@ def histogram_frame(blocks: list[tuple], bins: list, counts: list):
     """
     import numpy as np
     import pandas as pd
-    import pyarrow as pa
 
     run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
     n = np.array(n_bins, dtype=np.int64)
@@ -141,80 +287,42 @@ def histogram_frame(blocks: list[tuple], bins: list, counts: list):
             cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
             continue
         cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
-    cols["bin_ns"] = pa.array(bins, type=pa.string()).cast(pa.int64()).to_numpy()
-    cols["count"] = np.fromiter(counts, dtype=np.int64, count=len(counts))
+    total = int(n.sum())
+    cols["bin_ns"] = np.fromiter(bins, dtype=np.int64, count=total)
+    cols["count"] = np.fromiter(counts, dtype=np.int64, count=total)
     return pd.DataFrame(cols)
 
 
 def _repeat_strings(values: tuple, repeats: tuple, n):
     """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
-    the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum (about
-    twice as fast as ``take``, which copies string by string)."""
+    the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
+    ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
+    as fast as ``take``, which copies string by string."""
     import numpy as np
     import pyarrow as pa
 
     encoded = [v.encode() for v in values]
-    data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
+    total = int(n.sum())
+    first = encoded[0]
+    if all(e == first for e in encoded):
+        data = first * total
+    else:
+        data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
     if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
         return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
-    lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data))
+    width = len(first)
+    if all(len(e) == width for e in encoded):
+        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
+    else:
+        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
+        offsets = np.zeros(total + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+    return pa.StringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def file_run_id(data: bytes) -> str:
     """Stable run id of a loose file: the first 12 hex digits of the SHA-256 of its bytes."""
     return hashlib.sha256(data).hexdigest()[:12]
-
-
-def parse_size(text: Any, kb_base: int = 1024) -> int | None:
-    """Parse a fio ``int`` with a size suffix into bytes, following fio's HOWTO ("Parameter types").
-
-    With ``kb_base=1024`` (fio's default) ``4k`` = 4096 and ``4ki`` = 4000 (fio's compatibility
-    mode); with ``kb_base=1000`` ``4k`` = 4000 and ``4ki`` = 4096. Suffixes are case-insensitive and
-    an optional ``b``/``B`` means bytes.
-
-    Parameters
-    ----------
-    text : str or int
-        e.g. ``"4k"``, ``"1m"``, ``"64KiB"``, ``4096``.
-    kb_base : {1024, 1000}
-        fio ``kb_base=`` of the job.
-
-    Returns
-    -------
-    int or None
-        Bytes, or ``None`` when the value is not a plain size (``"50%"``, a range ``"4k-16k"``).
-    """
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(text)
-    if not isinstance(text, str):
-        return None
-    m = _SIZE.match(text)
-    if not m:
-        return None
-    num, prefix, iec, _ = m.groups()
-    value = float(int(num, 16)) if num.lower().startswith("0x") else float(num)
-    prefix = prefix.lower()
-    if kb_base == 1000:
-        base = 1024 if iec else 1000
-    else:
-        base = 1000 if iec else 1024
-    return int(round(value * base ** _POW[prefix]))
-
-
-def parse_time_ms(text: Any) -> float | None:
-    """Parse a fio ``time`` value (default unit seconds; ``d h m s ms us`` suffixes) into ms."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text) * 1000.0
-    if not isinstance(text, str):
-        return None
-    m = _TIME.match(text)
-    if not m:
-        return None
-    unit = m.group(2).lower() if m.group(2) else None
-    return float(m.group(1)) * _TIME_MS[unit]
 
 
 def _tail_text(data: bytes, limit: int = 200) -> str:
@@ -225,8 +333,147 @@ def _tail_text(data: bytes, limit: int = 200) -> str:
     return text.splitlines()[0][:limit] if text else ""
 
 
+# ---- clear messages for values the typed decoder refused ------------------------------------------
+
+_MS_AT = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<p1>[^`]*)`(?: in `(?P<p2>[^`]*)`)?)?$", re.S)
+_EXPECT = re.compile(r"Expected `(?P<kinds>[^`]*)`(?:, got `(?P<got>[^`]*)`)?(?: (?P<op>>=|<=) (?P<bound>\S+))?")
+_KIND_WORDS = {"float": "a number", "int": "a whole number", "str": "a string", "object": "a JSON object",
+               "array": "a JSON array", "null": "null", "bool": "true or false"}
+_JSON_KIND = {str: "str", bool: "bool", int: "int", float: "float", dict: "object", list: "array", type(None): "null"}
+
+
+def _kind_words(kinds: str) -> str:
+    names = [k.strip() for k in kinds.split("|")]
+    if "int" in names and "float" in names:
+        names.remove("int")
+    return " or ".join(_KIND_WORDS.get(k, k) for k in names)
+
+
+def _allowed(msg: str) -> str:
+    """What the decoder wanted, in words: ``a number from 0 to 2**63-1``."""
+    m = _EXPECT.search(msg)
+    if m is None:
+        if "out of range" in msg:
+            return "a finite number from 0 to 2**63-1"
+        return msg
+    words = _kind_words(m["kinds"])
+    if m["op"]:
+        low = m["bound"] if m["op"] == ">=" else "0"
+        low = low[:-2] if low.endswith(".0") else low
+        return f"{words} from {low} to 2**63-1"
+    return words
+
+
+def _lenient_json(source: Any) -> Any:
+    """The JSON for an error message (stdlib json: it also reads 1e309, NaN and lone surrogates)."""
+    if not isinstance(source, (bytes, bytearray, str)):
+        return source
+    try:
+        return json.loads(source)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _walk(doc: Any, jpath: str) -> tuple[Any, bool]:
+    """The value at msgspec path ``$.jobs[0].read.iops`` (keys may hold dots: ``percentile.99.000000``)."""
+    rest = jpath[1:] if jpath.startswith("$") else jpath
+    cur = doc
+    while rest:
+        m = re.match(r"\[(\d+)\]", rest)
+        if m:
+            i = int(m[1])
+            if not isinstance(cur, list) or i >= len(cur):
+                return None, False
+            cur, rest = cur[i], rest[m.end():]
+            continue
+        if rest.startswith(".") and isinstance(cur, dict):
+            keys = [k for k in cur if isinstance(k, str) and rest[1:].startswith(k)
+                    and rest[1 + len(k):][:1] in ("", ".", "[")]
+            if not keys:
+                return None, False
+            k = max(keys, key=len)
+            cur, rest = cur[k], rest[1 + len(k):]
+            continue
+        return None, False
+    return cur, True
+
+
+def _fits(value: Any, kinds: str, bounded: bool) -> bool:
+    kind = _JSON_KIND.get(type(value), "?")
+    allowed = {k.strip() for k in kinds.split("|")}
+    if kind == "int" and "float" in allowed:
+        kind = "float"
+    if kind not in allowed:
+        return False
+    if bounded and kind in ("int", "float"):
+        return 0 <= value <= MAX_VALUE
+    return True
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _show(jpath: str) -> str:
+    return jpath[2:] if jpath.startswith("$.") else ("the document" if jpath in ("$", "") else jpath)
+
+
+def _validation_error(exc: msgspec.ValidationError, source: Any, path: str, what: str = "") -> IngestError:
+    """An IngestError naming the JSON path, the value and what is allowed, from msgspec's error."""
+    m = _MS_AT.match(str(exc))
+    msg, p1, p2 = m["msg"], m["p1"] or "$", m["p2"]
+    prefix = f"{what}: " if what else ""
+    doc = _lenient_json(source)
+    missing = re.match(r"Object missing required field `([^`]*)`", msg)
+    if missing:
+        where = _show(p1)
+        field_path = missing[1] if where == "the document" else f"{where}.{missing[1]}"
+        return IngestError(f"{prefix}{field_path}: missing (fio always prints it)", path=path)
+    em = _EXPECT.search(msg)
+    kinds = em["kinds"] if em else ""
+    bounded = bool(em and em["op"])
+    if p1 == "key" and p2:  # a dict key (json+ bins: decimal integers)
+        container, _ = _walk(doc, p2)
+        bad = next((k for k in container if not (k.isdigit() and k == str(int(k)) and int(k) <= MAX_VALUE)), None) \
+            if isinstance(container, dict) else None
+        shown = f" {_short(bad)}" if bad is not None else ""
+        return IngestError(f"{prefix}{_show(p2)}: key{shown} is not allowed; allowed: decimal integers from 0 "
+                           "to 2**63-1", path=path)
+    if p1.endswith("[...]"):  # a dict value
+        container, _ = _walk(doc, p1[:-5])
+        bad = next(((k, v) for k, v in container.items() if not _fits(v, kinds, bounded)), None) \
+            if isinstance(container, dict) else None
+        if bad is not None:
+            return IngestError(f"{prefix}{_show(p1[:-5])}.{bad[0]} = {_short(bad[1])}: not allowed; "
+                               f"allowed: {_allowed(msg)}", path=path)
+        return IngestError(f"{prefix}{_show(p1)}: {msg}", path=path)
+    value, found = _walk(doc, p1)
+    if p1 == "$" and em and not bounded:
+        return IngestError(f"{prefix}not fio output: the JSON is {_kind_words(em['got'] or '?')}, not an object",
+                           path=path)
+    shown = f" = {_short(value)}" if found else ""
+    problem = "wrong type" if em and em["got"] else "out of range"
+    return IngestError(f"{prefix}{_show(p1)}{shown}: {problem}; allowed: {_allowed(msg)}", path=path)
+
+
+def _not_utf8(exc: UnicodeDecodeError, path: str) -> IngestError:
+    return IngestError(f"a JSON string holds bytes that are not UTF-8 (byte 0x{exc.object[exc.start]:02x} at "
+                       f"offset {exc.start} of the string); fio writes UTF-8", path=path)
+
+
+def _decode(data: bytes, path: str) -> Any:
+    """Typed decode of one JSON document; msgspec.DecodeError (not JSON) is left to the caller."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, data, path) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc, path) from None
+
+
 def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
-    """Find the fio JSON document(s) in the bytes of one output file.
+    """Find the fio JSON document(s) in the bytes of one output file, and decode the last one typed.
 
     Parameters
     ----------
@@ -243,18 +490,19 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
     ------
     IngestError
         Empty file, no JSON at all (fio's own error text is quoted), a truncated document and no
-        complete one before it, invalid JSON, or JSON that is not fio output.
+        complete one before it, invalid JSON, JSON that is not fio output, or a value of the wrong
+        type or out of range (see the module docstring).
     """
     stripped = data.strip()
     if not stripped:
         raise IngestError("empty file: no fio output (fio killed before it wrote its JSON?)", path=path)
     if stripped[:1] == b"{":
         try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            doc = _decode(data, path)
+        except msgspec.DecodeError:
             pass  # several documents, or truncated: take the slow path
         else:
-            return _checked(FioDocument(doc=doc), path)
+            return _checked(FioDocument(doc=doc), data, path)
     starts = [m.start() for m in _DOC_START.finditer(data)]
     if not starts:
         brace = data.find(b"{")
@@ -284,9 +532,12 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
         if trailing_start is not None and len(starts) == 1 and not _DOC_END.search(data):
             # compact (one-line) JSON cannot be split by lines: try it whole
             try:
-                return _checked(FioDocument(doc=orjson.loads(data[trailing_start:]), text=text), path)
-            except orjson.JSONDecodeError:
-                pass
+                doc = _decode(data[trailing_start:], path)
+            except msgspec.DecodeError as exc:
+                if "truncated" not in str(exc):
+                    raise IngestError(f"invalid JSON: {exc} (counted from byte {trailing_start})", path=path) from None
+            else:
+                return _checked(FioDocument(doc=doc, text=text), data[trailing_start:], path)
         raise IngestError(
             f"truncated JSON: the fio document starting at byte {starts[0]} never ends "
             f"({len(data)} bytes; fio killed while writing?)",
@@ -294,8 +545,8 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
         )
     s, e = docs[-1]
     try:
-        doc = orjson.loads(data[s:e])
-    except orjson.JSONDecodeError as exc:
+        doc = _decode(data[s:e], path)
+    except msgspec.DecodeError as exc:
         raise IngestError(f"invalid JSON in bytes {s}..{e}: {exc}", path=path) from None
     out = FioDocument(doc=doc, n_docs=len(docs), text=text)
     reasons = []
@@ -304,7 +555,7 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
         reasons.append(f"fio printed '{sig}'")
     if trailing_start is not None:
         reasons.append(f"the last of {len(docs) + 1} JSON documents is truncated")
-    out = _checked(out, path)
+    out = _checked(out, data[s:e], path)
     if not reasons and len(docs) > 1 and _unfinished(doc):
         reasons.append(
             f"last of {len(docs)} --status-interval documents is an interim report "
@@ -316,45 +567,67 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
     return out
 
 
-def _checked(fd: FioDocument, path: str) -> FioDocument:
+def _checked(fd: FioDocument, source: bytes, path: str) -> FioDocument:
     doc = fd.doc
-    if not isinstance(doc, dict) or ("jobs" not in doc and "client_stats" not in doc):
-        keys = sorted(doc)[:8] if isinstance(doc, dict) else type(doc).__name__
+    if doc.jobs is None and doc.client_stats is None:
+        raw = _lenient_json(source)
+        keys = sorted(raw)[:8] if isinstance(raw, dict) else "?"
         raise IngestError(f"not fio output: JSON without 'jobs' or 'client_stats' (has {keys})", path=path)
-    if not doc.get("jobs") and not doc.get("client_stats"):
+    if not doc.jobs and not doc.client_stats:
         raise IngestError("fio output lists no jobs", path=path)
     return fd
 
 
-def _global_options(doc: dict) -> dict:
+def _global_options(doc: Any) -> dict:
     """``global options``: a dict, or (some fio client/server outputs) a list of dicts, merged in order."""
-    g = doc.get("global options") or {}
+    g = doc.global_options
+    if g is None:
+        return {}
     if isinstance(g, list):
         merged: dict = {}
         for part in g:
-            if isinstance(part, dict):
-                merged.update(part)
+            merged.update(part)
         return merged
-    return g if isinstance(g, dict) else {}
+    return g
 
 
-def _unfinished(doc: dict) -> bool:
+def _opt_int(value: Any, kb: int = 1024) -> int | None:
+    """An integer option (``iodepth``, ``numjobs``, ``rwmixread``) read as fio reads it, or None."""
+    try:
+        return _fo.parse_size(value, kb)
+    except (ValueError, TypeError):
+        return None
+
+
+def _kb_base(opts: Mapping[str, Any]) -> int | None:
+    kb = _opt_int(opts.get("kb_base", 1024))
+    return kb if kb in (1000, 1024) else None
+
+
+def _unfinished(doc: Any) -> bool:
     """An interim --status-interval report: some job reached neither its runtime nor its size."""
     gopts = _global_options(doc)
-    for job in doc.get("jobs") or doc.get("client_stats") or []:
-        if job.get("jobname") == _ALL_CLIENTS or job.get("error"):
+    for job in doc.jobs or doc.client_stats or []:
+        if job.jobname == _ALL_CLIENTS or job.error:
             continue
-        opts = {**gopts, **(job.get("job options") or {})}
-        runtime_ms = parse_time_ms(opts.get("runtime"))
-        ran_ms = max(float((job.get(d) or {}).get("runtime", 0) or 0) for d in DIRECTIONS)
+        opts = {**gopts, **(job.job_options or {})}
+        try:
+            runtime_ms = _fo.parse_time_us(opts["runtime"]) / 1000.0 if "runtime" in opts else None
+        except (ValueError, TypeError):
+            runtime_ms = None
+        blocks = [d for d in (job.read, job.write, job.trim) if d is not None]
+        ran_ms = max((d.runtime for d in blocks), default=0.0)
         if runtime_ms and ran_ms >= runtime_ms - 1:
             continue
-        kb = int(opts.get("kb_base", 1024) or 1024)
-        size = parse_size(opts.get("io_size") or opts.get("io_limit") or opts.get("size"), kb)
+        kb = _kb_base(opts)
+        text = opts.get("io_size") or opts.get("io_limit") or opts.get("size")
+        size = _opt_int(text, kb) if (kb and text is not None) else None
         if size is None:
             return False  # cannot tell
-        n = int(opts.get("numjobs", 1) or 1) if "group_reporting" in opts else 1
-        io = sum(int((job.get(d) or {}).get("io_bytes", 0) or 0) for d in DIRECTIONS)
+        n = 1
+        if "group_reporting" in opts:
+            n = _opt_int(opts.get("numjobs", 1) or 1) or 1
+        io = sum(d.io_bytes for d in blocks)
         if io == size * n:
             continue
         return True
@@ -379,65 +652,92 @@ def _per_direction(value: Any, parse, default):
     return tuple(out)
 
 
-def _pct(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+_TRUE = frozenset({"", "1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _flag(value: Any) -> bool:
-    return str(value).strip().lower() in ("", "1", "true", "yes", "on")
+def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ...]]:
+    """Factor columns from merged options: (common, bs per direction, random_pct per direction, notes).
 
-
-def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple]:
-    """Factor columns from merged options; returns (common, bs per direction, random_pct per direction)."""
-    rw = str(opts.get("rw", opts.get("readwrite", "read"))).split(":")[0].strip() or "read"
-    kb = opts.get("kb_base", 1024)
-    try:
-        kb = int(kb)
-    except (TypeError, ValueError):
-        kb = 1024
+    A value fio could not have read gives the factor's unknown value (``-1``, NaN, ``""``) and a note.
+    """
+    notes: list[str] = []
+    rw_text = opts.get("rw", opts.get("readwrite", "read"))
+    rw = str(rw_text).split(":")[0].strip() or "read"
+    if rw not in _fo.RW_VALUES:
+        notes.append(f"job options rw={_short(rw_text)}: not an rw value fio knows (stored '')")
+        rw = ""
+    kb = _kb_base(opts)
+    if kb is None:
+        notes.append(f"job options kb_base={_short(opts.get('kb_base'))}: fio allows 1000 or 1024 (sizes unknown)")
     bs_text = opts.get("bs", opts.get("blocksize"))
-    if bs_text is None and any(k in opts for k in ("bssplit", "bsrange", "blocksize_range")):
-        bs = (-1, -1, -1)  # variable block size: no single value
+    if kb is None or (bs_text is None and any(k in opts for k in ("bssplit", "bsrange", "blocksize_range"))):
+        bs = (-1, -1, -1)  # variable block size (or unreadable sizes): no single value
     else:
-        bs = _per_direction(bs_text, lambda s: parse_size(s, kb) if parse_size(s, kb) is not None else -1, 4096)
+        bs = _per_direction(bs_text, lambda s: _opt_int(s, kb) if _opt_int(s, kb) is not None else -1, 4096)
+        if -1 in bs:
+            notes.append(f"job options bs={_short(bs_text)}: not a size fio reads (bs_bytes -1)")
     is_random = rw.startswith("rand")
     if is_random:
-        rnd = _per_direction(opts.get("percentage_random"), _pct, 100.0)
+        rnd = _per_direction(opts.get("percentage_random"),
+                             lambda s: float(v) if (v := _opt_int(s)) is not None and v <= 100 else _NAN, 100.0)
+        if any(r != r for r in rnd):
+            notes.append(f"job options percentage_random={_short(opts.get('percentage_random'))}: "
+                         "not a percentage from 0 to 100 (random_pct NaN)")
     else:
         rnd = (0.0, 0.0, 0.0)
-    mixed = rw in ("rw", "readwrite", "randrw")
-    if mixed:
+    if rw in ("rw", "readwrite", "randrw"):
         if "rwmixread" in opts:
-            mix = float(opts["rwmixread"])
+            v = _opt_int(opts["rwmixread"])
+            mix = float(v) if v is not None and v <= 100 else _NAN
+            what = f"rwmixread={_short(opts['rwmixread'])}"
         elif "rwmixwrite" in opts:
-            mix = 100.0 - float(opts["rwmixwrite"])
+            v = _opt_int(opts["rwmixwrite"])
+            mix = 100.0 - v if v is not None and v <= 100 else _NAN
+            what = f"rwmixwrite={_short(opts['rwmixwrite'])}"
         else:
-            mix = 50.0
+            mix, what = 50.0, ""
+        if mix != mix:
+            notes.append(f"job options {what}: not a percentage from 0 to 100 (rwmixread_pct NaN)")
     elif rw in ("read", "randread"):
         mix = 100.0
-    else:
+    elif rw:
         mix = 0.0
-    direct = _flag(opts["direct"]) if "direct" in opts else ("buffered" in opts and not _flag(opts["buffered"]))
-
-    def _int(name, default):
-        try:
-            return int(str(opts.get(name, default)).strip() or default)
-        except ValueError:
-            return default
-
+    else:
+        mix = _NAN
+    if "direct" in opts or "buffered" in opts:
+        name = "direct" if "direct" in opts else "buffered"
+        text = str(opts[name]).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            flag = text in _TRUE
+        elif (v := _opt_int(text)) is not None:
+            flag = v != 0
+        else:
+            flag = False
+            notes.append(f"job options {name}={_short(opts[name])}: not a boolean fio reads (direct stored False)")
+        direct = flag if name == "direct" else not flag
+    else:
+        direct = False
+    ints = {}
+    for name in ("iodepth", "numjobs"):
+        if name not in opts:
+            ints[name] = 1
+            continue
+        v = _opt_int(opts[name])
+        if v is None:
+            notes.append(f"job options {name}={_short(opts[name])}: not a number fio reads ({name} -1)")
+            v = -1
+        ints[name] = v
     common = {
         "rw": rw,
         "rwmixread_pct": mix,
-        "iodepth": _int("iodepth", 1),
-        "numjobs": _int("numjobs", 1),
+        "iodepth": ints["iodepth"],
+        "numjobs": ints["numjobs"],
         "ioengine": str(opts.get("ioengine", "psync")),
         "direct": bool(direct),
         "target": str(opts.get("filename", opts.get("directory", ""))),
     }
-    return common, bs, rnd
+    return common, bs, rnd, tuple(notes)
 
 
 def _main_direction(rw: str) -> str:
@@ -458,12 +758,10 @@ RUN_FIELDS: tuple[str, ...] = (
     "iops", "bw_bytes_per_s", "io_bytes", "total_ios", "runtime_s", "lat_mean_ns", "lat_stdev_ns", "lat_min_ns",
     "lat_max_ns", "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns", *(col for _, col in _PCT_KEYS),
     "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
-    "fio_version", "started_at", "hostname", "kernel", "source_file",
+    "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
 )
 _RUN_FIELD_SET = frozenset(RUN_FIELDS)
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
-_NAN = math.nan
-_UTC = timezone.utc
 
 
 class _RowSink:
@@ -477,133 +775,167 @@ class _RowSink:
         self.all_clients: list[tuple] = []
         self.all_extra: list[dict] = []
         self.hist_blocks: list[tuple] = []
-        self.hist_bins: list[str] = []  # json+ bin keys (ns, decimal strings as fio prints them)
-        self.hist_counts: list[int] = []
+        self.hist_dicts: list[dict] = []  # json+ bins of each block: {bin (ns): count}, checked when decoded
+
+    def histograms(self):
+        """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
+        dicts = self.hist_dicts
+        return histogram_frame(self.hist_blocks, itertools.chain.from_iterable(dicts),
+                               itertools.chain.from_iterable(map(dict.values, dicts)))
 
 
-def _lat_block(d: dict, name: str) -> tuple[dict, float]:
-    """fio 3.x ``<name>_ns`` (ns) or fio 2.x ``<name>`` (µs): (block, factor to ns)."""
-    b = d.get(name + "_ns")
-    if b is not None:
-        return b, 1.0
-    b = d.get(name)
-    if isinstance(b, dict):
-        return b, 1000.0
-    return {}, 1.0
+#: JSON names of the 17 secondary metrics of a row, for notes: (block, field) in row order.
+_SECONDARY = (("lat", "mean"), ("lat", "stddev"), ("lat", "min"), ("lat", "max"), ("clat", "mean"),
+              ("clat", "stddev"), ("slat", "mean"), *(("clat", f"percentile.{k}") for k in _PCT_STR))
+_LAT4 = operator.attrgetter("mean", "stddev", "min", "max")
 
 
-_LAT4 = operator.itemgetter("mean", "stddev", "min", "max")
-_CLAT_PCT = operator.itemgetter("mean", "stddev", "percentile")
-_PCTS = operator.itemgetter(*_PCT_STR)
-
-
-def _direction_metrics(d: dict) -> tuple:
-    """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from
-    one direction block of a job entry, in the schema's units.
-
-    A fio 3.x block with every field (the usual case) takes :func:`_fio3_metrics`, which gets the
-    fields with C-level ``itemgetter`` calls; anything else (fio 2.x, missing fields) takes
-    :func:`_any_metrics`. Both give the same values (``test_fast_metrics_equal_general_ones``).
-    """
-    try:
-        return _fio3_metrics(d)
-    except (KeyError, TypeError):
-        return _any_metrics(d)
-
-
-def _fio3_metrics(d: dict) -> tuple:
-    lat = _LAT4(d["lat_ns"])
-    cmean, cstd, pct = _CLAT_PCT(d["clat_ns"])
-    return (
-        float(d["iops"]),
-        float(d["bw_bytes"]),
-        int(d["io_bytes"]),
-        int(d["total_ios"]),
-        float(d["runtime"]) / 1000.0,
-        *map(float, lat),
-        float(cmean),
-        float(cstd),
-        float(d["slat_ns"]["mean"]),
-        *map(float, _PCTS(pct)),
-    )
-
-
-def _any_metrics(d: dict) -> tuple:
-    clat, cf = _lat_block(d, "clat")
-    lat, lf = _lat_block(d, "lat")
-    slat, sf = _lat_block(d, "slat")
-    if "bw_bytes" in d:
-        bw = float(d["bw_bytes"])
-    else:
-        bw = float(d.get("bw", 0)) * 1024.0
-    io = d.get("io_bytes", 0)
-    if "io_kbytes" not in d and cf == 1000.0:  # fio 2.x: "io_bytes" holds KiB
-        io = io * 1024
-    nan = _NAN
-    pct = clat.get("percentile") or {}
-    return (
-        float(d.get("iops", 0.0)),
-        bw,
-        int(io),
-        int(d.get("total_ios", -1)),
-        float(d.get("runtime", 0)) / 1000.0,
-        float(lat["mean"]) * lf if "mean" in lat else nan,
-        float(lat["stddev"]) * lf if "stddev" in lat else nan,
-        float(lat["min"]) * lf if "min" in lat else nan,
-        float(lat["max"]) * lf if "max" in lat else nan,
-        float(clat["mean"]) * cf if "mean" in clat else nan,
-        float(clat["stddev"]) * cf if "stddev" in clat else nan,
-        float(slat["mean"]) * sf if "mean" in slat else nan,
-        *[float(v) * cf if (v := pct.get(key)) is not None else nan for key in _PCT_STR],
-    )
-
-
-def _did_io(d: dict | None) -> bool:
-    if not d:
+def _old_units(version: str) -> bool | None:
+    """fio < 3 (µs latency blocks ``lat``/``clat``/``slat``): True; fio >= 3 (``*_ns``): False; unknown: None."""
+    if version.startswith(("fio-1.", "fio-2.")):
+        return True
+    if version.startswith("fio-"):
         return False
-    return (d.get("total_ios", 0) or 0) > 0 or (d.get("io_bytes", 0) or 0) > 0
+    return None
 
 
-def _started_at(doc: dict, entries: list) -> datetime | None:
-    """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
-    ts = doc.get("timestamp_ms")
-    ts = ts / 1000.0 if ts is not None else doc.get("timestamp")
-    if ts is None:
-        return None
-    if len(entries) == 1:
-        elapsed = float(entries[0].get("elapsed", 0) or 0)
+def _metrics(d: Any, where: str, old: bool | None, path: str) -> tuple[tuple, list[str]]:
+    """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from one
+    direction block, in the schema's units, and the notes on values set to NaN (module docstring)."""
+    notes: list[str] = []
+    if old is None:  # no version: the blocks say which units
+        old = d.clat_ns is None and d.lat_ns is None and d.slat_ns is None and not (
+            d.clat is None and d.lat is None and d.slat is None)
+    if old:
+        lat, clat, slat, suffix, f = d.lat, d.clat, d.slat, "", 1000.0
     else:
-        elapsed = max((float(e.get("elapsed", 0) or 0) for e in entries), default=0.0)
-    return datetime.fromtimestamp(float(ts) - elapsed, tz=_UTC)
+        lat, clat, slat, suffix, f = d.lat_ns, d.clat_ns, d.slat_ns, "_ns", 1.0
+    if d.bw_bytes is not None:
+        bw = d.bw_bytes
+    elif d.bw is not None:
+        bw = d.bw * 1024.0
+        notes.append(f"{where}.bw_bytes: not printed by this fio; bw_bytes_per_s = bw (KiB/s) x 1024")
+    else:
+        raise IngestError(f"{where}: neither bw_bytes nor bw (fio always prints one of them)", path=path)
+    io = d.io_bytes
+    if old and d.io_kbytes is None:  # fio 2.x: "io_bytes" holds KiB
+        io *= 1024
+        if io > MAX_VALUE:
+            raise IngestError(f"{where}.io_bytes = {d.io_bytes} KiB: more than 2**63-1 bytes", path=path)
+    total = d.total_ios
+    if total is None:
+        if not old:
+            raise IngestError(f"{where}.total_ios: missing (fio 3 always prints it)", path=path)
+        total = -1  # fio 2.1 does not count I/Os
+    if lat is not None and clat is not None and slat is not None and clat.percentile is not None:
+        if f == 1.0:
+            sec = (*_LAT4(lat), clat.mean, clat.stddev, slat.mean, *_PCT_VALUES(clat.percentile))
+        else:
+            sec = (*(v * f for v in _LAT4(lat)), clat.mean * f, clat.stddev * f, slat.mean * f,
+                   *(v * f for v in _PCT_VALUES(clat.percentile)))
+    else:
+        nan4 = (_NAN,) * 4
+        pct = clat.percentile if clat is not None else None
+        sec = (*((v * f for v in _LAT4(lat)) if lat is not None else nan4),
+               *((clat.mean * f, clat.stddev * f) if clat is not None else (_NAN, _NAN)),
+               slat.mean * f if slat is not None else _NAN,
+               *((v * f for v in _PCT_VALUES(pct)) if pct is not None else (_NAN,) * len(_PCT_STR)))
+        for name, block in (("lat", lat), ("clat", clat), ("slat", slat)):
+            if block is None:
+                notes.append(f"{where}.{name}{suffix}: missing (its columns are NaN)")
+        if clat is not None and pct is None:
+            did = clat.N if clat.N is not None else max(total, 0) + d.io_bytes
+            if did:  # fio leaves the percentiles out when the direction completed no I/O
+                notes.append(f"{where}.clat{suffix}.percentile: missing (clat_p*_ns are NaN)")
+    for v in sec:  # the usual case: every value in range
+        if not 0.0 <= v <= _MAXF:
+            break
+    else:
+        return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
+    out = list(sec)
+    blocks = {"lat": lat, "clat": clat, "slat": slat}
+    missing_pct = []
+    for i, v in enumerate(sec):
+        if 0.0 <= v <= _MAXF:
+            continue
+        out[i] = _NAN
+        name, key = _SECONDARY[i]
+        if blocks[name] is None or (key.startswith("percentile") and blocks[name].percentile is None):
+            continue  # noted above
+        if v != v:
+            if key.startswith("percentile."):
+                missing_pct.append(key.split(".", 1)[1])
+            else:
+                notes.append(f"{where}.{name}{suffix}.{key}: missing (NaN)")
+        else:
+            raw = v / f
+            notes.append(f"{where}.{name}{suffix}.{key} = {raw!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+    if missing_pct:
+        notes.append(f"{where}.clat{suffix}.percentile: no {', '.join(missing_pct)} (NaN)")
+    return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
+
+
+def _cpu(value: float, where: str, notes: list[str]) -> float:
+    if 0.0 <= value <= _MAXF:
+        return value
+    if value != value:
+        notes.append(f"{where}: missing (NaN)")
+    else:
+        notes.append(f"{where} = {value!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+    return _NAN
+
+
+#: started_at must fit pandas' datetime64[ns]: 1677-09-22 .. 2262-04-11.
+_TS_MIN, _TS_MAX = -9_223_372_036.0, 9_223_372_036.0
+
+
+def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
+    """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
+    ms = doc.timestamp_ms
+    ts = ms / 1000.0 if ms == ms else doc.timestamp
+    if ts != ts:
+        return None  # fio 2.1 and client output print no time stamp
+    elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
+    longest = max(elapsed, default=0.0)
+    start = ts - longest
+    if not (0.0 <= ts and 0.0 <= longest and _TS_MIN < start < _TS_MAX):
+        notes.append(f"timestamp {ts!r} s - elapsed {longest!r} s is not a time (started_at NaT)")
+        return None
+    return datetime.fromtimestamp(start, tz=_UTC)
 
 
 def _iso_utc(value: Any, path: str) -> datetime | None:
     if value in (None, ""):
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    try:
-        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise IngestError(f"provenance started_at must be an ISO 8601 time, got {value!r}", path=path) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        dt = value
+    else:
+        try:
+            dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise IngestError(f"provenance started_at must be an ISO 8601 time, got {value!r}", path=path) from None
+    dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    if not _TS_MIN < dt.timestamp() < _TS_MAX:
+        raise IngestError(f"provenance started_at {value!r} is outside 1677..2262 (what the tables can hold)",
+                          path=path)
+    return dt
 
 
-def _factor_fields(common: dict, bs: tuple, rnd: tuple) -> tuple[str, tuple[tuple, tuple, tuple]]:
-    """(``rw``, the factor fields ``rw`` ... ``target`` of a row for read, write and trim)."""
+def _factor_fields(common: dict, bs: tuple, rnd: tuple, notes: tuple) -> tuple[str, tuple, tuple[str, ...]]:
+    """(``rw``, the factor fields ``rw`` ... ``target`` of a row for read, write and trim, notes)."""
     out = []
     for i in range(3):
         out.append((common["rw"], int(bs[i]), common["rwmixread_pct"],
                     float(rnd[i]) if rnd[i] is not None else _NAN, common["iodepth"], common["numjobs"],
                     common["ioengine"], common["direct"], common["target"]))
-    return common["rw"], tuple(out)
+    return common["rw"], tuple(out), notes
 
 
-_UNKNOWN_FIELDS = _factor_fields(_UNKNOWN, (-1, -1, -1), (_NAN,) * 3)
-_FIELDS_CACHE: dict[tuple, tuple[str, tuple]] = {}
+_UNKNOWN_FIELDS = _factor_fields(_UNKNOWN, (-1, -1, -1), (_NAN,) * 3, ())
+_FIELDS_CACHE: dict[tuple, tuple[str, tuple, tuple]] = {}
 
 
-def _job_factor_fields(gopts: dict, gkey: tuple | None, jopts: dict) -> tuple[str, tuple]:
+def _job_factor_fields(gopts: dict, gkey: tuple | None, jopts: dict) -> tuple[str, tuple, tuple[str, ...]]:
     """:func:`_factor_fields` of the merged options, memoised on the option values (a study repeats
     a few option sets many times; the key needs no merge and no sort)."""
     try:
@@ -618,12 +950,71 @@ def _job_factor_fields(gopts: dict, gkey: tuple | None, jopts: dict) -> tuple[st
     return hit
 
 
+def check_point(point: Any, path: str) -> Any:
+    """A runner ``point.json`` (its identity and study factors), type-checked.
+
+    Parameters
+    ----------
+    point : mapping, checked struct or None
+        ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
+        -1..2**63-1), ``factors`` and ``options`` (objects of strings, numbers, booleans, null, or
+        arrays of them). Other keys are ignored.
+    path : str
+        File named in errors.
+
+    Returns
+    -------
+    msgspec.Struct
+        With those attributes (defaults ``""``, ``""``, 0, -1, {}, {}).
+
+    Raises
+    ------
+    IngestError
+        Not an object, or a value of the wrong type or out of range (the message names the key,
+        the value and what is allowed).
+    """
+    if point is None:
+        return _NO_POINT
+    if isinstance(point, _Point):
+        return point
+    if not isinstance(point, Mapping):
+        raise IngestError(f"point.json must be a JSON object, got {type(point).__name__}", path=path)
+    try:
+        return msgspec.convert(dict(point), _Point)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, dict(point), path, "point.json") from None
+
+
+def check_provenance(prov: Any, path: str) -> Any:
+    """A runner ``provenance.json``, type-checked: ``fio_version``, ``kernel``, ``hostname`` and
+    ``started_at`` (ISO 8601) are strings or null; other keys are ignored.
+
+    Raises
+    ------
+    IngestError
+        Not an object, or one of those keys is not a string or null.
+    """
+    if prov is None:
+        return _NO_PROV
+    if isinstance(prov, _Prov):
+        return prov
+    if not isinstance(prov, Mapping):
+        raise IngestError(f"provenance.json must be a JSON object, got {type(prov).__name__}", path=path)
+    data = dict(prov)
+    if isinstance(data.get("started_at"), datetime):
+        data["started_at"] = data["started_at"].isoformat()
+    try:
+        return msgspec.convert(data, _Prov)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, data, path, "provenance.json") from None
+
+
 def _emit_rows(
     sink: _RowSink,
     data: bytes,
     path: str,
-    identity: Mapping[str, Any] | None = None,
-    provenance: Mapping[str, Any] | None = None,
+    identity: Any = None,
+    provenance: Any = None,
 ) -> None:
     """Parse one fio output and append its rows to ``sink`` (see :func:`parse_fio_output`).
 
@@ -633,45 +1024,49 @@ def _emit_rows(
     doc = None
     if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
         try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    if type(doc) is dict and (doc.get("jobs") or (doc.get("client_stats") and "jobs" not in doc)):
+            doc = _decode(data, path)
+        except msgspec.DecodeError:
+            doc = None
+    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is None)):
         partial = False
     else:
         fd = read_fio_json(data, path)
         doc, partial = fd.doc, fd.partial
-    ident = identity or {}
-    prov = provenance or {}
-    run_id = str(ident.get("run_id") or file_run_id(data))
-    factors = ident.get("factors") or {}
+    point = check_point(identity, path)
+    prov = check_provenance(provenance, path)
+    run_id = point.run_id or file_run_id(data)
+    factors = point.factors
     extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else {}
     gopts = _global_options(doc)
-    if ident.get("options"):  # a runner run: point.json's options are what every host ran (see module doc)
-        gopts = {**gopts, **{k: v for k, v in ident["options"].items() if v is not None}}
+    if point.options:  # a runner run: point.json's options are what every host ran (see module doc)
+        gopts = {**gopts, **{k: v for k, v in point.options.items() if v is not None}}
     try:
         gkey = tuple(gopts.items())
+        hash(gkey)
     except TypeError:
         gkey = None
-    has_gopts = "global options" in doc
-    client_mode = "client_stats" in doc and "jobs" not in doc
-    entries = doc.get("client_stats") if client_mode else doc.get("jobs")
-    started = _iso_utc(prov.get("started_at"), path) or _started_at(doc, entries)
-    head = (str(ident.get("study", "")), run_id, int(ident.get("repetition", 0)), int(ident.get("run_order", -1)))
-    fio_version = str(doc.get("fio version") or prov.get("fio_version", ""))
-    kernel = str(prov.get("kernel", ""))
-    source = str(path)
-    local_hostname = str(prov.get("hostname", ""))
+    has_gopts = doc.global_options is not None
+    client_mode = doc.client_stats is not None and doc.jobs is None
+    entries = doc.client_stats if client_mode else doc.jobs
+    where = "client_stats" if client_mode else "jobs"
+    doc_notes: list[str] = []
+    started = _iso_utc(prov.started_at, path) if prov.started_at else _started_at(doc, entries, doc_notes)
+    head = (point.study, run_id, point.repetition, point.run_order)
+    fio_version = doc.fio_version or prov.fio_version or ""
+    old = _old_units(fio_version)
+    kernel = prov.kernel or ""
+    source = _display_path(path)
+    local_hostname = prov.hostname or ""
     seen: dict[tuple[str, str], int] = {}
     runs: list[tuple] = []
     all_clients: list[tuple] = []
     blocks: list[tuple] = []
     bin_dicts: list[dict] = []
-    for entry in entries:
-        name = str(entry.get("jobname", ""))
+    for idx, entry in enumerate(entries):
+        name = entry.jobname
         if client_mode:
-            host = host_label(entry.get("hostname", ""), entry.get("port", ""))  # sock:/path for sockets
-            hostname = str(entry.get("hostname", ""))
+            host = host_label(entry.hostname, entry.port)  # sock:/path for sockets
+            hostname = entry.hostname or ""
         else:
             host = "local"
             hostname = local_hostname
@@ -681,38 +1076,43 @@ def _emit_rows(
         key = (host, name)
         job_index = seen.get(key, 0)
         seen[key] = job_index + 1
-        if has_gopts or "job options" in entry:
-            jopts = entry.get("job options")
-            rw, fields = _job_factor_fields(gopts, gkey, jopts if isinstance(jopts, dict) else {})
+        if has_gopts or entry.job_options is not None:
+            rw, fields, fnotes = _job_factor_fields(gopts, gkey, entry.job_options or {})
         else:  # fio < 2.2 prints no options: the factors are unknown, not fio's defaults
-            rw, fields = _UNKNOWN_FIELDS
-        if "mixed" in entry and not ("read" in entry or "write" in entry or "trim" in entry):
+            rw, fields, fnotes = _UNKNOWN_FIELDS
+        read, write, trim = entry.read, entry.write, entry.trim
+        if entry.mixed is not None and read is None and write is None and trim is None:
             # unified_rw_reporting=1: fio reports one "mixed" block (with =both, "mixed" is the sum of
             # the read/write/trim blocks also printed, and is skipped so nothing counts twice)
-            todo = ((0, "mixed"),)
+            todo = ((0, "mixed", entry.mixed),)
         else:
-            todo = []
-            for i, dn in enumerate(DIRECTIONS):  # _did_io, inlined
-                d = entry.get(dn)
-                if d and ((d.get("total_ios", 0) or 0) > 0 or (d.get("io_bytes", 0) or 0) > 0):
-                    todo.append((i, dn))
+            todo = [(i, dn, d) for i, dn, d in ((0, "read", read), (1, "write", write), (2, "trim", trim))
+                    if d is not None and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
             if not todo:
+                if read is None and write is None and trim is None:
+                    raise IngestError(f"{where}[{idx}] ({name!r}): no read, write, trim or mixed block (fio prints "
+                                      "them for every job)", path=path)
                 main = _main_direction(rw)
-                todo = ((DIRECTIONS.index(main), main),)
-        tail = (float(entry.get("usr_cpu", _NAN)), float(entry.get("sys_cpu", _NAN)),
-                int(entry.get("error", 0) or 0), partial, fio_version, started, hostname, kernel, source)
-        for i, dname in todo:
-            d = entry.get(dname) or {}
-            try:  # _direction_metrics, inlined
-                metrics = _fio3_metrics(d)
-            except (KeyError, TypeError):
-                metrics = _any_metrics(d)
-            row = (*head, host, name, job_index, dname, "fio", *fields[i], *metrics, *tail)
+                d = getattr(entry, main)
+                if d is None:
+                    raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})",
+                                      path=path)
+                todo = ((DIRECTIONS.index(main), main, d),)
+        jnotes = list(doc_notes)
+        jnotes.extend(fnotes)
+        usr = _cpu(entry.usr_cpu, f"{where}[{idx}].usr_cpu", jnotes)
+        sys_ = _cpu(entry.sys_cpu, f"{where}[{idx}].sys_cpu", jnotes)
+        tail = (usr, sys_, entry.error, partial, fio_version, started, hostname, kernel, source)
+        for i, dname, d in todo:
+            metrics, mnotes = _metrics(d, f"{where}[{idx}].{dname}", old, path)
+            note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""
+            row = (*head, host, name, job_index, dname, "fio", *fields[i], *metrics, *tail, note)
             if is_all:
                 all_clients.append(row)
                 continue
             runs.append(row)
-            bins = (d.get("clat_ns") or {}).get("bins")
+            clat = d.clat_ns
+            bins = clat.bins if clat is not None else None
             if bins:
                 blocks.append((run_id, host, name, job_index, dname, len(bins)))
                 bin_dicts.append(bins)
@@ -721,9 +1121,7 @@ def _emit_rows(
     sink.all_clients.extend(all_clients)
     sink.all_extra.extend([extra] * len(all_clients))
     sink.hist_blocks.extend(blocks)
-    for bins in bin_dicts:
-        sink.hist_bins.extend(bins)  # keys: decimal strings, parsed in bulk by histogram_frame
-        sink.hist_counts.extend(bins.values())
+    sink.hist_dicts.extend(bin_dicts)
 
 
 def parse_fio_output(
@@ -745,9 +1143,11 @@ def parse_fio_output(
         The runner's ``point.json``: ``study``, ``run_id``, ``repetition``, ``run_order`` and
         ``factors`` (study factors, added as extra columns). Without it: ``run_id`` is
         :func:`file_run_id` of the bytes, ``study=""``, ``repetition=0``, ``run_order=-1``.
+        Checked by :func:`check_point`.
     provenance : mapping, optional
         The runner's ``provenance.json``: ``fio_version``, ``kernel``, ``hostname``, ``started_at`` (ISO UTC).
         Without it ``started_at`` is fio's ``timestamp`` minus the longest job ``elapsed`` (s).
+        Checked by :func:`check_provenance`.
 
     Returns
     -------
@@ -758,12 +1158,15 @@ def parse_fio_output(
         ``all_clients``: fio's ``"All clients"`` entries. With ``unified_rw_reporting=1`` the one row
         per entry has ``direction="mixed"`` (fio's ``mixed`` block). ``histograms``: json+ ``clat_ns.bins``
         of the emitted directions, one row per non-empty bin (``bin_ns`` in ns). Study factors
-        whose name is a ``runs`` column are dropped (fio's own output wins).
+        whose name is a ``runs`` column are dropped (fio's own output wins). ``note`` says which
+        values were missing or impossible and stored as NaN (module docstring); ``""`` otherwise.
 
     Raises
     ------
     IngestError
-        See :func:`read_fio_json`.
+        See :func:`read_fio_json`; also a missing or impossible core metric, a job entry without
+        direction blocks, a bad json+ bin, and a bad ``identity``/``provenance``. The message names
+        the JSON path, the value and what is allowed.
 
     Notes
     -----
@@ -772,7 +1175,8 @@ def parse_fio_output(
     """
     sink = _RowSink()
     _emit_rows(sink, data, path, identity, provenance)
-    out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=sink.hist_bins, hist_counts=sink.hist_counts)
+    out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=[b for d in sink.hist_dicts for b in d],
+                  hist_counts=[c for d in sink.hist_dicts for c in d.values()])
     out.runs = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x} for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
     out.all_clients = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x}
                        for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
