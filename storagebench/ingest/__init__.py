@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import orjson
 import pandas as pd
 
 from .. import schema
@@ -270,16 +269,13 @@ def _walk(top: str) -> Iterator[tuple[str, list[str], list[str], list[IngestErro
         stack.extend(os.path.join(d, s) for s in reversed(dirs))
 
 
-def _read_meta(path: str, files: list[str] | None, max_bytes: int) -> Any:
-    """The parsed JSON of ``point.json``/``provenance.json`` (None when not in ``files``)."""
+def _read_meta(path: str, files: list[str] | None, max_bytes: int) -> bytes | None:
+    """The bytes of ``point.json``/``provenance.json`` (None when not in ``files``), for
+    :func:`~storagebench.ingest.fio.check_point` / ``check_provenance`` to decode typed."""
     name = os.path.basename(path)
     if files is not None and name not in files:
         return None
-    data = _read_file(path, max_bytes)
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise IngestError(f"invalid JSON: {exc}", path=path) from None
+    return _read_file(path, max_bytes)
 
 
 def _run_dir_items(d: str, files: list[str], max_bytes: int) -> Iterator[_Item | IngestError]:
@@ -434,13 +430,13 @@ class _Collector(_RowSink):
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
-        return {
+        hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
+        return {  # histograms first: its bins check may add notes to runs rows
             "runs": schema.validate(runs_frame(self.runs, self.runs_extra, "runs"), "runs")
             if self.runs else empty_frame("runs"),
             "all_clients": schema.validate(runs_frame(self.all_clients, self.all_extra, "all_clients"), "all_clients")
             if self.all_clients else empty_frame("all_clients"),
-            "histograms": schema.validate(self.histograms(), "histograms")
-            if self.hist_blocks else empty_frame("histograms"),
+            "histograms": hist,
             "timeseries": schema.validate(pd.concat(ts, ignore_index=True), "timeseries")
             if ts else empty_frame("timeseries"),
         }
@@ -478,6 +474,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     sink.runs_extra.extend([extra] * len(runs))
     sink.hist_blocks.extend(blocks)
     sink.hist_dicts.extend(dicts)
+    sink.hist_checks.extend([None] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries):
         sink.ts.append(rows.timeseries)
 

@@ -112,46 +112,55 @@ _MAXF = float(MAX_VALUE)
 # ---- the typed fio document (msgspec) ---------------------------------------------------------------
 
 _Count = Annotated[int, Meta(ge=0, le=MAX_VALUE)]
-_Amount = Annotated[float, Meta(ge=0, le=MAX_VALUE)]
+#: a float fio prints (``iops``): finite, >= 0 and below 2**63 (2**63 itself rounds to float(2**63-1))
+_Amount = Annotated[float, Meta(ge=0, lt=2.0**63)]
 _OptValue = Union[str, int, float]
 _Options = dict[str, _OptValue]
+_Unset = msgspec.UnsetType
+_U = msgspec.UNSET  # a field fio did not print (null is a wrong type: fio never prints null)
 
-#: The ten clat percentiles kept in ``runs`` (fio's keys ``"1.000000"`` ...), missing ones NaN.
+#: The ten clat percentiles kept in ``runs`` (fio's keys ``"1.000000"`` ..., integers in ns or µs),
+#: missing ones NaN.
 _Pct = msgspec.defstruct(
-    "_Pct", [(f"p{i}", float, msgspec.field(name=key, default=_NAN)) for i, (key, _) in enumerate(_PCT_KEYS)],
+    "_Pct", [(f"p{i}", int, msgspec.field(name=key, default=_NAN)) for i, (key, _) in enumerate(_PCT_KEYS)],
     gc=False,
 )
 _PCT_VALUES = operator.attrgetter(*(f"p{i}" for i in range(len(_PCT_KEYS))))
 
 
 class _Lat(Struct, gc=False):
-    """``lat_ns``/``clat_ns``/``slat_ns`` (fio 3, ns) or ``lat``/``clat``/``slat`` (fio 2, µs)."""
+    """``lat_ns``/``clat_ns``/``slat_ns`` (fio 3, ns) or ``lat``/``clat``/``slat`` (fio 2, µs).
 
-    min: float = _NAN
-    max: float = _NAN
+    As fio prints them (``stat.c``: ``json_object_add_value_int``/``_float``): ``min``, ``max``,
+    ``N``, the percentiles and the bins are integers, ``mean`` and ``stddev`` numbers. A missing
+    value is NaN here and gets a note.
+    """
+
+    min: int = _NAN  # type: ignore[assignment]
+    max: int = _NAN  # type: ignore[assignment]
     mean: float = _NAN
     stddev: float = _NAN
-    N: Union[_Count, None] = None
-    percentile: Union[_Pct, None] = None  # type: ignore[valid-type]
-    bins: Union[dict[_Count, _Count], None] = None
+    N: Union[_Count, _Unset] = _U
+    percentile: Union[_Pct, _Unset] = _U  # type: ignore[valid-type]
+    bins: Union[dict[_Count, _Count], _Unset] = _U
 
 
 class _Dir(Struct, gc=False):
     """One direction block of a job entry (``read``, ``write``, ``trim`` or ``mixed``)."""
 
     iops: _Amount
-    runtime: _Amount
+    runtime: _Count
     io_bytes: _Count
-    io_kbytes: Union[_Count, None] = None
-    bw_bytes: Union[_Amount, None] = None
-    bw: Union[_Amount, None] = None
-    total_ios: Union[_Count, None] = None
-    lat_ns: Union[_Lat, None] = None
-    clat_ns: Union[_Lat, None] = None
-    slat_ns: Union[_Lat, None] = None
-    lat: Union[_Lat, None] = None
-    clat: Union[_Lat, None] = None
-    slat: Union[_Lat, None] = None
+    io_kbytes: Union[_Count, _Unset] = _U
+    bw_bytes: Union[_Count, _Unset] = _U
+    bw: Union[_Count, _Unset] = _U
+    total_ios: Union[_Count, _Unset] = _U
+    lat_ns: Union[_Lat, _Unset] = _U
+    clat_ns: Union[_Lat, _Unset] = _U
+    slat_ns: Union[_Lat, _Unset] = _U
+    lat: Union[_Lat, _Unset] = _U
+    clat: Union[_Lat, _Unset] = _U
+    slat: Union[_Lat, _Unset] = _U
 
 
 class _Job(Struct, gc=False):
@@ -159,32 +168,40 @@ class _Job(Struct, gc=False):
 
     jobname: str
     error: _Count
-    elapsed: float = _NAN
-    job_options: Union[_Options, None] = msgspec.field(name="job options", default=None)
-    read: Union[_Dir, None] = None
-    write: Union[_Dir, None] = None
-    trim: Union[_Dir, None] = None
-    mixed: Union[_Dir, None] = None
+    elapsed: int = _NAN  # type: ignore[assignment]
+    job_options: Union[_Options, _Unset] = msgspec.field(name="job options", default=_U)
+    read: Union[_Dir, _Unset] = _U
+    write: Union[_Dir, _Unset] = _U
+    trim: Union[_Dir, _Unset] = _U
+    mixed: Union[_Dir, _Unset] = _U
     usr_cpu: float = _NAN
     sys_cpu: float = _NAN
-    hostname: Union[str, None] = None
-    port: Union[int, str, None] = None
+    hostname: Union[str, _Unset] = _U
+    port: Union[int, str, _Unset] = _U
 
 
 class _Doc(Struct, gc=False):
     """The parts of a fio JSON document that ingest reads (everything else is skipped unread)."""
 
     fio_version: str = msgspec.field(name="fio version", default="")
-    timestamp: float = _NAN
-    timestamp_ms: float = _NAN
-    global_options: Union[_Options, list[_Options], None] = msgspec.field(name="global options", default=None)
-    jobs: Union[list[_Job], None] = None
-    client_stats: Union[list[_Job], None] = None
+    timestamp: int = _NAN  # type: ignore[assignment]
+    timestamp_ms: int = _NAN  # type: ignore[assignment]
+    global_options: Union[_Options, list[_Options], _Unset] = msgspec.field(name="global options", default=_U)
+    jobs: Union[list[_Job], _Unset] = _U
+    client_stats: Union[list[_Job], _Unset] = _U
+
+
+class _Names(Struct, gc=False):
+    """Just the job names of a document (the other documents of a ``--status-interval`` file)."""
+
+    jobs: Union[list[dict[str, Any]], _Unset] = _U
+    client_stats: Union[list[dict[str, Any]], _Unset] = _U
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
 
-_Scalar = Union[str, int, float, bool, None]
+#: a study factor level or option value in point.json: an int must fit the int64 column it becomes
+_Scalar = Union[str, Annotated[int, Meta(ge=-(2**63), le=MAX_VALUE)], float, bool, None]
 _Factor = Union[_Scalar, list[_Scalar]]
 
 
@@ -399,6 +416,8 @@ def _walk(doc: Any, jpath: str) -> tuple[Any, bool]:
 
 
 def _fits(value: Any, kinds: str, bounded: bool) -> bool:
+    if not kinds:  # "Number out of range": the value JSON cannot hold as a float
+        return not (isinstance(value, float) and not math.isfinite(value))
     kind = _JSON_KIND.get(type(value), "?")
     allowed = {k.strip() for k in kinds.split("|")}
     if kind == "int" and "float" in allowed:
@@ -450,8 +469,9 @@ def _validation_error(exc: msgspec.ValidationError, source: Any, path: str, what
         return IngestError(f"{prefix}{_show(p1)}: {msg}", path=path)
     value, found = _walk(doc, p1)
     if p1 == "$" and em and not bounded:
-        return IngestError(f"{prefix}not fio output: the JSON is {_kind_words(em['got'] or '?')}, not an object",
-                           path=path)
+        if what:
+            return IngestError(f"{what} must be a JSON object, got {_kind_words(em['got'] or '?')}", path=path)
+        return IngestError(f"not fio output: the JSON is {_kind_words(em['got'] or '?')}, not an object", path=path)
     shown = f" = {_short(value)}" if found else ""
     problem = "wrong type" if em and em["got"] else "out of range"
     return IngestError(f"{prefix}{_show(p1)}{shown}: {problem}; allowed: {_allowed(msg)}", path=path)
@@ -470,6 +490,78 @@ def _decode(data: bytes, path: str) -> Any:
         raise _validation_error(exc, data, path) from None
     except UnicodeDecodeError as exc:
         raise _not_utf8(exc, path) from None
+    except RecursionError:
+        raise IngestError("JSON nested too deeply to be fio output", path=path) from None
+
+
+_BOM = b"\xef\xbb\xbf"
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _invalid_json(exc: msgspec.DecodeError, data: bytes, offset: int, path: str) -> IngestError:
+    """Invalid JSON: the line it is on, with its number, quoted (``"min" : NaN,``)."""
+    m = _BYTE.search(str(exc))
+    if m is None:
+        return IngestError(f"invalid JSON: {exc}", path=path)
+    at = offset + int(m[1])
+    line_no = data.count(b"\n", 0, at) + 1
+    start = data.rfind(b"\n", 0, at) + 1
+    end = data.find(b"\n", at)
+    line = data[start:end if end >= 0 else len(data)].decode("utf-8", "replace").strip()
+    reason = str(exc).split(" (byte")[0]
+    return IngestError(f"invalid JSON at line {line_no}, byte {at}: {_short(line)} ({reason}; JSON has no NaN, "
+                       "Infinity or numbers beyond 1e308)", path=path)
+
+
+def _cumulative_problem(prev: Any, doc: Any, k: int) -> str:
+    """Why ``doc`` cannot be a later ``--status-interval`` report of the same run as ``prev`` ("" if it can):
+    fio's reports are cumulative, so per job the I/O counts, runtimes, maximum latencies and json+ bin
+    counts never fall and minimum latencies never rise."""
+    where = "client_stats" if prev.jobs is _U else "jobs"
+    a = prev.jobs if prev.jobs is not _U else prev.client_stats
+    b = doc.jobs if doc.jobs is not _U else doc.client_stats
+    names_a = [(e.jobname, e.hostname) for e in a or ()]
+    names_b = [(e.jobname, e.hostname) for e in b or ()]
+    if names_a != names_b:
+        return (f"document {k} has the jobs {[n for n, _ in names_a][:4]}, the last one "
+                f"{[n for n, _ in names_b][:4]}")
+    for i, (ea, eb) in enumerate(zip(a, b, strict=True)):
+        for dn in ("read", "write", "trim", "mixed"):
+            da, db = getattr(ea, dn), getattr(eb, dn)
+            if da is _U or db is _U:
+                continue
+            at = f"{where}[{i}].{dn}"
+            for name in ("total_ios", "io_bytes", "runtime"):
+                x, y = getattr(da, name), getattr(db, name)
+                if x is not _U and y is not _U and y < x:
+                    return f"{at}.{name} falls from {x} (document {k}) to {y} (the last)"
+            for name in ("clat_ns", "lat_ns", "clat", "lat"):
+                la, lb = getattr(da, name), getattr(db, name)
+                if la is _U or lb is _U or not (la.N if la.N is not _U else da.io_bytes):
+                    continue
+                if lb.max < la.max or lb.min > la.min:
+                    return (f"{at}.{name} min/max go from {la.min}/{la.max} (document {k}) to {lb.min}/{lb.max} "
+                            "(the last)")
+                if la.bins is not _U and lb.bins is not _U:
+                    fell = next((key for key, c in la.bins.items() if lb.bins.get(key, 0) < c), None)
+                    if fell is not None:
+                        return f"{at}.{name}.bins[{fell}] falls from document {k} to the last"
+    return ""
+
+
+def _check_cumulative(data: bytes, docs: list[tuple[int, int]], doc: Any, path: str) -> None:
+    """Several documents in one file must be one run's ``--status-interval`` reports (not outputs of
+    several runs put in one file): same jobs, cumulative counts (:func:`_cumulative_problem`)."""
+    for k, (s, e) in enumerate(docs[:-1], start=1):
+        try:
+            prev = _DECODER.decode(data[s:e])
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            continue  # an earlier report that cannot be read is not used anyway
+        problem = _cumulative_problem(prev, doc, k)
+        if problem:
+            raise IngestError(f"{len(docs)} fio documents that are not one run's --status-interval reports "
+                              f"({problem}): outputs of several runs in one file? Ingest them as separate files",
+                              path=path)
 
 
 def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
@@ -493,6 +585,8 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
         complete one before it, invalid JSON, JSON that is not fio output, or a value of the wrong
         type or out of range (see the module docstring).
     """
+    if data[:3] == _BOM:  # fio writes none; an editor may have added it
+        data = data[3:]
     stripped = data.strip()
     if not stripped:
         raise IngestError("empty file: no fio output (fio killed before it wrote its JSON?)", path=path)
@@ -535,7 +629,7 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
                 doc = _decode(data[trailing_start:], path)
             except msgspec.DecodeError as exc:
                 if "truncated" not in str(exc):
-                    raise IngestError(f"invalid JSON: {exc} (counted from byte {trailing_start})", path=path) from None
+                    raise _invalid_json(exc, data, trailing_start, path) from None
             else:
                 return _checked(FioDocument(doc=doc, text=text), data[trailing_start:], path)
         raise IngestError(
@@ -544,10 +638,15 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
             path=path,
         )
     s, e = docs[-1]
+    last = data[s:e]
+    if len(docs) > 1 and all(data[a:b] == last for a, b in docs[:-1]):
+        docs = docs[-1:]  # the same document repeated (copies concatenated): it is one document
     try:
-        doc = _decode(data[s:e], path)
+        doc = _decode(last, path)
     except msgspec.DecodeError as exc:
-        raise IngestError(f"invalid JSON in bytes {s}..{e}: {exc}", path=path) from None
+        raise _invalid_json(exc, data, s, path) from None
+    if len(docs) > 1:
+        _check_cumulative(data, docs, doc, path)
     out = FioDocument(doc=doc, n_docs=len(docs), text=text)
     reasons = []
     sig = next((m.group(0) for m in map(_SIGNAL.search, text) if m), None)
@@ -569,7 +668,7 @@ def read_fio_json(data: bytes, path: str = "<bytes>") -> FioDocument:
 
 def _checked(fd: FioDocument, source: bytes, path: str) -> FioDocument:
     doc = fd.doc
-    if doc.jobs is None and doc.client_stats is None:
+    if doc.jobs is _U and doc.client_stats is _U:
         raw = _lenient_json(source)
         keys = sorted(raw)[:8] if isinstance(raw, dict) else "?"
         raise IngestError(f"not fio output: JSON without 'jobs' or 'client_stats' (has {keys})", path=path)
@@ -581,7 +680,7 @@ def _checked(fd: FioDocument, source: bytes, path: str) -> FioDocument:
 def _global_options(doc: Any) -> dict:
     """``global options``: a dict, or (some fio client/server outputs) a list of dicts, merged in order."""
     g = doc.global_options
-    if g is None:
+    if g is _U:
         return {}
     if isinstance(g, list):
         merged: dict = {}
@@ -615,7 +714,7 @@ def _unfinished(doc: Any) -> bool:
             runtime_ms = _fo.parse_time_us(opts["runtime"]) / 1000.0 if "runtime" in opts else None
         except (ValueError, TypeError):
             runtime_ms = None
-        blocks = [d for d in (job.read, job.write, job.trim) if d is not None]
+        blocks = [d for d in (job.read, job.write, job.trim, job.mixed) if d is not _U]
         ran_ms = max((d.runtime for d in blocks), default=0.0)
         if runtime_ms and ran_ms >= runtime_ms - 1:
             continue
@@ -678,7 +777,9 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
         if -1 in bs:
             notes.append(f"job options bs={_short(bs_text)}: not a size fio reads (bs_bytes -1)")
     is_random = rw.startswith("rand")
-    if is_random:
+    if not rw:
+        rnd = (_NAN, _NAN, _NAN)
+    elif is_random:
         rnd = _per_direction(opts.get("percentage_random"),
                              lambda s: float(v) if (v := _opt_int(s)) is not None and v <= 100 else _NAN, 100.0)
         if any(r != r for r in rnd):
@@ -776,12 +877,37 @@ class _RowSink:
         self.all_extra: list[dict] = []
         self.hist_blocks: list[tuple] = []
         self.hist_dicts: list[dict] = []  # json+ bins of each block: {bin (ns): count}, checked when decoded
+        #: per block: (fio's clat_ns.N or -1, index of its row in ``runs``, JSON path), or None
+        self.hist_checks: list[tuple | None] = []
+
+    def check_bins(self, counts) -> None:
+        """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
+        sum per batch: ``counts`` is the flat count array of :meth:`histograms`). fio's bins and N
+        count the same completions; they differ in an interim ``--status-interval`` report (a
+        completion landing between the two reads) or in an edited file."""
+        import numpy as np
+
+        if not self.hist_blocks:
+            return
+        n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+        starts = np.zeros(len(n_bins), dtype=np.int64)
+        np.cumsum(n_bins[:-1], out=starts[1:])
+        sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
+        expected = np.fromiter((c[0] if c is not None else -1 for c in self.hist_checks), dtype=np.int64,
+                               count=len(self.hist_checks))
+        for k in np.flatnonzero((expected >= 0) & (sums != expected)):
+            n, row, where = self.hist_checks[k]
+            note = f"{where}.bins add up to {int(sums[k])} completions, clat_ns.N is {n}"
+            old = self.runs[row]
+            self.runs[row] = (*old[:-1], f"{old[-1]}; {note}" if old[-1] else note)
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
         dicts = self.hist_dicts
-        return histogram_frame(self.hist_blocks, itertools.chain.from_iterable(dicts),
-                               itertools.chain.from_iterable(map(dict.values, dicts)))
+        frame = histogram_frame(self.hist_blocks, itertools.chain.from_iterable(dicts),
+                                itertools.chain.from_iterable(map(dict.values, dicts)))
+        self.check_bins(frame["count"].to_numpy())
+        return frame
 
 
 #: JSON names of the 17 secondary metrics of a row, for notes: (block, field) in row order.
@@ -799,35 +925,61 @@ def _old_units(version: str) -> bool | None:
     return None
 
 
-def _metrics(d: Any, where: str, old: bool | None, path: str) -> tuple[tuple, list[str]]:
+_VERSION = re.compile(r"fio-(\d+)\.(\d+)")
+
+
+def _prints_bw_bytes(version: str) -> bool:
+    """fio >= 3.4 always prints ``bw_bytes``; fio 2.x and 3.0-3.3 print only ``bw`` (KiB/s)."""
+    m = _VERSION.match(version)
+    return bool(m) and (int(m[1]), int(m[2])) >= (3, 4)
+
+
+#: a float must be below 2**63 (float(2**63 - 1) == 2**63, so ``<=`` would let 2**63 through)
+_LIMIT = 2.0**63
+
+
+def _lat_problem(block: Any) -> str:
+    """Why a latency block's statistics contradict each other ("" when they do not): fio's mean
+    of the samples lies within [min, max] and their standard deviation is at most max - min."""
+    lo, hi, mean, sd = block.min, block.max, block.mean, block.stddev
+    if lo == lo and hi == hi and lo > hi:
+        return f"min {lo} > max {hi}"
+    if mean == mean and lo == lo and hi == hi and not lo <= mean <= hi:
+        return f"mean {mean!r} outside [min {lo}, max {hi}]"
+    if sd == sd and lo == lo and hi == hi and sd > hi - lo:
+        return f"stddev {sd!r} > max - min ({hi - lo})"
+    return ""
+
+
+def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> tuple[tuple, list[str]]:
     """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from one
     direction block, in the schema's units, and the notes on values set to NaN (module docstring)."""
     notes: list[str] = []
     if old is None:  # no version: the blocks say which units
-        old = d.clat_ns is None and d.lat_ns is None and d.slat_ns is None and not (
-            d.clat is None and d.lat is None and d.slat is None)
+        old = d.clat_ns is _U and d.lat_ns is _U and d.slat_ns is _U and not (
+            d.clat is _U and d.lat is _U and d.slat is _U)
     if old:
         lat, clat, slat, suffix, f = d.lat, d.clat, d.slat, "", 1000.0
     else:
         lat, clat, slat, suffix, f = d.lat_ns, d.clat_ns, d.slat_ns, "_ns", 1.0
-    if d.bw_bytes is not None:
-        bw = d.bw_bytes
-    elif d.bw is not None:
+    if d.bw_bytes is not _U:
+        bw = float(d.bw_bytes)
+    elif d.bw is not _U and not _prints_bw_bytes(version):
         bw = d.bw * 1024.0
         notes.append(f"{where}.bw_bytes: not printed by this fio; bw_bytes_per_s = bw (KiB/s) x 1024")
     else:
-        raise IngestError(f"{where}: neither bw_bytes nor bw (fio always prints one of them)", path=path)
+        raise IngestError(f"{where}.bw_bytes: missing ({version or 'fio'} always prints it)", path=path)
     io = d.io_bytes
-    if old and d.io_kbytes is None:  # fio 2.x: "io_bytes" holds KiB
+    if old and d.io_kbytes is _U:  # fio 2.x: "io_bytes" holds KiB
         io *= 1024
         if io > MAX_VALUE:
             raise IngestError(f"{where}.io_bytes = {d.io_bytes} KiB: more than 2**63-1 bytes", path=path)
     total = d.total_ios
-    if total is None:
+    if total is _U:
         if not old:
             raise IngestError(f"{where}.total_ios: missing (fio 3 always prints it)", path=path)
         total = -1  # fio 2.1 does not count I/Os
-    if lat is not None and clat is not None and slat is not None and clat.percentile is not None:
+    if lat is not _U and clat is not _U and slat is not _U and clat.percentile is not _U:
         if f == 1.0:
             sec = (*_LAT4(lat), clat.mean, clat.stddev, slat.mean, *_PCT_VALUES(clat.percentile))
         else:
@@ -835,32 +987,35 @@ def _metrics(d: Any, where: str, old: bool | None, path: str) -> tuple[tuple, li
                    *(v * f for v in _PCT_VALUES(clat.percentile)))
     else:
         nan4 = (_NAN,) * 4
-        pct = clat.percentile if clat is not None else None
-        sec = (*((v * f for v in _LAT4(lat)) if lat is not None else nan4),
-               *((clat.mean * f, clat.stddev * f) if clat is not None else (_NAN, _NAN)),
-               slat.mean * f if slat is not None else _NAN,
-               *((v * f for v in _PCT_VALUES(pct)) if pct is not None else (_NAN,) * len(_PCT_STR)))
+        pct = clat.percentile if clat is not _U else _U
+        sec = (*((v * f for v in _LAT4(lat)) if lat is not _U else nan4),
+               *((clat.mean * f, clat.stddev * f) if clat is not _U else (_NAN, _NAN)),
+               slat.mean * f if slat is not _U else _NAN,
+               *((v * f for v in _PCT_VALUES(pct)) if pct is not _U else (_NAN,) * len(_PCT_STR)))
         for name, block in (("lat", lat), ("clat", clat), ("slat", slat)):
-            if block is None:
+            if block is _U:
                 notes.append(f"{where}.{name}{suffix}: missing (its columns are NaN)")
-        if clat is not None and pct is None:
-            did = clat.N if clat.N is not None else max(total, 0) + d.io_bytes
+        if clat is not _U and pct is _U:
+            did = clat.N if clat.N is not _U else max(total, 0) + d.io_bytes
             if did:  # fio leaves the percentiles out when the direction completed no I/O
                 notes.append(f"{where}.clat{suffix}.percentile: missing (clat_p*_ns are NaN)")
-    for v in sec:  # the usual case: every value in range
-        if not 0.0 <= v <= _MAXF:
+    for v in sec:  # the usual case: every value in range ...
+        if not 0.0 <= v < _LIMIT:
             break
-    else:
-        return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
+    else:  # ... and the statistics consistent (every block is there: no value above is NaN)
+        if lat.min <= lat.mean <= lat.max and lat.stddev <= lat.max - lat.min \
+                and clat.min <= clat.mean <= clat.max and clat.stddev <= clat.max - clat.min \
+                and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min:
+            return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
     out = list(sec)
     blocks = {"lat": lat, "clat": clat, "slat": slat}
     missing_pct = []
     for i, v in enumerate(sec):
-        if 0.0 <= v <= _MAXF:
+        if 0.0 <= v < _LIMIT:
             continue
         out[i] = _NAN
         name, key = _SECONDARY[i]
-        if blocks[name] is None or (key.startswith("percentile") and blocks[name].percentile is None):
+        if blocks[name] is _U or (key.startswith("percentile") and blocks[name].percentile is _U):
             continue  # noted above
         if v != v:
             if key.startswith("percentile."):
@@ -872,11 +1027,18 @@ def _metrics(d: Any, where: str, old: bool | None, path: str) -> tuple[tuple, li
             notes.append(f"{where}.{name}{suffix}.{key} = {raw!r}: impossible (allowed 0 to 2**63-1); stored NaN")
     if missing_pct:
         notes.append(f"{where}.clat{suffix}.percentile: no {', '.join(missing_pct)} (NaN)")
+    for name, block in blocks.items():  # contradicting statistics: the block's mean/stddev/min/max are NaN
+        problem = _lat_problem(block) if block is not _U else ""
+        if problem:
+            for i, (n, key) in enumerate(_SECONDARY):
+                if n == name and not key.startswith("percentile"):
+                    out[i] = _NAN
+            notes.append(f"{where}.{name}{suffix}: {problem} (impossible; its mean, stddev, min, max stored NaN)")
     return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
 
 
 def _cpu(value: float, where: str, notes: list[str]) -> float:
-    if 0.0 <= value <= _MAXF:
+    if 0.0 <= value < _LIMIT:
         return value
     if value != value:
         notes.append(f"{where}: missing (NaN)")
@@ -887,19 +1049,25 @@ def _cpu(value: float, where: str, notes: list[str]) -> float:
 
 #: started_at must fit pandas' datetime64[ns]: 1677-09-22 .. 2262-04-11.
 _TS_MIN, _TS_MAX = -9_223_372_036.0, 9_223_372_036.0
+#: a fio JSON time stamp is after 2000-01-01 (fio's JSON output is from 2012 on) and fits datetime64[ns]
+_FIO_TS_MIN = 946_684_800.0
 
 
 def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
     """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
     ms = doc.timestamp_ms
-    ts = ms / 1000.0 if ms == ms else doc.timestamp
+    if ms == ms:
+        ts, name = ms / 1000.0, f"timestamp_ms = {ms}"
+    else:
+        ts, name = doc.timestamp, f"timestamp = {doc.timestamp}"
     if ts != ts:
         return None  # fio 2.1 and client output print no time stamp
     elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
-    longest = max(elapsed, default=0.0)
+    longest = max(elapsed, default=0)
     start = ts - longest
-    if not (0.0 <= ts and 0.0 <= longest and _TS_MIN < start < _TS_MAX):
-        notes.append(f"timestamp {ts!r} s - elapsed {longest!r} s is not a time (started_at NaT)")
+    if not (longest >= 0 and _FIO_TS_MIN <= start < _TS_MAX):
+        notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
+                     "started_at NaT")
         return None
     return datetime.fromtimestamp(start, tz=_UTC)
 
@@ -950,13 +1118,27 @@ def _job_factor_fields(gopts: dict, gkey: tuple | None, jopts: dict) -> tuple[st
     return hit
 
 
+def _decode_meta(data: bytes, kind: type, what: str, path: str) -> Any:
+    """point.json / provenance.json bytes, decoded typed (big integers stay integers and are refused)."""
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, data, path, what) from None
+    except msgspec.DecodeError as exc:
+        raise IngestError(f"{what}: invalid JSON: {exc}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc, path) from None
+    except RecursionError:
+        raise IngestError(f"{what}: JSON nested too deeply", path=path) from None
+
+
 def check_point(point: Any, path: str) -> Any:
     """A runner ``point.json`` (its identity and study factors), type-checked.
 
     Parameters
     ----------
-    point : mapping, checked struct or None
-        ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
+    point : bytes, mapping, checked struct or None
+        The file's bytes (decoded here) or its parsed JSON: ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
         -1..2**63-1), ``factors`` and ``options`` (objects of strings, numbers, booleans, null, or
         arrays of them). Other keys are ignored.
     path : str
@@ -977,6 +1159,8 @@ def check_point(point: Any, path: str) -> Any:
         return _NO_POINT
     if isinstance(point, _Point):
         return point
+    if isinstance(point, (bytes, bytearray)):
+        return _decode_meta(point, _Point, "point.json", path)
     if not isinstance(point, Mapping):
         raise IngestError(f"point.json must be a JSON object, got {type(point).__name__}", path=path)
     try:
@@ -992,21 +1176,28 @@ def check_provenance(prov: Any, path: str) -> Any:
     Raises
     ------
     IngestError
-        Not an object, or one of those keys is not a string or null.
+        Not an object, one of those keys is not a string or null, or ``started_at`` is not an ISO
+        8601 time from 1677 to 2262.
     """
     if prov is None:
         return _NO_PROV
     if isinstance(prov, _Prov):
         return prov
+    if isinstance(prov, (bytes, bytearray)):
+        out = _decode_meta(prov, _Prov, "provenance.json", path)
+        _iso_utc(out.started_at, path)
+        return out
     if not isinstance(prov, Mapping):
         raise IngestError(f"provenance.json must be a JSON object, got {type(prov).__name__}", path=path)
     data = dict(prov)
     if isinstance(data.get("started_at"), datetime):
         data["started_at"] = data["started_at"].isoformat()
     try:
-        return msgspec.convert(data, _Prov)
+        out = msgspec.convert(data, _Prov)
     except msgspec.ValidationError as exc:
         raise _validation_error(exc, data, path, "provenance.json") from None
+    _iso_utc(out.started_at, path)
+    return out
 
 
 def _emit_rows(
@@ -1027,7 +1218,7 @@ def _emit_rows(
             doc = _decode(data, path)
         except msgspec.DecodeError:
             doc = None
-    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is None)):
+    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
         partial = False
     else:
         fd = read_fio_json(data, path)
@@ -1045,8 +1236,8 @@ def _emit_rows(
         hash(gkey)
     except TypeError:
         gkey = None
-    has_gopts = doc.global_options is not None
-    client_mode = doc.client_stats is not None and doc.jobs is None
+    has_gopts = doc.global_options is not _U
+    client_mode = doc.client_stats is not _U and doc.jobs is _U
     entries = doc.client_stats if client_mode else doc.jobs
     where = "client_stats" if client_mode else "jobs"
     doc_notes: list[str] = []
@@ -1062,11 +1253,12 @@ def _emit_rows(
     all_clients: list[tuple] = []
     blocks: list[tuple] = []
     bin_dicts: list[dict] = []
+    checks: list[tuple] = []
     for idx, entry in enumerate(entries):
         name = entry.jobname
         if client_mode:
-            host = host_label(entry.hostname, entry.port)  # sock:/path for sockets
             hostname = entry.hostname or ""
+            host = host_label(hostname, entry.port if entry.port is not _U else "")  # sock:/path for sockets
         else:
             host = "local"
             hostname = local_hostname
@@ -1076,25 +1268,27 @@ def _emit_rows(
         key = (host, name)
         job_index = seen.get(key, 0)
         seen[key] = job_index + 1
-        if has_gopts or entry.job_options is not None:
+        if has_gopts or entry.job_options is not _U:
             rw, fields, fnotes = _job_factor_fields(gopts, gkey, entry.job_options or {})
         else:  # fio < 2.2 prints no options: the factors are unknown, not fio's defaults
             rw, fields, fnotes = _UNKNOWN_FIELDS
         read, write, trim = entry.read, entry.write, entry.trim
-        if entry.mixed is not None and read is None and write is None and trim is None:
+        if entry.mixed is not _U and read is _U and write is _U and trim is _U:
             # unified_rw_reporting=1: fio reports one "mixed" block (with =both, "mixed" is the sum of
             # the read/write/trim blocks also printed, and is skipped so nothing counts twice)
             todo = ((0, "mixed", entry.mixed),)
         else:
+            if read is _U or write is _U or (trim is _U and old is False):
+                gone = [dn for dn, d in (("read", read), ("write", write), ("trim", trim))
+                        if d is _U and (dn != "trim" or old is False)]
+                raise IngestError(f"{where}[{idx}] ({name!r}): no {' or '.join(gone)} block (fio prints read, "
+                                  f"write{' and trim' if old is False else ''} for every job)", path=path)
             todo = [(i, dn, d) for i, dn, d in ((0, "read", read), (1, "write", write), (2, "trim", trim))
-                    if d is not None and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
+                    if d is not _U and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
             if not todo:
-                if read is None and write is None and trim is None:
-                    raise IngestError(f"{where}[{idx}] ({name!r}): no read, write, trim or mixed block (fio prints "
-                                      "them for every job)", path=path)
                 main = _main_direction(rw)
                 d = getattr(entry, main)
-                if d is None:
+                if d is _U:
                     raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})",
                                       path=path)
                 todo = ((DIRECTIONS.index(main), main, d),)
@@ -1104,7 +1298,7 @@ def _emit_rows(
         sys_ = _cpu(entry.sys_cpu, f"{where}[{idx}].sys_cpu", jnotes)
         tail = (usr, sys_, entry.error, partial, fio_version, started, hostname, kernel, source)
         for i, dname, d in todo:
-            metrics, mnotes = _metrics(d, f"{where}[{idx}].{dname}", old, path)
+            metrics, mnotes = _metrics(d, f"{where}[{idx}].{dname}", old, fio_version, path)
             note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""
             row = (*head, host, name, job_index, dname, "fio", *fields[i], *metrics, *tail, note)
             if is_all:
@@ -1112,16 +1306,22 @@ def _emit_rows(
                 continue
             runs.append(row)
             clat = d.clat_ns
-            bins = clat.bins if clat is not None else None
+            bins = clat.bins if clat is not _U else None
             if bins:
                 blocks.append((run_id, host, name, job_index, dname, len(bins)))
                 bin_dicts.append(bins)
+                checks.append((-1 if clat.N is _U else clat.N, len(runs) - 1, f"{where}[{idx}].{dname}.clat_ns"))
     sink.runs.extend(runs)
     sink.runs_extra.extend([extra] * len(runs))
     sink.all_clients.extend(all_clients)
     sink.all_extra.extend([extra] * len(all_clients))
     sink.hist_blocks.extend(blocks)
     sink.hist_dicts.extend(bin_dicts)
+    if checks:
+        base = len(sink.runs) - len(runs)
+        sink.hist_checks.extend([(n, base + i, w) for n, i, w in checks])
+    else:
+        sink.hist_checks.extend([None] * len(blocks))
 
 
 def parse_fio_output(
@@ -1173,10 +1373,14 @@ def parse_fio_output(
     :func:`storagebench.ingest.ingest_paths` does not go through the row dicts: it appends row tuples
     of many files to one sink and builds each table once (:func:`runs_frame`, :func:`histogram_frame`).
     """
+    import numpy as np
+
     sink = _RowSink()
     _emit_rows(sink, data, path, identity, provenance)
+    counts = [c for d in sink.hist_dicts for c in d.values()]
+    sink.check_bins(np.array(counts, dtype=np.int64))
     out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=[b for d in sink.hist_dicts for b in d],
-                  hist_counts=[c for d in sink.hist_dicts for c in d.values()])
+                  hist_counts=counts)
     out.runs = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x} for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
     out.all_clients = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x}
                        for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
