@@ -472,3 +472,74 @@ def _block(doc: dict, row: dict) -> dict:
     same = [e for e in entries if e["jobname"] == row["job"]
             and (row["host"] in ("local", "All clients") or f"{e['hostname']}:{e['port']}" == row["host"])]
     return same[row["job_index"]][row["direction"]]
+
+
+# ---- one bad file never loses the others; tables are replaced only when complete ----------------------
+
+
+def _study_with_factors(root: Path, fio_dir: Path, factors: list[dict]) -> Path:
+    for i, f in enumerate(factors):
+        d = root / "raw" / f"run{i}"
+        d.mkdir(parents=True)
+        shutil.copy(fio_dir / "single_jsonplus.json", d / "output.json")
+        (d / "point.json").write_text(json.dumps({"study": "s", "run_id": f"run{i}", "factors": f}))
+    return root
+
+
+def test_a_failing_later_batch_leaves_the_previous_tables_untouched(fio_dir, tmp_path, monkeypatch):
+    from storagebench.errors import SchemaError
+    from storagebench.ingest import _Collector
+
+    out = tmp_path / "tidy"
+    first = ingest_to_parquet([fio_dir], out, batch_files=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"runs.parquet", "histograms.parquet", "all_clients.parquet", "timeseries.parquet"}
+    # a later batch brings a factor column the first did not have: refused, after batch 1 was written
+    study = _study_with_factors(tmp_path / "s", fio_dir, [{"x": 1}, {"x": 2, "y": 3}])
+    with pytest.raises(SchemaError, match=r"columns \['y'\] appear after the first batch"):
+        ingest_to_parquet([study], out, batch_files=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporary directory left either
+    # killed (KeyboardInterrupt) while the second batch is turned into tables
+    calls = {"n": 0}
+    frames = _Collector.frames
+
+    def interrupted(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return frames(self)
+
+    monkeypatch.setattr(_Collector, "frames", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_to_parquet([fio_dir / "single.json", fio_dir / "two_jobs.json"], out, batch_files=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    # a complete ingest replaces them all, and removes a table the new ingest does not have
+    again = ingest_to_parquet([fio_dir / "single.json"], out, batch_files=1)
+    assert again.ok and sorted(p.name for p in out.iterdir()) == ["histograms.parquet", "runs.parquet"]
+    assert len(pd.read_parquet(out / "runs.parquet")) == 1 and first.rows["runs"] > 1
+
+
+def test_an_unexpected_exception_in_one_file_loses_only_that_file(fio_dir, tmp_path, monkeypatch):
+    """The per-file safety net: whatever goes wrong in one file (here a bug injected into the fio
+    parser for one file) is reported for that file; the batch keeps every other file's rows."""
+    import storagebench.ingest as ing
+
+    for name in ("single.json", "two_jobs.json", "randrw_70_30.json"):
+        shutil.copy(fio_dir / name, tmp_path / name)
+    shutil.copy(fio_dir / "single.json", tmp_path / "boom.json")
+    real = ing._emit_rows
+
+    def buggy(sink, data, path, *args):
+        if path.endswith("boom.json"):
+            sink.runs.append(("half a row",))  # a bug that leaves a row behind before it raises
+            raise RuntimeError("injected")
+        return real(sink, data, path, *args)
+
+    monkeypatch.setattr(ing, "_emit_rows", buggy)
+    res = ingest_paths([tmp_path])
+    assert len(res.runs) == 1 + 2 + 2 and res.files == 3
+    (err,) = res.errors
+    assert err.path.endswith("boom.json") and "internal error" in err.reason and "RuntimeError: injected" in err.reason
+    summary = ingest_to_parquet([tmp_path], tmp_path / "out", batch_files=2)
+    assert summary.rows["runs"] == 5 and [e.path for e in summary.errors] == [err.path]

@@ -428,6 +428,17 @@ class _Collector(_RowSink):
             self.factor_kinds.setdefault(name, (kind, path))
         self.files += 1
 
+    _LISTS = ("runs", "runs_extra", "all_clients", "all_extra", "hist_blocks", "hist_dicts", "hist_checks", "ts")
+
+    def mark(self) -> tuple[int, ...]:
+        """The length of every row list, before a file is added (see :meth:`rollback`)."""
+        return tuple(len(getattr(self, name)) for name in self._LISTS)
+
+    def rollback(self, mark: tuple[int, ...]) -> None:
+        """Drop whatever a failed file appended after :meth:`mark` (all or nothing, even for a bug)."""
+        for name, n in zip(self._LISTS, mark, strict=True):
+            del getattr(self, name)[n:]
+
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
         hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
@@ -503,19 +514,23 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
     Nothing a file holds can stop the others: an unexpected exception (a storagebench bug) is
     reported for its file as ``internal error``, not raised, and the file's rows are not kept.
     """
-    add = collector.add
+    add, mark = collector.add, collector.mark
     with _gc_paused():
         for item in items:
             if isinstance(item, IngestError):
                 errors.append(item)
                 continue
+            before = mark()
             try:
                 add(item)
             except IngestError as exc:
+                collector.rollback(before)
                 errors.append(exc)
             except OSError as exc:
+                collector.rollback(before)
                 errors.append(IngestError(f"cannot read: {exc.strerror or exc}", path=item.path))
             except Exception as exc:  # noqa: BLE001 - one file never loses the batch
+                collector.rollback(before)
                 errors.append(IngestError(f"internal error (a storagebench bug; please report it): "
                                           f"{type(exc).__name__}: {exc}", path=item.path))
 
