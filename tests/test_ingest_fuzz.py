@@ -73,6 +73,7 @@ _TOKENS = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity", "1e30
 VALUES = [
     ("string", lambda v: str(v)), ("true", True), ("false", False), ("null", None), ("array", []),
     ("object", {}), ("-1", -1), ("-0.5", -0.5), ("2**63", 2**63), ("2**64+5", 2**64 + 5), ("1e30", 10**30),
+    ("10**400", 10**400),
     ("1e308", 1e308), ("-1e308", -1e308), ("1.5", 1.5), ("token NaN", "@NaN"), ("token Infinity", "@Infinity"),
     ("token -Infinity", "@-Infinity"), ("token 1e309", "@1e309"), ("'NaN'", "NaN"), ("'inf'", "inf"),
     ("''", ""), ("'abc'", "abc"), ("nested", lambda v: [v]), ("wrapped", lambda v: {"value": v}),

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pandas as pd
 
 from .. import schema
@@ -402,9 +403,11 @@ class _Collector(_RowSink):
                                   path=path)
         return new
 
-    def add(self, item: _Item) -> None:
+    def add(self, item: _Item, data: bytes | None = None, file_id: str | None = None) -> None:
+        """Add one file's rows. ``data`` (its bytes) and ``file_id`` (:func:`file_run_id` of them) may
+        have been read already; a directory entry of unknown kind is sniffed here."""
         path = item.path
-        new_factors = self._check_factors(item.identity, path)
+        new_factors = self._check_factors(item.identity, path) if item.identity is not None else ()
         if item.kind == "other":
             data = _read_file(path, self.max_bytes, head=1 << 16)
             fmt = _loadgen_format(data)
@@ -412,15 +415,16 @@ class _Collector(_RowSink):
                 return  # not a result file: skipped, not an error
             data = _read_file(path, self.max_bytes)
         else:
-            data = _read_file(path, self.max_bytes)
+            if data is None:
+                data = _read_file(path, self.max_bytes)
             fmt = _loadgen_format(data) if item.kind == "fio" else None
         if fmt is not None:
             _add_loadgen(self, fmt, data, path, item.identity)
         elif item.kind == "fio":
-            _emit_rows(self, data, path, item.identity, item.provenance)
+            _emit_rows(self, data, path, item.identity, item.provenance, file_id)
         else:
             prov = item.provenance
-            run_id = item.run_id or file_run_id(data)
+            run_id = item.run_id or file_id or file_run_id(data)
             self.ts.append(parse_fio_log(path, run_id=run_id, host=item.host,
                                          fio_version=(prov.fio_version or "") if prov is not None else "",
                                          data=data))
@@ -428,16 +432,19 @@ class _Collector(_RowSink):
             self.factor_kinds.setdefault(name, (kind, path))
         self.files += 1
 
-    _LISTS = ("runs", "runs_extra", "all_clients", "all_extra", "hist_blocks", "hist_dicts", "hist_checks", "ts")
+    def mark(self) -> tuple[int, int, int, int]:
+        """The length of the row lists before a file is added (see :meth:`rollback`)."""
+        return len(self.runs), len(self.all_clients), len(self.hist_blocks), len(self.ts)
 
-    def mark(self) -> tuple[int, ...]:
-        """The length of every row list, before a file is added (see :meth:`rollback`)."""
-        return tuple(len(getattr(self, name)) for name in self._LISTS)
-
-    def rollback(self, mark: tuple[int, ...]) -> None:
-        """Drop whatever a failed file appended after :meth:`mark` (all or nothing, even for a bug)."""
-        for name, n in zip(self._LISTS, mark, strict=True):
-            del getattr(self, name)[n:]
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
+        """Drop whatever a failed file appended after :meth:`mark` (all or nothing, even for a bug):
+        each list goes back to the length of the list it runs beside."""
+        runs, all_clients, blocks, ts = mark
+        for rows, n in ((self.runs, runs), (self.runs_extra, runs), (self.all_clients, all_clients),
+                        (self.all_extra, all_clients), (self.hist_blocks, blocks), (self.hist_keys, blocks),
+                        (self.hist_counts, blocks),
+                        (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
+            del rows[n:]
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
@@ -476,15 +483,18 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
     default = _loadgen.run_row()
     runs = [tuple(r.get(f, default.get(f)) for f in RUN_FIELDS) for r in rows.runs]
-    blocks, dicts = [], []
+    blocks, keys, counts = [], [], []
     for key, hist in rows.histograms:
         if hist:
             blocks.append((*key, len(hist)))
-            dicts.append({int(b): int(c) for b, c in hist.items()})
+            keys.append(np.array([int(b) for b in hist], dtype=np.int64))
+            counts.append(np.array([int(c) for c in hist.values()], dtype=np.int64))
     sink.runs.extend(runs)
     sink.runs_extra.extend([extra] * len(runs))
     sink.hist_blocks.extend(blocks)
-    sink.hist_dicts.extend(dicts)
+    sink.hist_keys.extend(keys)
+    sink.hist_counts.extend(counts)
+    sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
     sink.hist_checks.extend([None] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries):
         sink.ts.append(rows.timeseries)
@@ -516,13 +526,14 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
     """
     add, mark = collector.add, collector.mark
     with _gc_paused():
+        max_bytes = collector.max_bytes
         for item in items:
             if isinstance(item, IngestError):
                 errors.append(item)
                 continue
             before = mark()
             try:
-                add(item)
+                add(item, None if item.kind == "other" else _read_file(item.path, max_bytes))
             except IngestError as exc:
                 collector.rollback(before)
                 errors.append(exc)

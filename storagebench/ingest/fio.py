@@ -58,7 +58,6 @@ invalid JSON, ``1e309`` as out of range).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import operator
@@ -69,6 +68,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Union
 
 import msgspec
+import numpy as np
 from msgspec import Meta, Struct
 
 from .. import schema as _schema
@@ -116,13 +116,16 @@ _Count = Annotated[int, Meta(ge=0, le=MAX_VALUE)]
 _Amount = Annotated[float, Meta(ge=0, lt=2.0**63)]
 _OptValue = Union[str, int, float]
 _Options = dict[str, _OptValue]
+#: an integer where a bad value becomes NaN + note (latency min/max, percentiles, time stamps):
+#: negative ones are noted; one beyond int64 is refused while decoding (fio prints 64-bit integers)
+_Wide = Annotated[int, Meta(ge=-(2**63), le=MAX_VALUE)]
 _Unset = msgspec.UnsetType
 _U = msgspec.UNSET  # a field fio did not print (null is a wrong type: fio never prints null)
 
 #: The ten clat percentiles kept in ``runs`` (fio's keys ``"1.000000"`` ..., integers in ns or µs),
 #: missing ones NaN.
 _Pct = msgspec.defstruct(
-    "_Pct", [(f"p{i}", int, msgspec.field(name=key, default=_NAN)) for i, (key, _) in enumerate(_PCT_KEYS)],
+    "_Pct", [(f"p{i}", _Wide, msgspec.field(name=key, default=_NAN)) for i, (key, _) in enumerate(_PCT_KEYS)],
     gc=False,
 )
 _PCT_VALUES = operator.attrgetter(*(f"p{i}" for i in range(len(_PCT_KEYS))))
@@ -136,8 +139,8 @@ class _Lat(Struct, gc=False):
     value is NaN here and gets a note.
     """
 
-    min: int = _NAN  # type: ignore[assignment]
-    max: int = _NAN  # type: ignore[assignment]
+    min: _Wide = _NAN  # type: ignore[assignment]
+    max: _Wide = _NAN  # type: ignore[assignment]
     mean: float = _NAN
     stddev: float = _NAN
     N: Union[_Count, _Unset] = _U
@@ -168,7 +171,7 @@ class _Job(Struct, gc=False):
 
     jobname: str
     error: _Count
-    elapsed: int = _NAN  # type: ignore[assignment]
+    elapsed: _Wide = _NAN  # type: ignore[assignment]
     job_options: Union[_Options, _Unset] = msgspec.field(name="job options", default=_U)
     read: Union[_Dir, _Unset] = _U
     write: Union[_Dir, _Unset] = _U
@@ -184,8 +187,8 @@ class _Doc(Struct, gc=False):
     """The parts of a fio JSON document that ingest reads (everything else is skipped unread)."""
 
     fio_version: str = msgspec.field(name="fio version", default="")
-    timestamp: int = _NAN  # type: ignore[assignment]
-    timestamp_ms: int = _NAN  # type: ignore[assignment]
+    timestamp: _Wide = _NAN  # type: ignore[assignment]
+    timestamp_ms: _Wide = _NAN  # type: ignore[assignment]
     global_options: Union[_Options, list[_Options], _Unset] = msgspec.field(name="global options", default=_U)
     jobs: Union[list[_Job], _Unset] = _U
     client_stats: Union[list[_Job], _Unset] = _U
@@ -227,6 +230,7 @@ class _Prov(Struct, gc=False):
 
 _NO_POINT = _Point()
 _NO_PROV = _Prov()
+_NO_EXTRA: dict = {}
 
 
 @dataclass
@@ -282,9 +286,8 @@ def histogram_frame(blocks: list[tuple], bins, counts):
     """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
     the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
 
-    ``bins`` and ``counts`` may be any iterables of ints (e.g. chained over the bins dicts of many
-    files) holding ``sum(n_bins)`` values each. Work is done in bulk: each string key column is
-    built from its two buffers (:func:`_repeat_strings`), the numbers by one ``numpy.fromiter`` each.
+    ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
+    Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
 
     Returns
     -------
@@ -305,9 +308,9 @@ def histogram_frame(blocks: list[tuple], bins, counts):
             continue
         cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
     total = int(n.sum())
-    cols["bin_ns"] = np.fromiter(bins, dtype=np.int64, count=total)
-    cols["count"] = np.fromiter(counts, dtype=np.int64, count=total)
-    return pd.DataFrame(cols)
+    cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
+    cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)
+    return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
 
 
 def _repeat_strings(values: tuple, repeats: tuple, n):
@@ -772,6 +775,9 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
     bs_text = opts.get("bs", opts.get("blocksize"))
     if kb is None or (bs_text is None and any(k in opts for k in ("bssplit", "bsrange", "blocksize_range"))):
         bs = (-1, -1, -1)  # variable block size (or unreadable sizes): no single value
+    elif bs_text is not None and not str(bs_text).strip():
+        bs = (-1, -1, -1)
+        notes.append("job options bs='': fio needs a value (bs_bytes -1)")
     else:
         bs = _per_direction(bs_text, lambda s: _opt_int(s, kb) if _opt_int(s, kb) is not None else -1, 4096)
         if -1 in bs:
@@ -876,11 +882,17 @@ class _RowSink:
         self.all_clients: list[tuple] = []
         self.all_extra: list[dict] = []
         self.hist_blocks: list[tuple] = []
-        self.hist_dicts: list[dict] = []  # json+ bins of each block: {bin (ns): count}, checked when decoded
-        #: per block: (fio's clat_ns.N or -1, index of its row in ``runs``, JSON path), or None
+        #: json+ bins of each block (checked when decoded), as int64 arrays: bin values (ns) and counts.
+        #: Made right after the file is decoded, while its dict is in the CPU cache (~2x faster than
+        #: walking every file's dict at the end, and the dicts are freed at once)
+        self.hist_keys: list = []
+        self.hist_counts: list = []
+        #: per block: fio's clat_ns.N (-1: not printed, or not a fio block), and (row index in ``runs``,
+        #: JSON path) for the note
+        self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
 
-    def check_bins(self, counts) -> None:
+    def check_bins(self, counts, n_bins=None) -> None:
         """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
         sum per batch: ``counts`` is the flat count array of :meth:`histograms`). fio's bins and N
         count the same completions; they differ in an interim ``--status-interval`` report (a
@@ -889,24 +901,24 @@ class _RowSink:
 
         if not self.hist_blocks:
             return
-        n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+        if n_bins is None:
+            n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
         starts = np.zeros(len(n_bins), dtype=np.int64)
         np.cumsum(n_bins[:-1], out=starts[1:])
         sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
-        expected = np.fromiter((c[0] if c is not None else -1 for c in self.hist_checks), dtype=np.int64,
-                               count=len(self.hist_checks))
+        expected = np.array(self.hist_n, dtype=np.int64)
         for k in np.flatnonzero((expected >= 0) & (sums != expected)):
-            n, row, where = self.hist_checks[k]
-            note = f"{where}.bins add up to {int(sums[k])} completions, clat_ns.N is {n}"
+            n = self.hist_n[k]
+            row, loc = self.hist_checks[k]
+            note = f"{_at(loc)}.clat_ns.bins add up to {int(sums[k])} completions, clat_ns.N is {n}"
             old = self.runs[row]
             self.runs[row] = (*old[:-1], f"{old[-1]}; {note}" if old[-1] else note)
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
-        dicts = self.hist_dicts
-        frame = histogram_frame(self.hist_blocks, itertools.chain.from_iterable(dicts),
-                                itertools.chain.from_iterable(map(dict.values, dicts)))
-        self.check_bins(frame["count"].to_numpy())
+        frame = histogram_frame(self.hist_blocks, np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
+        self.check_bins(frame["count"].to_numpy(), np.fromiter(map(len, self.hist_keys), dtype=np.int64,
+                                                               count=len(self.hist_keys)))
         return frame
 
 
@@ -925,6 +937,7 @@ def _old_units(version: str) -> bool | None:
     return None
 
 
+_OLD_UNITS: dict[str, bool | None] = {}  # _old_units, memoised per version string
 _VERSION = re.compile(r"fio-(\d+)\.(\d+)")
 
 
@@ -951,9 +964,12 @@ def _lat_problem(block: Any) -> str:
     return ""
 
 
-def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> tuple[tuple, list[str]]:
+def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> tuple[tuple, list[str]]:
     """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from one
-    direction block, in the schema's units, and the notes on values set to NaN (module docstring)."""
+    direction block, in the schema's units, and the notes on values set to NaN (module docstring).
+
+    ``loc`` is ``(where, index, direction)``: the JSON path ``jobs[0].read`` of the block, made into
+    text only when a note or an error needs it (the usual block needs none)."""
     notes: list[str] = []
     if old is None:  # no version: the blocks say which units
         old = d.clat_ns is _U and d.lat_ns is _U and d.slat_ns is _U and not (
@@ -966,18 +982,18 @@ def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> t
         bw = float(d.bw_bytes)
     elif d.bw is not _U and not _prints_bw_bytes(version):
         bw = d.bw * 1024.0
-        notes.append(f"{where}.bw_bytes: not printed by this fio; bw_bytes_per_s = bw (KiB/s) x 1024")
+        notes.append(f"{_at(loc)}.bw_bytes: not printed by this fio; bw_bytes_per_s = bw (KiB/s) x 1024")
     else:
-        raise IngestError(f"{where}.bw_bytes: missing ({version or 'fio'} always prints it)", path=path)
+        raise IngestError(f"{_at(loc)}.bw_bytes: missing ({version or 'fio'} always prints it)", path=path)
     io = d.io_bytes
     if old and d.io_kbytes is _U:  # fio 2.x: "io_bytes" holds KiB
         io *= 1024
         if io > MAX_VALUE:
-            raise IngestError(f"{where}.io_bytes = {d.io_bytes} KiB: more than 2**63-1 bytes", path=path)
+            raise IngestError(f"{_at(loc)}.io_bytes = {d.io_bytes} KiB: more than 2**63-1 bytes", path=path)
     total = d.total_ios
     if total is _U:
         if not old:
-            raise IngestError(f"{where}.total_ios: missing (fio 3 always prints it)", path=path)
+            raise IngestError(f"{_at(loc)}.total_ios: missing (fio 3 always prints it)", path=path)
         total = -1  # fio 2.1 does not count I/Os
     if lat is not _U and clat is not _U and slat is not _U and clat.percentile is not _U:
         if f == 1.0:
@@ -986,6 +1002,7 @@ def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> t
             sec = (*(v * f for v in _LAT4(lat)), clat.mean * f, clat.stddev * f, slat.mean * f,
                    *(v * f for v in _PCT_VALUES(clat.percentile)))
     else:
+        where = _at(loc)
         nan4 = (_NAN,) * 4
         pct = clat.percentile if clat is not _U else _U
         sec = (*((v * f for v in _LAT4(lat)) if lat is not _U else nan4),
@@ -999,14 +1016,14 @@ def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> t
             did = clat.N if clat.N is not _U else max(total, 0) + d.io_bytes
             if did:  # fio leaves the percentiles out when the direction completed no I/O
                 notes.append(f"{where}.clat{suffix}.percentile: missing (clat_p*_ns are NaN)")
-    for v in sec:  # the usual case: every value in range ...
-        if not 0.0 <= v < _LIMIT:
-            break
-    else:  # ... and the statistics consistent (every block is there: no value above is NaN)
+    total_sec = sum(sec)  # NaN if a value is missing
+    if total_sec == total_sec and min(sec) >= 0.0 and max(sec) < _LIMIT:  # the usual case: all in range ...
+        # ... and the statistics consistent (every block is there: no value above is NaN)
         if lat.min <= lat.mean <= lat.max and lat.stddev <= lat.max - lat.min \
                 and clat.min <= clat.mean <= clat.max and clat.stddev <= clat.max - clat.min \
                 and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min:
             return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
+    where = _at(loc)
     out = list(sec)
     blocks = {"lat": lat, "clat": clat, "slat": slat}
     missing_pct = []
@@ -1037,7 +1054,14 @@ def _metrics(d: Any, where: str, old: bool | None, version: str, path: str) -> t
     return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
 
 
+def _at(loc: tuple) -> str:
+    """``(where, index, direction)`` as the JSON path ``jobs[0].read`` (direction ``""``: ``jobs[0]``)."""
+    where, idx, name = loc
+    return f"{where}[{idx}].{name}" if name else f"{where}[{idx}]"
+
+
 def _cpu(value: float, where: str, notes: list[str]) -> float:
+    """A job's ``usr_cpu``/``sys_cpu`` (%), or NaN with a note; called only when it is not in range."""
     if 0.0 <= value < _LIMIT:
         return value
     if value != value:
@@ -1206,36 +1230,43 @@ def _emit_rows(
     path: str,
     identity: Any = None,
     provenance: Any = None,
+    file_id: str | None = None,
 ) -> None:
     """Parse one fio output and append its rows to ``sink`` (see :func:`parse_fio_output`).
 
-    All or nothing: the rows of the file are gathered first and appended only when the whole file
-    parsed, so a file that raises leaves nothing behind in ``sink``.
+    The rows are appended as the file is read: a file that raises part-way leaves rows behind,
+    which the caller drops (:meth:`storagebench.ingest._Collector.rollback`; :func:`parse_fio_output`
+    uses a fresh sink). ``file_id`` is :func:`file_run_id` of ``data`` when the caller has it already.
+    This is the hot path of ingest: strings for notes and errors are only made when needed.
     """
     doc = None
     if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
         try:
-            doc = _decode(data, path)
+            doc = _DECODER.decode(data)
         except msgspec.DecodeError:
             doc = None
+        except msgspec.ValidationError as exc:
+            raise _validation_error(exc, data, path) from None
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(exc, path) from None
+        except RecursionError:
+            raise IngestError("JSON nested too deeply to be fio output", path=path) from None
     if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
         partial = False
     else:
         fd = read_fio_json(data, path)
         doc, partial = fd.doc, fd.partial
-    point = check_point(identity, path)
-    prov = check_provenance(provenance, path)
-    run_id = point.run_id or file_run_id(data)
+    point = _NO_POINT if identity is None else check_point(identity, path)
+    prov = _NO_PROV if provenance is None else check_provenance(provenance, path)
+    run_id = point.run_id or file_id or file_run_id(data)
     factors = point.factors
-    extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else {}
-    gopts = _global_options(doc)
+    extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else _NO_EXTRA
+    gopts = doc.global_options
+    if type(gopts) is not dict:
+        gopts = _global_options(doc)
     if point.options:  # a runner run: point.json's options are what every host ran (see module doc)
         gopts = {**gopts, **{k: v for k, v in point.options.items() if v is not None}}
-    try:
-        gkey = tuple(gopts.items())
-        hash(gkey)
-    except TypeError:
-        gkey = None
+    gkey = tuple(gopts.items())  # unhashable (a list from point.json): _job_factor_fields copes
     has_gopts = doc.global_options is not _U
     client_mode = doc.client_stats is not _U and doc.jobs is _U
     entries = doc.client_stats if client_mode else doc.jobs
@@ -1244,16 +1275,16 @@ def _emit_rows(
     started = _iso_utc(prov.started_at, path) if prov.started_at else _started_at(doc, entries, doc_notes)
     head = (point.study, run_id, point.repetition, point.run_order)
     fio_version = doc.fio_version or prov.fio_version or ""
-    old = _old_units(fio_version)
+    old = _OLD_UNITS.get(fio_version)
+    if old is None and fio_version not in _OLD_UNITS:
+        if len(_OLD_UNITS) > 256:
+            _OLD_UNITS.clear()
+        old = _OLD_UNITS[fio_version] = _old_units(fio_version)
     kernel = prov.kernel or ""
-    source = _display_path(path)
+    source = path if path.isascii() else _display_path(path)
     local_hostname = prov.hostname or ""
+    runs, runs_extra, hist_blocks = sink.runs, sink.runs_extra, sink.hist_blocks
     seen: dict[tuple[str, str], int] = {}
-    runs: list[tuple] = []
-    all_clients: list[tuple] = []
-    blocks: list[tuple] = []
-    bin_dicts: list[dict] = []
-    checks: list[tuple] = []
     for idx, entry in enumerate(entries):
         name = entry.jobname
         if client_mode:
@@ -1292,36 +1323,31 @@ def _emit_rows(
                     raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})",
                                       path=path)
                 todo = ((DIRECTIONS.index(main), main, d),)
-        jnotes = list(doc_notes)
-        jnotes.extend(fnotes)
-        usr = _cpu(entry.usr_cpu, f"{where}[{idx}].usr_cpu", jnotes)
-        sys_ = _cpu(entry.sys_cpu, f"{where}[{idx}].sys_cpu", jnotes)
+        jnotes = [*doc_notes, *fnotes] if (doc_notes or fnotes) else []
+        usr, sys_ = entry.usr_cpu, entry.sys_cpu
+        if not (0.0 <= usr < _LIMIT and 0.0 <= sys_ < _LIMIT):
+            usr = _cpu(usr, f"{where}[{idx}].usr_cpu", jnotes)
+            sys_ = _cpu(sys_, f"{where}[{idx}].sys_cpu", jnotes)
+        prefix = (*head, host, name, job_index)
         tail = (usr, sys_, entry.error, partial, fio_version, started, hostname, kernel, source)
         for i, dname, d in todo:
-            metrics, mnotes = _metrics(d, f"{where}[{idx}].{dname}", old, fio_version, path)
+            metrics, mnotes = _metrics(d, (where, idx, dname), old, fio_version, path)
             note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""
-            row = (*head, host, name, job_index, dname, "fio", *fields[i], *metrics, *tail, note)
+            row = (*prefix, dname, "fio", *fields[i], *metrics, *tail, note)
             if is_all:
-                all_clients.append(row)
+                sink.all_clients.append(row)
+                sink.all_extra.append(extra)
                 continue
             runs.append(row)
+            runs_extra.append(extra)
             clat = d.clat_ns
-            bins = clat.bins if clat is not _U else None
-            if bins:
-                blocks.append((run_id, host, name, job_index, dname, len(bins)))
-                bin_dicts.append(bins)
-                checks.append((-1 if clat.N is _U else clat.N, len(runs) - 1, f"{where}[{idx}].{dname}.clat_ns"))
-    sink.runs.extend(runs)
-    sink.runs_extra.extend([extra] * len(runs))
-    sink.all_clients.extend(all_clients)
-    sink.all_extra.extend([extra] * len(all_clients))
-    sink.hist_blocks.extend(blocks)
-    sink.hist_dicts.extend(bin_dicts)
-    if checks:
-        base = len(sink.runs) - len(runs)
-        sink.hist_checks.extend([(n, base + i, w) for n, i, w in checks])
-    else:
-        sink.hist_checks.extend([None] * len(blocks))
+            if clat is not _U and (bins := clat.bins):
+                n = len(bins)
+                hist_blocks.append((run_id, host, name, job_index, dname, n))
+                sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
+                sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
+                sink.hist_n.append(-1 if clat.N is _U else clat.N)
+                sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
 
 
 def parse_fio_output(
@@ -1373,14 +1399,15 @@ def parse_fio_output(
     :func:`storagebench.ingest.ingest_paths` does not go through the row dicts: it appends row tuples
     of many files to one sink and builds each table once (:func:`runs_frame`, :func:`histogram_frame`).
     """
-    import numpy as np
-
     sink = _RowSink()
     _emit_rows(sink, data, path, identity, provenance)
-    counts = [c for d in sink.hist_dicts for c in d.values()]
-    sink.check_bins(np.array(counts, dtype=np.int64))
-    out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=[b for d in sink.hist_dicts for b in d],
-                  hist_counts=counts)
+    if sink.hist_blocks:
+        counts = np.concatenate(sink.hist_counts)
+        sink.check_bins(counts, np.array([len(k) for k in sink.hist_keys], dtype=np.int64))
+        bins, counts = np.concatenate(sink.hist_keys).tolist(), counts.tolist()
+    else:
+        bins, counts = [], []
+    out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=bins, hist_counts=counts)
     out.runs = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x} for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
     out.all_clients = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x}
                        for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
