@@ -29,6 +29,11 @@ Two corpora (``--corpus``):
 before a change) on the same files, in a child process that measures its own bare ``orjson`` in
 the same round-robin, so both ratios come from one run.
 
+(c) The decoder alone, on each corpus (how the typed decoder was chosen): bare ``orjson.loads``,
+    storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
+    ingest reads type- and range-checked while decoded) and pydantic v2 ``TypeAdapter.validate_json``
+    of an equivalent strict model (:class:`_PydanticDoc` below), CPU time, best of ``--repeat``.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_ingest.py                 # both corpora, 2,000 files, memory test on 20,000
@@ -244,6 +249,85 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
               f"{t:.3f} s = {t / o:.2f} x orjson")
 
 
+def _pydantic_adapter():
+    """pydantic v2 model of the fields storagebench reads, with the same types and bounds (strict)."""
+    from typing import Annotated, Optional, Union
+
+    from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+    count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+    amount = Annotated[float, Field(ge=0, lt=2.0**63)]
+    wide = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+    options = Optional[dict[str, Union[str, int, float]]]
+
+    class _M(BaseModel):
+        model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+    class _Lat(_M):
+        min: Optional[wide] = None
+        max: Optional[wide] = None
+        mean: Optional[float] = None
+        stddev: Optional[float] = None
+        N: Optional[count] = None
+        percentile: Optional[dict[str, wide]] = None
+        bins: Optional[dict[int, count]] = None
+
+    class _Dir(_M):
+        iops: amount
+        runtime: count
+        io_bytes: count
+        io_kbytes: Optional[count] = None
+        bw_bytes: Optional[count] = None
+        bw: Optional[count] = None
+        total_ios: Optional[count] = None
+        lat_ns: Optional[_Lat] = None
+        clat_ns: Optional[_Lat] = None
+        slat_ns: Optional[_Lat] = None
+
+    class _Job(_M):
+        jobname: str
+        error: count
+        elapsed: Optional[wide] = None
+        job_options: options = Field(None, alias="job options")
+        read: Optional[_Dir] = None
+        write: Optional[_Dir] = None
+        trim: Optional[_Dir] = None
+        mixed: Optional[_Dir] = None
+        usr_cpu: Optional[float] = None
+        sys_cpu: Optional[float] = None
+
+    class _PydanticDoc(_M):
+        fio_version: str = Field("", alias="fio version")
+        timestamp_ms: Optional[wide] = None
+        global_options: options = Field(None, alias="global options")
+        jobs: Optional[list[_Job]] = None
+
+    return TypeAdapter(_PydanticDoc)
+
+
+def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
+    from storagebench.ingest.fio import _DECODER
+
+    datas = [p.read_bytes() for p in paths]
+    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed (storagebench)", _DECODER.decode)]
+    try:
+        methods.append(("pydantic v2 validate_json (strict model)", _pydantic_adapter().validate_json))
+    except ImportError:
+        print("  skipped pydantic: not installed")
+    best = {name: float("inf") for name, _ in methods}
+    for _ in range(repeat):
+        for name, fn in methods:
+            gc.collect()
+            t0 = time.process_time()
+            for d in datas:
+                fn(d)
+            best[name] = min(best[name], time.process_time() - t0)
+    base = best["bare orjson.loads"]
+    print(f"(c) decoders alone, {label}: CPU seconds, best of {repeat}")
+    for name, _ in methods:
+        print(f"  {name:46s} {best[name]:8.3f} {best[name] / base:9.2f} x orjson")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="json+ files for the timing table (a)")
@@ -261,9 +345,11 @@ def main(argv=None) -> int:
             paths = make_multijob_files(tmp / "m", args.files)
             time_corpus(f"multijob corpus (copies of {len(list(MULTIJOB.glob('*.json')))} real fio 3.33 outputs, "
                         "numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
+            time_decoders("multijob corpus", paths, args.repeat)
         if args.corpus in ("single", "both"):
             paths = make_files(tmp / "a", args.files)
             time_corpus(f"single-job corpus (variants of {FIXTURE.name})", paths, args, tmp)
+            time_decoders("single-job corpus", paths, args.repeat)
 
         if args.mem_files > 0:
             src = tmp / "b"

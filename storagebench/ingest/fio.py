@@ -1454,7 +1454,7 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
             data[name] = pd.to_datetime(list(col), utc=True).astype(dtype)
         else:
             data[name] = np.array(col, dtype=dtype)
-    df = pd.DataFrame(data)
+    df = pd.DataFrame(data, copy=False)  # no consolidation of same-dtype columns into blocks (copies)
     if extras and any(extras):
         df = pd.concat([df, pd.DataFrame(extras)], axis=1)
     return df
