@@ -11,9 +11,10 @@ same table (same seed) and then times only the statistics; peak memory is that s
 * ``bare_ttest``         baseline: pandas ``groupby`` + ``scipy.stats.ttest_ind(equal_var=False)`` per group
 * ``bare_bootstrap``     baseline: pandas ``groupby`` + ``scipy.stats.bootstrap(method="BCa")`` of the
                          ratio of means per group (same resamples as ``compare_boot``)
-* ``compare``            ``compare(df, "stripe_width", 1, "iops", by=[...])``: Welch + Fieller + Mann-Whitney
-                         + Hedges' g + Holm, every input check
-* ``compare_boot``       the same with ``n_boot`` (BCa ratio CI instead of Fieller)
+* ``compare``            ``compare(df, "stripe_width", 1, "iops", by=[...])``: ratio of geometric means with
+                         p and CI from Welch on log values + Mann-Whitney + Hedges' g + Holm, every check
+* ``compare_boot``       the same with ``n_boot`` (BCa CI of the difference of mean logs, plus the p of the
+                         inverted BCa interval: ~40 more interval evaluations per group on the same resamples)
 
 Reported: wall seconds of the statistics, ratio to the matching bare baseline, peak RSS (MiB) and the
 increase over ``build``. Timings are noisy on a shared machine: compare ratios, not absolute numbers.

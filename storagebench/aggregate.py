@@ -403,8 +403,8 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
     pandas.DataFrame
         Per group and level: ``by``, ``x``, ``n``, ``mean``, ``ci_low``, ``ci_high`` (Student t,
         :func:`storagebench.stats.mean_ci`), and versus the previous level ``gain_ratio``,
-        ``gain_ci_low``, ``gain_ci_high`` (Welch on log values with a Fieller/BCa ratio CI,
-        :func:`storagebench.stats.compare`), ``gain_p`` and ``adds`` (the step adds significantly
+        ``gain_ci_low``, ``gain_ci_high`` (ratio of geometric means with the Welch CI on log values,
+        :func:`storagebench.stats.compare`), ``gain_p`` (of the same test) and ``adds`` (the step adds significantly
         more than ``min_gain``). The first level has NaN gain columns.
     """
     from .stats import compare, mean_ci

@@ -45,12 +45,16 @@ def run_cmd(
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="a different spec is stored under this name: move it aside")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar with ETA on stderr")] = True,
+    max_runs: Annotated[Optional[int], typer.Option(
+        "--max-runs", min=1, help="refuse a plan of more runs than this (default 100,000)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume."""
     from .runner import run_study
+    from .study import load_study
 
     try:
-        res = run_study(study, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
+        spec = load_study(study, max_runs=max_runs)
+        res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                         stop_on_error=stop_on_error, overwrite=overwrite, progress=progress)
     except KeyboardInterrupt:
         typer.secho("storagebench: interrupted; completed runs are kept, rerun the same command to resume",
@@ -307,6 +311,8 @@ def compare_cmd(
                       typer.Option("--margin", help="equivalence margin as a fraction (0.01 = 1%): TOST")] = None,
     confidence: Annotated[float, typer.Option("--confidence", help="confidence level of the CIs")] = 0.95,
     adjust: Annotated[str, typer.Option("--adjust", help="p adjustment: holm, fdr_bh, bonferroni, hommel, none")] = "holm",
+    estimand: Annotated[str, typer.Option(
+        "--estimand", help="geometric (ratio of geometric means, log-scale t) or arithmetic (Fieller)")] = "geometric",
     out: Annotated[Optional[Path], typer.Option("--out", help="write the full table here (.csv or .parquet)")] = None,
 ) -> None:
     """Compare each level of --factor with --baseline on --metric: ratio, CI, p, adjusted p, per group."""
@@ -329,21 +335,26 @@ def compare_cmd(
             raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
         level = _compare_match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
         result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
-                         confidence=confidence, adjust=adjust)
+                         confidence=confidence, adjust=adjust, estimand=estimand)
     except StorageBenchError as exc:
         _fail(exc)
     frame = result.to_frame()
     shown = list(result.by) + ["level", "n_baseline", "n_other", "estimate", "ratio", "ci_low", "ci_high", "p",
                                "p_adjusted", "equivalent", "note"]
     pct = f"{result.confidence:.0%}"
+    from .stats import ESTIMANDS
+
     typer.echo(f"{metric}: {factor} levels vs baseline {factor}={level!r} ({table}, {len(df)} rows); "
-               f"estimate = mean(other) - mean(baseline) in {metric}'s unit; ratio with {pct} CI; "
+               f"ratio = {ESTIMANDS[result.estimand]} with its {pct} CI and p from one test; "
+               f"estimate = mean(other) - mean(baseline) in {metric}'s unit (descriptive); "
                f"p adjusted by {adjust}")
     with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_colwidth", 60):
         typer.echo(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for method in pd.unique(frame["method"]):
         if method:
             typer.echo(f"method: {method}")
+    typer.echo(f"design: {result.design}")
+    typer.echo(f"family: {result.family}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         writable = frame.assign(margin=frame["margin"].astype(str), equivalent=frame["equivalent"].astype("string"))

@@ -7,8 +7,11 @@ and exit codes. Every message names the input that was wrong and what is allowed
 from __future__ import annotations
 
 import os
+import reprlib
+from typing import Any
 
 __all__ = [
+    "shown",
     "StorageBenchError",
     "StudyError",
     "JobFileError",
@@ -115,3 +118,41 @@ class PublishError(StorageBenchError):
 
 class HostError(StorageBenchError):
     """A fio server / remote host problem: unreachable, version mismatch, died mid-run."""
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib.Repr`` that never converts a huge integer to text (CPython refuses > 4300 digits)."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:
+            return f"<an integer of {x.bit_length():,} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 6
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` short enough for an error message, whatever ``value`` is.
+
+    Strings keep their start and end (``'aaaa...zzzz'``), containers their first items and three
+    levels (a self-containing list or a billion-laughs structure prints in bounded time), integers
+    beyond 200 bits their size only. Control characters are escaped, as ``repr`` does.
+
+    Parameters
+    ----------
+    value : object
+    limit : int
+        Longest result, characters.
+
+    Returns
+    -------
+    str
+    """
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

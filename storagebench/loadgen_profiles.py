@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StudyError
-from .study import Study
+from .study import Study, load_study, safe_name
 
 __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf", "DISKSPD_DEFAULTS"]
 
@@ -140,6 +140,11 @@ def _tokens(cmdline: str) -> list[str]:
     if toks and re.search(r"(^|[\\/])diskspd(\.exe)?$", toks[0], re.I):
         toks = toks[1:]
     return toks
+
+
+def _validated(**spec: Any) -> Study:
+    """The translated spec checked like a spec file: a bad value is a :class:`StudyError`, not a pydantic one."""
+    return load_study(spec)
 
 
 def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", repetitions: int = 1,
@@ -422,8 +427,8 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
                         "DiskSPD: overlapped I/O + I/O completion ports = fio windowsaio" +
                         ("" if ioengine == "windowsaio" else f"; {ioengine} is the asynchronous engine here")))
     size = fixed.pop("_size", None)
-    study = Study(name=name, description=description or f"Translated from DiskSPD: {cmdline.strip()}",
-                  fixed=fixed, runtime=runtime, ramp_time=ramp, size=size, repetitions=repetitions)
+    study = _validated(name=name, description=description or f"Translated from DiskSPD: {cmdline.strip()}",
+                       fixed=fixed, runtime=runtime, ramp_time=ramp, size=size, repetitions=repetitions)
     return Translation("diskspd", cmdline.strip(), study, tuple(maps), tuple(_ds_target(t) for t in targets))
 
 
@@ -571,7 +576,7 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     for spec_name in dict.fromkeys(assigned):
         opts, spec_maps = _spec_options(spec_name, icf.specs[spec_name])
         maps += spec_maps
-        levels.append({"name": spec_name, **opts})
+        levels.append({"name": safe_name(spec_name), **opts})
     if len(levels) == 1:
         fixed.update({k: v for k, v in levels[0].items() if k != "name"})
     else:
@@ -612,9 +617,9 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     fixed["direct"] = 1
     maps.append(Mapping("(engine)", f"ioengine={ioengine}", True, "Dynamo issues asynchronous I/O"))
     targets = tuple(dict.fromkeys(t for w in disk_workers for t in w["targets"]))
-    study = Study(name=name or re.sub(r"[^A-Za-z0-9._-]", "_", p.stem),
-                  description=icf.description or f"Translated from Iometer {p.name}",
-                  factors=factors, fixed=fixed, runtime=icf.run_time_s, ramp_time=icf.ramp_s, repetitions=repetitions)
+    study = _validated(name=name or safe_name(p.stem),
+                       description=icf.description or f"Translated from Iometer {p.name}",
+                       factors=factors, fixed=fixed, runtime=icf.run_time_s, ramp_time=icf.ramp_s, repetitions=repetitions)
     return Translation("iometer", str(p), study, tuple(maps), targets)
 
 

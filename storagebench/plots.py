@@ -837,10 +837,13 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
 def _geometric_rows(df: pd.DataFrame) -> np.ndarray | None:
     """Per row of a comparison frame: is the ratio a geometric mean ratio? ``None`` when it cannot be told.
 
-    Paired comparisons (:func:`storagebench.stats.compare` with ``pair_on``) and independent rows where
-    Fieller's interval was unusable (:func:`storagebench.stats.ratio_ci`) report geometric mean ratios;
-    the row's ``method`` says which.
+    :func:`storagebench.stats.compare` says so in its ``estimand`` column (the ratio of geometric means by
+    default, of arithmetic means only when asked for by name); older frames without it are read from
+    ``method`` (and ``paired``).
     """
+    if "estimand" in df.columns:
+        est = df["estimand"].fillna("").astype(str)
+        return (est == "geometric").to_numpy() if bool((est != "").all()) else None
     if "method" in df.columns:
         text = df["method"].fillna("").astype(str).str.lower()
         known = text != ""
@@ -869,10 +872,11 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
     ratio, low, high : str
         Columns of the ratio estimate and its CI bounds (ratios, not %).
     label : str, optional
-        x-axis label; default says which ratio it is, from the comparison's ``method`` (or ``paired``):
-        "ratio of mean" (independent arms, Fieller/BCa), "geometric mean ratio" (paired arms, or
-        Fieller's interval unusable, :func:`storagebench.stats.ratio_ci`; in a mix those rows are
-        drawn as open diamonds), and what is divided by what when the comparison knows it.
+        x-axis label; default says which ratio it is, from the comparison's ``estimand`` (or, for frames
+        without it, ``method``/``paired``): "geometric mean ratio" (the default estimand of
+        :func:`storagebench.stats.compare`), "ratio of mean" (``estimand="arithmetic"``, Fieller; in a mix
+        the geometric rows are drawn as open diamonds), and what is divided by what when the comparison
+        knows it.
     logx : bool
         Log ratio axis (0.5x and 2x are equally far from 1); ticks at round ratios when the axis spans
         less than a decade (0.96, 0.98, 1, 1.02 ...), at 1-2-5 steps otherwise.

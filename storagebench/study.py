@@ -15,14 +15,33 @@ several fio options at once, e.g. the six patterns of seed 002::
 
 Every key, value and option is checked when the spec is loaded; a bad one raises
 :class:`~storagebench.errors.StudyError` naming the key, the value and what is allowed.
+
+A spec is bounded before anything is expanded:
+
+* the YAML file: at most :data:`storagebench.safeyaml.MAX_YAML_BYTES`, a regular file, aliases
+  expanding to at most :data:`~storagebench.safeyaml.MAX_YAML_NODES` values, nesting at most
+  :data:`~storagebench.safeyaml.MAX_YAML_DEPTH`, no duplicate keys (:mod:`storagebench.safeyaml`);
+  a spec given as a mapping gets the same bounds;
+* numbers: ``runtime``, ``ramp_time`` and ``timeout`` finite, in whole microseconds (fio's unit)
+  and at most :data:`MAX_RUN_SECONDS`; ``repetitions`` an integer from 1 to
+  :data:`MAX_REPETITIONS`; ``seed`` an integer from 0 to :data:`MAX_SEED`; ``size`` within fio's
+  64-bit limit (:data:`storagebench.fio.options.MAX_BYTES`); any integer within 64 bits;
+* names (the study's, factors', mapping levels' ``name`` and string levels of study factors):
+  :data:`storagebench.fio.options.SAFE_NAME_RE` matched in full (1-64 letters, digits, ``_.+-``);
+* the levels of one factor: all of one type (all strings, all integers, all floats, all booleans
+  or all mappings), distinct;
+* the plan: at most ``max_runs`` runs (default :data:`DEFAULT_MAX_RUNS`), counted as the product
+  of the level counts times ``repetitions`` before a single run is made (:attr:`Study.n_runs`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +49,21 @@ from typing import Any, Optional, Union
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from .errors import JobFileError, StudyError
+from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
-from .fio.options import KNOWN_OPTIONS, canonical_name, parse_size
+from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
 from .jobfile import RUNNER_OPTIONS
+from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
 
 __all__ = [
     "RW_VALUES",
@@ -45,6 +73,11 @@ __all__ = [
     "RunPoint",
     "RunPlan",
     "load_study",
+    "safe_name",
+    "DEFAULT_MAX_RUNS",
+    "MAX_REPETITIONS",
+    "MAX_RUN_SECONDS",
+    "MAX_SEED",
 ]
 
 #: fio ``rw=`` values (fio HOWTO, ``readwrite=str, rw=str``; :data:`storagebench.fio.options.RW_VALUES`).
@@ -55,8 +88,25 @@ CLIENTS_FACTOR = "clients"
 FIO_FACTORS: tuple[str, ...] = (
     "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
 )
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _Scalar = Union[bool, int, float, str]
+
+#: Most runs a plan may have unless the caller raises it (``load_study(..., max_runs=N)``,
+#: ``Study.expand(max_runs=N)``, ``storagebench run --max-runs N``): 100,000 runs of 1 s are
+#: more than a day of fio; a typo such as ``iodepth: [1, 2, ..., 1000000]`` is caught here.
+DEFAULT_MAX_RUNS = 100_000
+#: Most repetitions of a grid point (a confidence interval needs a handful; 1e9 is a typo).
+MAX_REPETITIONS = 1_000
+#: Longest ``runtime``, ``ramp_time`` or ``timeout`` of one run, s (30 days). fio itself counts up
+#: to 2**63-1 µs, and Python cannot wait longer than ``threading.TIMEOUT_MAX`` (~292 years): a
+#: single run longer than a month is a unit mistake (ms or µs written as s), not a benchmark.
+MAX_RUN_SECONDS = 30 * 86_400
+#: Largest ``seed`` (the run order hashes ``f"{seed}:{run_id}"``; the spec is stored as JSON,
+#: whose integers orjson writes up to 2**64-1).
+MAX_SEED = 2**64 - 1
+#: Integers anywhere in a spec: fio reads numbers as signed 64-bit (``strtoll``), JSON as 64-bit.
+_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
+#: Longest string anywhere in a spec (fio's ``OPT_LEN_MAX``).
+_MAX_TEXT = fo.MAX_VALUE_LEN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,21 +134,27 @@ def _check_value(name: str, value: Any) -> Any:
     no line breaks, ';', '#' or '$'), and sizes and times must be spelled so that fio reads what
     their author meant (:func:`~storagebench.fio.options.size_spelling_problem`).
     """
-    if isinstance(value, (dict, list, tuple, set)):
-        raise ValueError(f"must be a single value, got {value!r}")
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        raise ValueError(f"must be finite, got {value!r}")
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        raise ValueError(f"must be a single value, got {shown(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be finite, got {shown(value)}")
+    if isinstance(value, float) and abs(value) >= 2**63:
+        raise ValueError(f"must be within fio's signed 64-bit range, got {shown(value)}")
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise ValueError(f"must be within fio's signed 64-bit range (-2**63..2**63-1), got {shown(value)}")
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise ValueError(f"must be a string, number or boolean, got {type(value).__name__} {shown(value)}")
     try:
         fo.check_job_value(name, value)
     except JobFileError as exc:
         raise ValueError(str(exc).removeprefix(f"option {name}: ")) from None
     if name == "rw":
         if not isinstance(value, str):
-            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}], got {value!r}")
+            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}], got {shown(value)}")
         try:
             fo.rw_base(value)
         except JobFileError:
-            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}] (optionally ':N'), got {value!r}") from None
+            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}] (optionally ':N'), got {shown(value)}") from None
         return value.strip()
     if name == "bs":
         # fio: bs=int[,int][,int] for reads, writes, trims
@@ -108,35 +164,45 @@ def _check_value(name: str, value: Any) -> Any:
                 continue
             _size_ok(name, part.strip() if isinstance(part, str) else part, percent_ok=False)
             if parse_size(part.strip() if isinstance(part, str) else part) == 0:
-                raise ValueError(f"must be a positive block size, got {value!r}")
+                raise ValueError(f"must be a positive block size, got {shown(value)}")
         return value
     if name in ("iodepth", "numjobs"):
         top = MAX_NUMJOBS if name == "numjobs" else MAX_IODEPTH
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"must be an integer from 1 to {top:,}, got {value!r}")
+            raise ValueError(f"must be an integer from 1 to {top:,}, got {shown(value)}")
         return value
     if name in _PERCENT_OPTIONS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-            raise ValueError(f"must be a number from 0 to 100 (percent), got {value!r}")
+            raise ValueError(f"must be a number from 0 to 100 (percent), got {shown(value)}")
         return value
     if name == "direct":
         if value in (0, 1) and not isinstance(value, float):
             return int(value)
-        raise ValueError(f"must be 0 or 1, got {value!r}")
+        raise ValueError(f"must be 0 or 1, got {shown(value)}")
+    if name in fo.BOOL_OPTIONS or name in fo.FLAG_OPTIONS:
+        # fio 3.33 parse.c: a boolean takes 0 or 1 ("max value out of range: 2 (1 max)"), not true/yes;
+        # only the "empty or boolean" ones may be a bare line
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)) or value in ("0", "1"):
+            return value
+        if value is None and name in fo.FLAG_OPTIONS:
+            return value
+        raise ValueError(f"is an fio boolean: must be 0 or 1 (or true/false), got {shown(value)}")
+    if value is None and name in fo.OPTIONS:
+        raise ValueError(f"needs a value (fio: 'Option {name} requires an argument'), got an empty value")
     if name == "ioengine":
         if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"must be an fio ioengine name, got {value!r}")
+            raise ValueError(f"must be an fio ioengine name, got {shown(value)}")
         low = value.strip().lower()
         engines = fo.KNOWN_ENGINES
         if low not in engines and not low.startswith("external") and "/" not in low:
-            raise ValueError(f"must be one of [{', '.join(sorted(engines))}], got {value!r}")
+            raise ValueError(f"must be one of [{', '.join(sorted(engines))}], got {shown(value)}")
         return value.strip()
     if name in _SIZE_OPTIONS:
         _size_ok(name, value, percent_ok=_SIZE_OPTIONS[name])
         return value
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise ValueError(f"must be a string, number or boolean, got {value!r}")
+    raise ValueError(f"must be a string, number or boolean, got {shown(value)}")
 
 
 def _gate_names() -> list[str]:
@@ -152,7 +218,9 @@ def _check_options(options: Mapping[str, Any], where: str, *, allow: frozenset[s
     out: dict[str, Any] = {}
     for name, value in options.items():
         if not isinstance(name, str):
-            raise ValueError(f"{where}: option names must be strings, got {name!r}")
+            raise ValueError(f"{where}: option names must be strings, got {shown(name)}")
+        if not SAFE_NAME_RE.fullmatch(name):
+            raise ValueError(f"{where}: {shown(name)} is not an fio option name (fio's names are {SAFE_NAME_RULE})")
         try:
             canon = canonical_name(name)
         except JobFileError:
@@ -160,24 +228,197 @@ def _check_options(options: Mapping[str, Any], where: str, *, allow: frozenset[s
                 canonical_name(name, where=where)
             except JobFileError as exc:
                 raise ValueError(str(exc)) from None
-        shown = name if canon == name else f"{name} (fio's {canon})"
+        spelled_as = name if canon == name else f"{name} (fio's {canon})"
         if canon in RUNNER_OPTIONS:
-            raise ValueError(f"{where}.{shown}: set by the runner; use {RUNNER_OPTIONS[canon]}")
+            raise ValueError(f"{where}.{spelled_as}: set by the runner; use {RUNNER_OPTIONS[canon]}")
         if canon in out:
             raise ValueError(f"{where}.{name}: the same fio option as another key here ({canon}); set it once")
         try:
             out[canon] = _check_value(canon, value)
         except ValueError as exc:
-            raise ValueError(f"{where}.{shown}: {exc}") from None
+            raise ValueError(f"{where}.{spelled_as}: {_shorten_in(str(exc), value)}") from None
         gate = fo.gate_of(canon, out[canon])
         if gate is not None and gate not in allow and canon not in allow:
             why = fo.GATES[gate][0] if gate in fo.GATES else (
                 "is not known to storagebench to be harmless for a measurement")
             raise ValueError(
-                f"{where}.{shown}={value!r}: it {why}; refused unless the study says 'allow: [{gate}]' "
+                f"{where}.{spelled_as}={shown(value)}: it {why}; refused unless the study says 'allow: [{gate}]' "
                 "(the write-up records what was allowed)"
             )
     return out
+
+
+def _shorten_in(message: str, value: Any) -> str:
+    """``message`` with a long ``repr(value)`` in it shortened (fio-grammar messages quote the whole value)."""
+    if isinstance(value, str) and len(value) > 60:
+        return message.replace(repr(value), shown(value))
+    return message
+
+
+_HOST_RE = re.compile(r"[^\s\x00-\x1f\x7f;#$]{1,255}")
+_HOSTS_BAD = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _target_checked(value: Any, where: str) -> str:
+    """``value`` if it can be a target (a path or a target name fio reads as written); else ValueError."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where}must be a path or a target name, got {shown(value)}")
+    try:
+        fo.check_job_value("filename", value)
+    except JobFileError as exc:
+        raise ValueError(where + str(exc).removeprefix("option filename: ")) from None
+    return value
+
+
+def _key_text(key: Any) -> str:
+    """A key as a message shows it: as written when it is a safe name, else quoted and shortened."""
+    return key if isinstance(key, str) and SAFE_NAME_RE.fullmatch(key) else shown(key, 40)
+
+
+def _check_shape(data: Any) -> None:
+    """Bounds on the spec as data, before any other check reads it.
+
+    At most :data:`~storagebench.safeyaml.MAX_YAML_NODES` values with shared references counted
+    each time (a billion-laughs mapping built in Python), no container that contains itself, at
+    most :data:`~storagebench.safeyaml.MAX_YAML_DEPTH` levels, every string at most 4096
+    characters and every integer within 64 bits, so that no later check or message can recurse,
+    allocate or convert without bound.
+
+    Raises
+    ------
+    ValueError
+        Naming the key path of the first value out of bounds.
+    """
+    try:
+        expanded_size(data, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
+    except ShapeError as whole:  # out of bounds: each top-level value alone, to name the key
+        for key, value in data.items() if isinstance(data, dict) else ():
+            try:
+                expanded_size(value, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
+            except ShapeError as exc:
+                raise ValueError(f"{_key_text(key)}: {exc}; a study spec is a few hundred values") from None
+        raise ValueError(f"the spec: {whole}; a study spec is a few hundred values") from None
+    stack: list[tuple[Any, str]] = [(data, "")]
+    seen: set[int] = set()
+    while stack:
+        obj, path = stack.pop()
+        if isinstance(obj, (dict, list, tuple, set, frozenset)):
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, dict):
+                for k, v in obj.items():
+                    key = _key_text(k)
+                    stack.append((k, f"{path}.<key {shown(k, 40)}>" if path else f"<key {shown(k, 40)}>"))
+                    stack.append((v, f"{path}.{key}" if path else key))
+            else:
+                stack.extend((v, f"{path}[{i}]") for i, v in enumerate(obj))
+        elif isinstance(obj, int) and not isinstance(obj, bool) and not _MIN_INT <= obj <= _MAX_INT:
+            raise ValueError(f"{path or 'the spec'}: {shown(obj)} is beyond 64 bits; numbers here are fio's "
+                             f"(signed 64-bit) or the seed (0..2**64-1)")
+        elif isinstance(obj, str) and len(obj) > _MAX_TEXT:
+            raise ValueError(f"{path or 'the spec'}: a string of {len(obj):,} characters, got {shown(obj)}; "
+                             f"the limit is {_MAX_TEXT:,} (fio's longest option value)")
+
+
+def _seconds(value: Any, key: str, *, zero_ok: bool) -> Any:
+    """A time in seconds as the spec's ``runtime``/``ramp_time``/``timeout`` take it: a real number,
+    finite, > 0 (or >= 0 with ``zero_ok``), at most :data:`MAX_RUN_SECONDS`, in whole µs."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        hint = "fio suffixes such as 2m or 500ms are not read here: write 120 or 0.5"
+        if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9._]+(e[-+]?[0-9]+)?", value.strip(), re.I):
+            hint = "YAML reads 1e3 and quoted numbers as text: write 1000 or 1.0e+3"
+        raise ValueError(f"must be a number of seconds ({hint}), got {shown(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number of seconds, got {shown(value)}")
+    if value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"must be {'>= 0' if zero_ok else '> 0'} s, got {shown(value)}")
+    if value > MAX_RUN_SECONDS:
+        raise ValueError(f"must be at most {MAX_RUN_SECONDS:,} s (30 days; a longer run is a unit mistake), "
+                         f"got {shown(value)}")
+    try:
+        fo.render_time(float(value))
+    except ValueError:
+        raise ValueError(f"fio counts time in whole microseconds, got {shown(value)} s") from None
+    return value
+
+
+def _whole(value: Any, key: str, low: int, high: int, what: str) -> int:
+    """An integer from ``low`` to ``high``; a float (YAML reads ``1e9`` as one) or a bool is refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        hint = ""
+        if isinstance(value, float):
+            hint = " (YAML reads a number with '.' such as 1.0e+9 as a float: write the digits)"
+        elif isinstance(value, str) and re.fullmatch(r"[-+]?[0-9._]+(e[-+]?[0-9]+)?", value.strip(), re.I):
+            hint = " (YAML reads 1e9 and quoted numbers as text: write the digits)"
+        raise ValueError(f"must be an integer from {low:,} to {high:,} ({what}), got "
+                         f"{type(value).__name__} {shown(value)}{hint}")
+    if not low <= value <= high:
+        raise ValueError(f"must be an integer from {low:,} to {high:,} ({what}), got {shown(value)}")
+    return value
+
+
+def _level_kind(level: Any) -> str:
+    if isinstance(level, dict):
+        return "mapping"
+    if isinstance(level, bool):
+        return "boolean"
+    if isinstance(level, int):
+        return "integer"
+    if isinstance(level, float):
+        return "float"
+    if isinstance(level, str):
+        return "string"
+    return "null" if level is None else type(level).__name__
+
+
+def _label_problem(label: Any, *, bool_ok: bool = False) -> str | None:
+    """Why ``label`` cannot name a level (a mapping level's ``name``, a study factor's scalar level)."""
+    if isinstance(label, bool):
+        return None if bool_ok else f"must be a name ({SAFE_NAME_RULE}) or an integer, got {shown(label)}"
+    if isinstance(label, int):
+        return None if -(2**63) <= label < 2**63 else f"must fit in 64 bits, got {shown(label)}"
+    if isinstance(label, float):
+        return None if math.isfinite(label) else f"must be finite, got {shown(label)}"
+    if not isinstance(label, str) or not SAFE_NAME_RE.fullmatch(label):
+        return f"must be {SAFE_NAME_RULE} (it names a table value and a figure label), got {shown(label)}"
+    return None
+
+
+def _one_type(where: str, values: list[Any], what: str) -> None:
+    """Refuse ``values`` of more than one type: ``[1, '1']``, ``[1, True]`` and ``[1, 1.0]`` are two
+    levels to Python, one to fio or a table column."""
+    first: dict[str, tuple[int, Any]] = {}
+    for i, v in enumerate(values):
+        first.setdefault(_level_kind(v), (i, v))
+    if len(first) > 1:
+        found = ", ".join(f"{kind} {shown(v, 30)} at [{i}]" for kind, (i, v) in first.items())
+        raise ValueError(f"{where}: {what} must all be of one type (all strings, all integers, all floats, all "
+                         f"booleans or all mappings), got {found}; write them alike, e.g. all quoted")
+
+
+def _run_columns() -> frozenset[str]:
+    from .schema import RUNS  # lazy: schema imports pandas
+
+    return frozenset(c.name for c in RUNS)
+
+
+def _count_text(n: int) -> str:
+    """``n`` with thousands separators, or ``about 10^k`` beyond 10**30 (never a 4300-digit conversion)."""
+    if n < 10**30:
+        return f"{n:,}"
+    return f"about 10^{int(n.bit_length() * math.log10(2))}"
+
+
+def safe_name(text: str) -> str:
+    """A name that :data:`~storagebench.fio.options.SAFE_NAME_RE` accepts, made from free text.
+
+    For translators whose source names levels freely (Iometer's access specifications):
+    ``"4K; 70% Read; 100% random"`` -> ``"4K_70pct_Read_100pct_random"``. Runs of other
+    characters become one ``_``; at most 64 characters; ``"x"`` when nothing is left.
+    """
+    out = re.sub(r"[^A-Za-z0-9_.+-]+", "_", str(text).replace("%", "pct")).lstrip("_.+-")
+    return out[: fo.MAX_NAME_LEN].rstrip("_") or "x"
 
 
 def _canonical(obj: Any) -> bytes:
@@ -194,7 +435,8 @@ class Study(BaseModel):
     Attributes
     ----------
     name : str
-        Study name; also its directory under the results root (letters, digits, ``._-``).
+        Study name; also its directory under the results root (1-64 letters, digits, ``_.+-``,
+        starting with a letter or digit).
     description : str
         What the study asks, in a sentence or two.
     factors : dict of str to list
@@ -207,17 +449,19 @@ class Study(BaseModel):
     fixed : dict of str to scalar
         fio options every run gets (``ioengine: libaio``); names checked against fio's.
     runtime : float
-        Measured time per run, s (fio ``runtime``, with ``time_based``).
+        Measured time per run, s (fio ``runtime``, with ``time_based``); finite, > 0, whole µs,
+        at most :data:`MAX_RUN_SECONDS`.
     ramp_time : float
-        Warm-up per run before measurement starts, s (fio ``ramp_time``).
+        Warm-up per run before measurement starts, s (fio ``ramp_time``); >= 0, same bounds.
     size : str or int, optional
-        fio ``size`` (``256m``): the region of the file/device each job touches.
+        fio ``size`` (``256m``): the region of the file/device each job touches; at most
+        2**63-1 bytes (fio's limit), spelled so that fio reads what it says.
     repetitions : int
-        Runs per grid point.
+        Runs per grid point: an integer from 1 to :data:`MAX_REPETITIONS`.
     seed : int
-        Seed of the randomised run order.
+        Seed of the randomised run order: an integer from 0 to :data:`MAX_SEED`.
     timeout : float, optional
-        Wall-clock limit per run, s; default :attr:`timeout_s`.
+        Wall-clock limit per run, s; default :attr:`timeout_s`; same bounds as ``runtime``.
     target : str, optional
         Default fio ``filename`` when the runner is not given one.
     hosts : list of str or str, optional
@@ -263,6 +507,11 @@ class Study(BaseModel):
     allow_exec: bool = False
     allow_remote: dict[str, list[str]] = Field(default_factory=dict)
 
+    #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
+    #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
+    #: a study sets it, not its author.
+    _max_runs: int = PrivateAttr(default=DEFAULT_MAX_RUNS)
+
     # -- validation -----------------------------------------------------------------------
 
     @model_validator(mode="before")
@@ -275,6 +524,7 @@ class Study(BaseModel):
         """
         if not isinstance(data, dict):
             return data
+        _check_shape(data)
         data = dict(data)
 
         def canon(mapping: Any, where: str, keep: tuple[str, ...] = ()) -> Any:
@@ -285,7 +535,7 @@ class Study(BaseModel):
             for key, value in mapping.items():
                 new = fo.ALIASES.get(key, key) if isinstance(key, str) and key not in keep else key
                 if new in out:
-                    raise ValueError(f"{where}: {spelled[new]!r} and {key!r} are the same fio option ({new}); "
+                    raise ValueError(f"{where}: {shown(spelled[new])} and {shown(key)} are the same fio option ({new}); "
                                      "set it once")
                 out[new] = value
                 spelled[new] = key
@@ -295,6 +545,10 @@ class Study(BaseModel):
             data["fixed"] = canon(data["fixed"], "fixed")
         factors = data.get("factors")
         if isinstance(factors, dict):
+            for name, levels in factors.items():
+                if not isinstance(levels, list):  # pydantic would take a set (YAML !!set) in hash order
+                    raise ValueError(f"factors.{_key_text(name)}: must be a list of levels ([a, b, ...]), got "
+                                     f"{type(levels).__name__} {shown(levels)}")
             factors = canon(factors, "factors", keep=(CLIENTS_FACTOR, "target"))
             data["factors"] = {
                 name: [canon(level, f"factors.{name}[{i}]", keep=("name", "target")) for i, level in enumerate(levels)]
@@ -309,7 +563,7 @@ class Study(BaseModel):
         out = []
         for entry in v:
             if not isinstance(entry, str):
-                raise ValueError(f"each entry must be a string, got {entry!r}")
+                raise ValueError(f"each entry must be a string, got {shown(entry)}")
             if entry in fo.GATES or re.fullmatch(r"ioengine=[A-Za-z0-9_-]+", entry):
                 out.append(entry)
             elif entry in KNOWN_OPTIONS:
@@ -317,7 +571,7 @@ class Study(BaseModel):
             else:
                 raise ValueError(
                     f"each entry must be one of [{', '.join(_gate_names())}], an fio option name or "
-                    f"'ioengine=NAME', got {entry!r}"
+                    f"'ioengine=NAME', got {shown(entry)}"
                 )
         return out
 
@@ -325,10 +579,12 @@ class Study(BaseModel):
     @classmethod
     def _allow_remote_ok(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
         for host, paths in v.items():
+            if host != "*" and not _HOST_RE.fullmatch(host):
+                raise ValueError(f"each key must be a server as written in hosts, or '*', got {shown(host)}")
             for p in paths:
                 if not isinstance(p, str) or not p or re.search(r"[\x00-\x1f\x7f]", p):
                     raise ValueError(f"{host}: each path must be a non-empty string without control characters, "
-                                     f"got {p!r}")
+                                     f"got {shown(p)}")
         return v
 
     @property
@@ -336,52 +592,117 @@ class Study(BaseModel):
         """The opt-ins in force: ``allow`` plus ``exec`` when ``allow_exec`` is set."""
         return frozenset(self.allow) | (frozenset({"exec"}) if self.allow_exec else frozenset())
 
-    @field_validator("name")
+    @field_validator("name", mode="before")
     @classmethod
-    def _name_ok(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError(f"must be letters, digits, '.', '_' or '-' (a directory name), got {v!r}")
+    def _name_ok(cls, v: Any) -> str:
+        if not isinstance(v, str) or not SAFE_NAME_RE.fullmatch(v):
+            raise ValueError(f"must be {SAFE_NAME_RULE} (it names the results directory), got {shown(v)}")
         return v
 
-    @field_validator("size")
+    @field_validator("description", mode="before")
+    @classmethod
+    def _description_ok(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            bad = re.search(r"[\x00-\x08\x0b-\x1f\x7f]", v)
+            if bad:
+                raise ValueError(f"may hold line breaks and tabs but no other control character "
+                                 f"({bad.group()!r} at {bad.start()}), got {shown(v)}")
+        return v
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime_ok(cls, v: Any) -> Any:
+        return _seconds(v, "runtime", zero_ok=False)
+
+    @field_validator("ramp_time", mode="before")
+    @classmethod
+    def _ramp_ok(cls, v: Any) -> Any:
+        return _seconds(v, "ramp_time", zero_ok=True)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout_ok(cls, v: Any) -> Any:
+        return None if v is None else _seconds(v, "timeout", zero_ok=False)
+
+    @field_validator("repetitions", mode="before")
+    @classmethod
+    def _repetitions_ok(cls, v: Any) -> int:
+        return _whole(v, "repetitions", 1, MAX_REPETITIONS, "runs per grid point")
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed_ok(cls, v: Any) -> int:
+        return _whole(v, "seed", 0, MAX_SEED, "seed of the run order")
+
+    @field_validator("size", mode="before")
     @classmethod
     def _size_ok(cls, v: Any) -> Any:
         if v is None:
             return v
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(f"must be a size such as 256m or a number of bytes, got {shown(v)}")
         problem = fo.size_spelling_problem(v, percent_ok=True)
         if problem:
-            raise ValueError(problem)
-        return v
+            raise ValueError(_shorten_in(problem, v))
+        try:
+            fo.check_job_value("size", v)
+        except JobFileError as exc:
+            raise ValueError(str(exc).removeprefix("option size: ")) from None
+        return int(v) if isinstance(v, float) else v
 
-    @field_validator("hosts")
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_ok(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        return _target_checked(v, "")
+
+    @field_validator("hosts", mode="before")
     @classmethod
     def _hosts_ok(cls, v: Any) -> Any:
-        if isinstance(v, list):
+        if isinstance(v, str):
+            if not v or _HOSTS_BAD.search(v):
+                raise ValueError(f"a host file path must be non-empty, without control characters, got {shown(v)}")
+        elif isinstance(v, list):
             if not v:
                 raise ValueError("must list at least one fio server (host[,port]), got []")
             for h in v:
-                if not h.strip() or " " in h.strip():
-                    raise ValueError(f"each entry must be host[,port] as fio --client takes it, got {h!r}")
+                if not isinstance(h, str) or not _HOST_RE.fullmatch(h):
+                    raise ValueError(f"each entry must be host[,port] as fio --client takes it (no blanks, control "
+                                     f"characters, ';', '#' or '$'; at most 255 characters), got {shown(h)}")
         return v
 
     @model_validator(mode="after")
     def _grid_ok(self) -> Study:
+        self._clients_ok()
         fixed = _check_options(self.fixed, "fixed", allow=self.allowed)
         set_by: dict[str, str] = {k: "fixed" for k in fixed}
         for factor, levels in self.factors.items():
+            if not SAFE_NAME_RE.fullmatch(factor):
+                raise ValueError(f"factors: a factor name must be {SAFE_NAME_RULE} (it names a table column), "
+                                 f"got {shown(factor)}")
             where = f"factors.{factor}"
             if not isinstance(levels, list) or not levels:
-                raise ValueError(f"{where}: must be a non-empty list of levels, got {levels!r}")
+                raise ValueError(f"{where}: must be a non-empty list of levels, got {shown(levels)}")
             if factor in RUNNER_OPTIONS:
                 raise ValueError(f"{where}: set by the runner; use {RUNNER_OPTIONS[factor]}")
             is_option = factor in KNOWN_OPTIONS
+            if not is_option and factor not in (CLIENTS_FACTOR, "target") and factor in _run_columns():
+                raise ValueError(f"{where}: {factor!r} is a column of the tidy runs table (storagebench.schema.RUNS), "
+                                 f"which a study factor of that name would shadow; name it otherwise "
+                                 f"(e.g. '{factor}_level')")
+            _one_type(where, levels, "levels")
             labels = []
             for i, level in enumerate(levels):
                 if isinstance(level, dict):
-                    if "name" not in level or not isinstance(level["name"], (str, int)):
-                        raise ValueError(
-                            f"{where}[{i}]: a mapping level needs a 'name' (string) plus fio options, got {level!r}"
-                        )
+                    if "name" not in level:
+                        raise ValueError(f"{where}[{i}]: a mapping level needs a 'name' plus fio options, "
+                                         f"got {shown(level)}")
+                    problem = _label_problem(level["name"])
+                    if problem:
+                        raise ValueError(f"{where}[{i}].name: {problem}")
+                    if "target" in level:
+                        _target_checked(level["target"], f"{where}[{i}].target: ")
                     opts = {k: v for k, v in level.items() if k not in ("name", "target")}
                     checked = _check_options(opts, f"{where}[{i}]", allow=self.allowed)
                     if is_option:
@@ -397,21 +718,22 @@ class Study(BaseModel):
                     labels.append(level["name"])
                     continue
                 if factor == "target":
-                    if not isinstance(level, str) or not level:
-                        raise ValueError(f"{where}[{i}]: must be a path or a target name, got {level!r}")
+                    _target_checked(level, f"{where}[{i}]: ")
                 elif is_option:
                     _check_options({factor: level}, "factors", allow=self.allowed)
                     owner = set_by.get(factor)
                     if owner is not None and owner != factor:
                         raise ValueError(f"{where}: also set by {owner}; set each option once")
                     set_by[factor] = factor
-                elif not isinstance(level, (str, int, float, bool)):
-                    raise ValueError(f"{where}[{i}]: must be a string, number or mapping, got {level!r}")
+                elif factor != CLIENTS_FACTOR:
+                    problem = _label_problem(level, bool_ok=True)
+                    if problem:
+                        raise ValueError(f"{where}[{i}]: {problem}")
                 labels.append(level)
-            dupes = sorted({str(x) for x in labels if labels.count(x) > 1})
+            _one_type(where, labels, "level names")
+            dupes = sorted(shown(x, 40) for x, n in Counter(labels).items() if n > 1)
             if dupes:
-                raise ValueError(f"{where}: levels must be distinct, got {dupes} more than once")
-        self._clients_ok()
+                raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
         return self
 
     def _clients_ok(self) -> None:
@@ -423,11 +745,13 @@ class Study(BaseModel):
         if self.hosts is None:
             raise ValueError(
                 f"{where}: runs level n on the first n of the study's hosts, so it needs 'hosts' "
-                f"(fio servers host[,port] or a fio host file); got clients={levels!r} and no hosts"
+                f"(fio servers host[,port] or a fio host file); got clients={shown(levels)} and no hosts"
             )
+        if not isinstance(levels, list) or not levels:
+            raise ValueError(f"{where}: must be a non-empty list of levels, got {shown(levels)}")
         bad = [n for n in levels if isinstance(n, bool) or not isinstance(n, int) or n < 1]
         if bad:
-            raise ValueError(f"{where}: levels must be positive integers (client counts), got {bad}")
+            raise ValueError(f"{where}: levels must be positive integers (client counts), got {shown(bad)}")
         if isinstance(self.hosts, list) and max(levels) > len(self.hosts):
             raise ValueError(
                 f"{where}: level {max(levels)} needs {max(levels)} hosts, but hosts lists "
@@ -480,6 +804,52 @@ class Study(BaseModel):
         return nominal + max(120.0, 0.5 * nominal)
 
     @property
+    def n_runs(self) -> int:
+        """Runs in the plan: the product of the factors' level counts times ``repetitions``.
+
+        Computed without expanding anything, so a 10**20-run grid is counted, not built.
+        """
+        n = self.repetitions
+        for levels in self.factors.values():
+            n *= len(levels)
+        return n
+
+    def check_max_runs(self, max_runs: int | None = None) -> int:
+        """Refuse a plan of more than ``max_runs`` runs, before any run is made.
+
+        Parameters
+        ----------
+        max_runs : int, optional
+            The limit; default the one the study was loaded with (:data:`DEFAULT_MAX_RUNS` unless
+            ``load_study(..., max_runs=N)``).
+
+        Returns
+        -------
+        int
+            :attr:`n_runs`.
+
+        Raises
+        ------
+        StudyError
+            More runs than the limit, with the count, e.g. ``"study x: the plan has
+            100,000,000,000,000,000,000 runs (20 factors: 10 x 10 x ... levels, x 1 repetition);
+            the limit is 100,000 (max_runs) ..."``.
+        """
+        limit = self._max_runs if max_runs is None else max_runs
+        n = self.n_runs
+        if n > limit:
+            counts = [len(v) for v in self.factors.values()]
+            shown_counts = " x ".join(str(c) for c in counts[:8]) + (" x ..." if len(counts) > 8 else "")
+            reps = f"{self.repetitions:,} repetition{'s' if self.repetitions != 1 else ''}"
+            grid = f"{len(counts)} factor{'s' if len(counts) != 1 else ''}: {shown_counts} levels, x {reps}"
+            raise StudyError(
+                f"study {self.name}: the plan has {_count_text(n)} runs ({grid}); the limit is {limit:,} "
+                f"(max_runs): fewer levels or repetitions, or raise it with load_study(..., max_runs=N), "
+                f"Study.expand(max_runs=N) or `storagebench run --max-runs N`"
+            )
+        return n
+
+    @property
     def run_duration_s(self) -> float:
         """Nominal duration of one run, s (runtime + ramp_time): the ETA's unit."""
         return float(self.runtime + self.ramp_time)
@@ -514,7 +884,7 @@ class Study(BaseModel):
         opts.update(self.fixed)
         return opts
 
-    def expand(self) -> RunPlan:
+    def expand(self, *, max_runs: int | None = None) -> RunPlan:
         """The full factorial grid × repetitions, in a seeded random run order.
 
         ``run_id`` is the first 12 hex digits of the SHA-256 of the canonical JSON of
@@ -523,11 +893,23 @@ class Study(BaseModel):
         the runs already done. The run order sorts runs by SHA-256 of (seed, run_id): a
         shuffle that depends on nothing but the seed and the runs.
 
+        Parameters
+        ----------
+        max_runs : int, optional
+            Refuse a plan of more runs than this, before expanding anything; default the limit the
+            study was loaded with (:data:`DEFAULT_MAX_RUNS` unless ``load_study(..., max_runs=N)``).
+
         Returns
         -------
         RunPlan
             Points in run order.
+
+        Raises
+        ------
+        StudyError
+            More runs than ``max_runs`` (:meth:`check_max_runs`).
         """
+        self.check_max_runs(max_runs)
         names = list(self.factors)
         grids = [self.factors[n] for n in names]
         points = []
@@ -643,14 +1025,24 @@ class RunPlan:
 # loading
 
 
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    parts = []
+    for x in loc:
+        if isinstance(x, int):
+            parts.append(f"[{x}]")
+        else:
+            parts.append(("." if parts else "") + _key_text(x))
+    return "".join(parts)
+
+
 def _format_errors(exc: ValidationError) -> str:
     msgs = []
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
+        loc = _loc_text(err["loc"])
         kind = err.get("type", "")
         if kind == "extra_forbidden":
             allowed = ", ".join(Study.model_fields)
-            msgs.append(f"{loc}: unknown key (allowed keys: [{allowed}]), got {err.get('input')!r}")
+            msgs.append(f"{loc}: unknown key (allowed keys: [{allowed}]), got {shown(err.get('input'))}")
             continue
         if kind == "missing":
             msgs.append(f"{loc}: required key is missing")
@@ -662,17 +1054,22 @@ def _format_errors(exc: ValidationError) -> str:
         elif kind == "value_error":
             msgs.append(f"{loc}: {msg}" if loc else msg)
         else:
-            msgs.append(f"{loc}: {msg}, got {err.get('input')!r}")
+            msgs.append(f"{loc}: {msg}, got {shown(err.get('input'))}")
     return "; ".join(msgs)
 
 
-def load_study(source: str | os.PathLike[str] | Mapping[str, Any]) -> Study:
+def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: int | None = None) -> Study:
     """Load and validate a study spec.
 
     Parameters
     ----------
     source : str, path-like or mapping
-        A YAML file path, or the spec as a dict.
+        A YAML file path (a regular file of at most :data:`storagebench.safeyaml.MAX_YAML_BYTES`
+        bytes, read with :func:`storagebench.safeyaml.load_yaml`), or the spec as a dict.
+    max_runs : int, optional
+        Refuse a plan of more runs than this now, and make it the limit :meth:`Study.expand`
+        enforces. Default: not checked at load (a stored spec must always load, e.g. to compare
+        its hash on resume); :meth:`Study.expand` enforces :data:`DEFAULT_MAX_RUNS`.
 
     Returns
     -------
@@ -681,27 +1078,28 @@ def load_study(source: str | os.PathLike[str] | Mapping[str, Any]) -> Study:
     Raises
     ------
     StudyError
-        The file cannot be read or parsed, a key is unknown, a value is invalid; the message
-        names the file, the key, the value and what is allowed, e.g.
-        ``"factors.rw: must be one of [read, write, ...], got 'randwite'"``.
+        The file cannot be read or parsed or is out of bounds (size, aliases, nesting,
+        duplicate keys), a key is unknown, a value is invalid, or the plan has more than
+        ``max_runs`` runs; the message names the file, the key, the value and what is allowed,
+        e.g. ``"factors.rw: must be one of [read, write, ...], got 'randwite'"``.
     """
+    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
+        raise StudyError(f"max_runs must be a positive integer, got {shown(max_runs)}")
     where = ""
     if isinstance(source, Mapping):
         data: Any = dict(source)
     else:
         path = Path(source)
         where = f"{path}: "
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise StudyError(f"{path}: cannot read study spec ({exc.strerror})") from exc
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise StudyError(f"{path}: not valid YAML: {exc}") from exc
+        text = read_text_capped(path, error=StudyError, what="study spec")
+        data = load_yaml(text, where=str(path), error=StudyError)
     if not isinstance(data, dict):
-        raise StudyError(f"{where}a study spec must be a mapping of keys (name, factors, ...), got {data!r}")
+        raise StudyError(f"{where}a study spec must be a mapping of keys (name, factors, ...), got {shown(data)}")
     try:
-        return Study.model_validate(data)
+        study = Study.model_validate(data)
     except ValidationError as exc:
         raise StudyError(where + _format_errors(exc)) from None
+    if max_runs is not None:
+        study.check_max_runs(max_runs)
+        study._max_runs = max_runs
+    return study

@@ -40,10 +40,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from . import testbed as tb
 from .errors import FioError, StatsError, StudyError, TestbedError
+from .safeyaml import load_yaml, read_text_capped
+from .stats.verdict import NO_CI_VERDICT
 from .study import Study, load_study
 
 __all__ = [
@@ -120,10 +121,9 @@ def study_spec(name: str, *, quick: bool = False, spec_dir: str | os.PathLike[st
     path = Path(spec_dir or SPEC_DIR) / f"{name}.yaml"
     if not quick:
         return load_study(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise StudyError(f"{path}: cannot read study spec ({exc.strerror})") from exc
+    data = load_yaml(read_text_capped(path, error=StudyError, what="study spec"), where=str(path), error=StudyError)
+    if not isinstance(data, dict) or not isinstance(data.get("factors", {}), dict):
+        raise StudyError(f"{path}: a study spec must be a mapping of keys (name, factors, ...)")
     q = _QUICK[name]
     data = dict(data, name=f"{name}-quick")
     for key, value in q.items():
@@ -544,13 +544,6 @@ def pooled_percentiles(histograms: pd.DataFrame, runs: pd.DataFrame, by: Sequenc
     return pd.DataFrame(rows)
 
 
-def _cv_pooled(values_a: np.ndarray, values_b: np.ndarray) -> float:
-    """Pooled within-arm coefficient of variation (sqrt of mean variance / grand mean)."""
-    va, vb = np.var(values_a, ddof=1), np.var(values_b, ddof=1)
-    m = (np.mean(values_a) + np.mean(values_b)) / 2
-    return float(math.sqrt((va + vb) / 2) / m) if m > 0 else math.nan
-
-
 def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence: float = 0.95,
                         power: float = 0.8) -> dict[str, pd.DataFrame]:
     """fs/raw ratios per I/O size and mix, TOST for "within ``margin``", runs needed.
@@ -570,13 +563,16 @@ def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence:
     -------
     dict
         ``"points"``: per (datastore, mix, bs) mean IOPS and MB/s over repetitions;
-        ``"verdicts"``: per (mix, bs_bytes, metric, level): ``ratio, ci_low, ci_high`` (level/raw,
-        Fieller CI), ``p_equivalence``, ``equivalent``, ``cv_pct`` (pooled run-to-run CV),
-        ``n_per_arm`` (runs now) and ``n_needed_per_arm`` (runs per arm for the TOST to show
-        "within margin" with ``power`` if the true ratio were 1; :func:`storagebench.stats.tost_sample_size`);
+        ``"verdicts"``: per (mix, bs_bytes, metric, level): ``ratio, ci_low, ci_high`` (level/raw, ratio
+        of geometric means with the Welch CI on log values), ``p_equivalence``, ``equivalent``, ``cv_pct``
+        (run-to-run CV from the log-scale SD pooled over both arms, :func:`storagebench.stats.pilot_cv`),
+        ``cv_upper_pct`` (its one-sided 80% upper confidence bound, chi-square on ``n_a + n_b - 2`` df),
+        ``n_per_arm`` (runs now) and ``n_needed_per_arm`` (runs per arm for the TOST to show "within
+        margin" with ``power`` if the true ratio were 1, planned at ``cv_upper_pct``, not at the point
+        estimate; :func:`storagebench.stats.tost_sample_size`);
         ``"overall"``: per (metric, level) whether every size was shown equivalent (intersection-union test).
     """
-    from .stats import compare, tost_sample_size
+    from .stats import compare, pilot_cv, tost_sample_size
 
     pr = _per_run(runs)
     pr["bw_MB_per_s"] = pr["bw_bytes_per_s"] / 1e6
@@ -587,26 +583,33 @@ def analyse_rdm_vs_vmfs(runs: pd.DataFrame, *, margin: float = 0.01, confidence:
         table = compare(pr, "datastore", "raw", metric, by=["mix", "bs_bytes"], margin=margin,
                         confidence=confidence, adjust="holm")
         df = table.to_frame()
-        cvs, needs = [], []
+        cvs, uppers, needs = [], [], []
         for _, row in df.iterrows():
             sel = (pr["mix"] == row["mix"]) & (pr["bs_bytes"] == row["bs_bytes"])
             a = pr.loc[sel & (pr["datastore"] == "raw"), metric].to_numpy(float)
             b = pr.loc[sel & (pr["datastore"] == row["level"]), metric].to_numpy(float)
-            cv = _cv_pooled(a, b) if len(a) > 1 and len(b) > 1 else math.nan
-            cvs.append(cv * 100)
             try:
-                needs.append(tost_sample_size(cv, margin, ratio=1.0, alpha=1 - confidence, power=power)
-                             if np.isfinite(cv) and cv > 0 else math.nan)
-            except StatsError:
+                pcv = pilot_cv([a, b])
+            except StatsError:  # fewer than 2 runs in an arm, or no spread: no plan
+                cvs.append(math.nan)
+                uppers.append(math.nan)
+                needs.append(math.nan)
+                continue
+            cvs.append(pcv.cv * 100)
+            uppers.append(pcv.cv_upper * 100)
+            try:
+                needs.append(tost_sample_size(pcv, margin, ratio=1.0, alpha=1 - confidence, power=power))
+            except StatsError:  # more than n_max runs: reported as NaN, never a made-up number
                 needs.append(math.nan)
         df["cv_pct"] = cvs
+        df["cv_upper_pct"] = uppers
         df["n_per_arm"] = df["n_other"]
         df["n_needed_per_arm"] = needs
         out.append(df)
     verdicts = pd.concat(out, ignore_index=True)
     keep = ["metric", "mix", "bs_bytes", "level", "baseline", "n_per_arm", "mean_baseline", "mean_other", "ratio",
             "ci_low", "ci_high", "p", "p_adjusted", "margin", "p_equivalence", "equivalent", "cv_pct",
-            "n_needed_per_arm", "note"]
+            "cv_upper_pct", "n_needed_per_arm", "note"]
     verdicts = verdicts[keep]
     overall = (verdicts.groupby(["metric", "level"], sort=True)
                .agg(sizes=("bs_bytes", "size"), sizes_equivalent=("equivalent", lambda s: int((s == True).sum())),  # noqa: E712
@@ -624,17 +627,13 @@ def _baseline_like(series: pd.Series, value: Any) -> Any:
     raise StatsError(f"baseline {value!r} is not a level of {series.name!r}: {sorted(map(str, series.unique()))}")
 
 
-#: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
-NO_CI_VERDICT = "no verdict: CI not estimable"
-
-
 def direction_verdicts(df: pd.DataFrame, alpha: float, up: str, down: str) -> np.ndarray:
     """Verdict words per comparison row: a direction only where the CI shows one.
 
-    Rule: ``up`` when the Holm-adjusted p < ``alpha`` and the whole ratio CI lies above 1;
-    ``down`` when p < ``alpha`` and the CI lies below 1; :data:`NO_CI_VERDICT` when a CI bound
-    is NaN (then neither the ratio nor its p-value may be read as a direction); otherwise
-    ``"no difference shown"``.
+    The rule is :func:`storagebench.stats.verdict_words` (its one owner): ``up`` when the Holm-adjusted
+    p < ``alpha`` and the whole ratio CI lies above 1; ``down`` when p < ``alpha`` and the CI lies below
+    1; :data:`NO_CI_VERDICT` when a CI bound is NaN (then neither the ratio nor its p-value may be read as
+    a direction); otherwise ``"no difference shown"``.
 
     Parameters
     ----------
@@ -650,15 +649,13 @@ def direction_verdicts(df: pd.DataFrame, alpha: float, up: str, down: str) -> np
     -------
     numpy.ndarray of str
     """
-    lo, hi = df["ci_low"].to_numpy(float), df["ci_high"].to_numpy(float)
-    sig = df["p_adjusted"].to_numpy(float) < alpha
-    estimable = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(~estimable, NO_CI_VERDICT,
-                    np.where(sig & (lo > 1), up, np.where(sig & (hi < 1), down, "no difference shown")))
+    from .stats import verdict_words
+
+    return verdict_words(df["ci_low"], df["ci_high"], df["p_adjusted"], alpha, up, down).astype(str)
 
 
 def analyse_stripe_width(runs: pd.DataFrame, *, confidence: float = 0.95) -> dict[str, pd.DataFrame]:
-    """width-4 / width-1 ratio of IOPS (and MB/s) per pattern, Fieller CI, Holm-adjusted p.
+    """width-4 / width-1 ratio of IOPS per pattern (ratio of geometric means, Welch CI on log values), Holm-adjusted p.
 
     Returns
     -------
@@ -694,7 +691,8 @@ def analyse_consolidation(runs: pd.DataFrame, histograms: pd.DataFrame, *,
     dict
         ``"pooled"``: per (workload, layout) mean IOPS and p90/p99 (ms) of all completions of its runs
         (bins merged, never percentiles averaged); ``"verdicts"``: per (workload, metric in iops,
-        clat_p90_ns, clat_p99_ns) the shared/isolated ratio of per-run values with Fieller CI and
+        clat_p90_ns, clat_p99_ns) the shared/isolated ratio of geometric means of per-run values with its
+        Welch CI on log values and
         Holm-adjusted p, and ``verdict`` (:func:`direction_verdicts`: "better shared"/"worse shared" only
         where the CI excludes 1, never beside a CI that is not estimable); ``"per_run"``: per-run IOPS and percentiles.
     """
@@ -741,12 +739,13 @@ def analyse_fast_vs_slow(runs: pd.DataFrame, histograms: pd.DataFrame, *, qos_p9
     Returns
     -------
     dict
-        ``"scores"``: per (device, load) ``outstanding_ios`` (numjobs x iodepth), ``score`` = mean
-        IOPS / mean IOPS of the slow device at its lowest load with a Fieller CI
+        ``"scores"``: per (device, load) ``outstanding_ios`` (numjobs x iodepth), ``score`` =
+        IOPS / IOPS of the slow device at its lowest load (ratio of geometric means, Welch CI on log values;
+        the baseline itself is exactly 1 without a CI)
         (:func:`storagebench.stats.saturation.normalize`), and the per-run p99 completion latency
         (from each run's merged bins; ms) mean with its t CI, ``meets``/``meets_confident``;
-        ``"improvement"``: per load ``improvement_pct`` = (fast/slow - 1) x 100 with its CI (Fieller
-        CI of the ratio of mean IOPS) and Holm-adjusted p; ``"qos"``: per device the highest load
+        ``"improvement"``: per load ``improvement_pct`` = (fast/slow - 1) x 100 with its CI (ratio of
+        geometric mean IOPS, Welch CI on log values) and Holm-adjusted p; ``"qos"``: per device the highest load
         before the first load whose mean p99 exceeds the limit (``max_load``) and the same with the
         upper CI bound (``max_load_confident``, the defensible claim;
         :func:`storagebench.stats.saturation.qos_max_load`).
@@ -821,9 +820,12 @@ def analyse(study_dir: str | os.PathLike[str], *, qos_p99_ms: float = DEFAULT_QO
     sdir = Path(study_dir)
     spec = sdir / "study.yaml"
     try:
-        name = yaml.safe_load(spec.read_text())["name"]
-    except (OSError, KeyError, TypeError) as exc:
+        name = load_yaml(read_text_capped(spec, error=StudyError, what="study spec"), where=str(spec),
+                         error=StudyError)["name"]
+    except (StudyError, KeyError, TypeError) as exc:
         raise StudyError(f"{sdir} is not a study directory (no readable study.yaml with a name)") from exc
+    if not isinstance(name, str):
+        raise StudyError(f"{sdir} is not a study directory (study.yaml's name is not a string)")
     base = name.removesuffix("-quick")
     _check_name(base)
     runs, hist = load_tables(sdir)
@@ -890,8 +892,9 @@ def verdict_summary(name: str, tables: Mapping[str, pd.DataFrame], confidence: f
             f"ratio fs/raw [{ci}]": [_ci_text(*r) for r in zip(v["ratio"], v["ci_low"], v["ci_high"], strict=True)],
             "TOST p (±1%)": v["p_equivalence"].round(4),
             "within 1%?": v["equivalent"].map({True: "yes", False: "not shown"}).fillna("n/a"),
-            "run CV (%)": v["cv_pct"].round(2), "runs/arm now": v["n_per_arm"],
-            "runs/arm for ±1% (80% power)": v["n_needed_per_arm"],
+            "run CV (%)": v["cv_pct"].round(2), "run CV, 80% upper bound (%)": v["cv_upper_pct"].round(2),
+            "runs/arm now": v["n_per_arm"],
+            "runs/arm for ±1% (80% power at the CV's upper bound)": v["n_needed_per_arm"],
         })
         return {"verdicts": out.reset_index(drop=True), "overall": tables["overall"]}
     if base == "stripe_width":
@@ -981,7 +984,8 @@ def verdict_text(name: str, tables: Mapping[str, pd.DataFrame]) -> str:
                 f"{_fmt_ci(g.loc[hi, 'ratio'], g.loc[hi, 'ci_low'], g.loc[hi, 'ci_high'])} "
                 f"({g.loc[hi, 'mix']}, {g.loc[hi, 'bs_bytes'] // 1024} KiB). \"Within 1%\" (TOST, alpha 0.05) is shown "
                 f"at {eq} of {len(g)} (mix, size) points; with the run-to-run CV seen here "
-                f"({g['cv_pct'].min():.1f}% to {g['cv_pct'].max():.1f}%), showing it would need up to "
+                f"({g['cv_pct'].min():.1f}% to {g['cv_pct'].max():.1f}%; planned at its 80% upper confidence bound, "
+                f"up to {g['cv_upper_pct'].max():.1f}%), showing it would need up to "
                 f"{int(np.nanmax(g['n_needed_per_arm'])) if np.isfinite(g['n_needed_per_arm']).any() else 'n/a'} "
                 f"runs per arm (80% power) instead of {int(g['n_per_arm'].max())}.")
     elif base == "stripe_width":

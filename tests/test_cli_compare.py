@@ -35,7 +35,20 @@ def test_compare_published_stripe_prints_and_writes_paired_ratios(tmp_path):
         assert pattern in text
     assert (table.ci_low < table.ratio).all() and (table.ratio < table.ci_high).all()
     assert (table.p_adjusted >= table.p).all() and table.method.str.contains("Holm").all()
-    assert "method: paired arms on ['vms', 'source_tool']" in text and f"wrote {out}" in text
+    assert "method: geometric mean of the per-pair ratios" in text and f"wrote {out}" in text
+    assert "design: paired: each vms/source_tool key is one block" in text and "family: Holm" in text
+    assert (table.estimand == "geometric").all()
+
+
+def test_compare_by_pattern_is_checked_per_group(tmp_path):
+    """Every pattern of seed 002 has one direction: --by pattern alone is not refused any more (the
+    direction check is per group), and the arithmetic estimand is there by name."""
+    out = tmp_path / "by_pattern.csv"
+    code, text = _run(*STRIPE, "--by", "pattern", "--pair-on", "vms", "--pair-on", "source_tool",
+                      "--estimand", "arithmetic", "--out", str(out))
+    assert code == 0, text
+    table = pd.read_csv(out)
+    assert len(table) == 6 and (table.estimand == "arithmetic").all() and "Fieller" in text
 
 
 def test_compare_reads_parquet_and_csv_tables_with_fdr(tmp_path):
@@ -74,7 +87,8 @@ def test_compare_margin_gives_an_equivalence_verdict(tmp_path):
         (["--metric", "clat_mean_ns"], "metric 'clat_mean_ns' has 288 NaN"),  # not in the published table
         (["--metric", "io_bytes"], "value(s) <= 0"),  # -1 = unknown in the published tables
         (["--by", "patern"], "has no column(s) ['patern']"),
-        (["--by", "pattern"], "rows mix directions"),
+        (["--by", "vms"], "rows mix directions ['mixed', 'read', 'write'] in group {'vms': 1}"),  # per group
+        (["--estimand", "fieller"], "estimand must be one of ['arithmetic', 'geometric'], got 'fieller'"),
         (["--where", "nope=1"], "--where column must be one of"),
         (["--where", "pattern"], "--where must be COLUMN=VALUE"),
         (["--adjust", "sidak"], "adjust must be one of"),

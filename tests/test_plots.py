@@ -276,10 +276,13 @@ def test_ratio_forest_from_a_real_comparison(runs):
     assert len(ax.get_yticklabels()) == len(frame)
     np.testing.assert_allclose(ax.lines[0].get_xdata(), frame["ratio"])
     assert any(np.allclose(ln.get_xdata(), 1.0) for ln in ax.lines[1:])  # reference line at 1
-    # 2 repetitions per point: Fieller's set is unbounded or reaches below 0 for some rows; compare
-    # then reports the geometric-mean ratio with its log-scale CI, bounded and > 0 (stats.ratio_ci)
-    fallback = frame["method"].str.contains("GEOMETRIC")
-    assert fallback.any() and (frame["ci_low"] > 0).all() and np.isfinite(frame["ci_high"]).all()
+    # 2 repetitions per point: the default estimand (ratio of geometric means, log-scale Welch CI) is
+    # bounded and > 0 in every row, where Fieller's set would be unbounded or reach below 0 for some
+    assert (frame["estimand"] == "geometric").all()
+    assert (frame["ci_low"] > 0).all() and np.isfinite(frame["ci_high"]).all()
+    fieller = compare(pr[pr["numjobs"].isin([lo, hi])], "numjobs", baseline=lo, metric="iops", by="iodepth",
+                      estimand="arithmetic").to_frame()
+    assert (fieller["ci_low"].isna() | (fieller["ci_low"] <= 0)).any()
     # a CI that is not bounded (NaN, or <= 0 on the log axis) is drawn open-ended
     cut = frame.assign(ci_low=[np.nan, -0.1, *frame["ci_low"].iloc[2:]])
     ax = plots.ratio_forest(cut)
@@ -319,13 +322,17 @@ def test_ratio_forest_ticks_on_a_narrow_span_and_label_from_the_method():
     paired = compare(vsan, "stripe_width", 1, "iops", by=["pattern", "direction"], pair_on=["vms", "source_tool"])
     xl = plots.ratio_forest(paired).get_xlabel()
     assert xl.startswith("geometric mean ratio of iops") and "ratio of mean" not in xl
-    # independent arms with Fieller intervals: ratio of means
-    indep = compare(vsan[vsan["source_tool"] == "FIO"], "stripe_width", 1, "iops", by=["pattern", "direction"])
+    # independent arms, default estimand: geometric mean ratio too
+    geo = compare(vsan[vsan["source_tool"] == "FIO"], "stripe_width", 1, "iops", by=["pattern", "direction"])
+    assert plots.ratio_forest(geo).get_xlabel().startswith("geometric mean ratio of iops")
+    # Fieller by name: ratio of means
+    indep = compare(vsan[vsan["source_tool"] == "FIO"], "stripe_width", 1, "iops", by=["pattern", "direction"],
+                    estimand="arithmetic")
     assert not any("geometric mean" in m.lower() for m in indep.to_frame()["method"])
     assert plots.ratio_forest(indep).get_xlabel().startswith("ratio of mean iops")
-    # a mix (one row fell back to the log scale): those rows are open diamonds, and the label says so
+    # a mix (rows of both estimands): the geometric rows are open diamonds, and the label says so
     frame = indep.to_frame()
-    frame.loc[0, "method"] = "ratio of GEOMETRIC means with exp(Welch t CI ...)"
+    frame.loc[0, "estimand"] = "geometric"
     ax = plots.ratio_forest(frame)
     assert "open diamonds: geometric mean ratio" in ax.get_xlabel()
     diamonds = [c for c in ax.collections if isinstance(c, PathCollection)]

@@ -16,9 +16,18 @@ from storagebench.stats import (
     adjust_pvalues,
     compare,
     fieller_ratio_ci,
+    hedges_g,
     ratio_ci,
     summary_table,
 )
+
+
+@pytest.fixture(scope="module")
+def rref():
+    """R reference values (tests/fixtures/stats/r_reference.R; R 4.2.2, lme4 1.1.31, effectsize 0.8.3)."""
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "fixtures" / "stats" / "r_reference.json").read_text())
 
 # R datasets::sleep (Cushny & Peebles 1905, as in Student 1908): extra hours of sleep, 10 patients x 2 drugs.
 SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
@@ -34,34 +43,149 @@ def _sleep_frame(shift: float = 10.0) -> pd.DataFrame:
     })
 
 
-def test_welch_matches_r_t_test_sleep():
-    """Gold: R ``t.test(extra ~ group, data = sleep)`` (Welch, R's ?t.test example) prints
-    t = -1.8608, df = 17.776, p-value = 0.07939, 95% CI -3.3654832 0.2054832 (group 1 - group 2)."""
+def test_welch_on_logs_matches_r_t_test_sleep(rref):
+    """Gold: the default estimand is the ratio of geometric means, p and CI from one Welch t on log values:
+    R ``t.test(log(extra[11:20] + 10), log(extra[1:10] + 10))`` (r_reference.json). The raw-scale difference
+    stays a descriptive extra: R ``t.test(extra ~ group, data = sleep)`` 95% CI -3.3654832 0.2054832
+    (group 1 - group 2). Changed with issue 10: ``p`` was the raw-scale Welch p (0.07939), now the log-scale
+    p of the ratio it is printed beside."""
     row = compare(_sleep_frame(), "drug", 1, "extra")[0]
-    assert row.n_baseline == row.n_other == 10
+    ref = rref["sleep_welch_log"]
+    assert row.n_baseline == row.n_other == 10 and row.estimand == "geometric"
+    assert row.p == pytest.approx(ref["p"], rel=1e-12)
+    assert (row.ci_low, row.ci_high) == pytest.approx(tuple(ref["ci_ratio"]), rel=1e-12)
+    shifted = np.r_[SLEEP_1, SLEEP_2] + 10
+    assert row.ratio == pytest.approx(math.exp(np.log(shifted[10:]).mean() - np.log(shifted[:10]).mean()))
     assert row.estimate == pytest.approx(1.58, abs=1e-12)
-    assert row.p == pytest.approx(0.07939, abs=5e-6)
     assert row.diff_ci_low == pytest.approx(-0.2054832, abs=1e-7)
     assert row.diff_ci_high == pytest.approx(3.3654832, abs=1e-7)
-    assert "Welch" in row.method and row.note == ""
+    assert "Welch t on log values" in row.method and "descriptive" in row.method and row.note == ""
     # one comparison: Holm leaves p unchanged
     assert row.p_adjusted == pytest.approx(row.p)
 
 
-def test_paired_difference_matches_r_paired_t_test_sleep():
-    """Gold: R ``t.test(extra ~ group, data = sleep, paired = TRUE)``: mean difference -1.58,
-    95% CI -2.4598858 -0.7001142 (group 1 - group 2)."""
+def test_paired_log_ratio_matches_r_paired_t_test_sleep(rref):
+    """Gold: R ``t.test(log(extra[11:20] + 10), log(extra[1:10] + 10), paired = TRUE)``; the raw
+    difference's CI is R ``t.test(extra ~ group, data = sleep, paired = TRUE)``: -2.4598858 -0.7001142."""
     row = compare(_sleep_frame(), "drug", 1, "extra", pair_on="ID")[0]
+    ref = rref["sleep_paired_log"]
     assert row.paired and row.n_baseline == 10
     assert row.diff_ci_low == pytest.approx(0.7001142, abs=1e-7)
     assert row.diff_ci_high == pytest.approx(2.4598858, abs=1e-7)
-    # ratio is the geometric mean ratio, CI exp of the paired t CI of the mean log ratio
     d = np.log(np.array(SLEEP_2) + 10) - np.log(np.array(SLEEP_1) + 10)
-    ci = st.ttest_1samp(d, 0).confidence_interval(0.95)
     assert row.ratio == pytest.approx(math.exp(d.mean()))
-    assert (row.ci_low, row.ci_high) == pytest.approx((math.exp(ci.low), math.exp(ci.high)))
+    assert row.p == pytest.approx(ref["p"], rel=1e-12)
+    assert (row.ci_low, row.ci_high) == pytest.approx(tuple(ref["ci_ratio"]), rel=1e-12)
     assert row.ci_low < row.ratio < row.ci_high
-    assert "Wilcoxon" in row.method
+    assert "Wilcoxon" in row.method and "g_z" in row.method
+
+
+def test_issue_example_p_and_ci_agree(rref):
+    """Gold (issue 10): A = [47453, 34239, 51507], B = [68267, 57414, 66355], baseline A. Before, p = 0.0425
+    (raw Welch) sat beside the CI [0.981, 2.427] (Fieller): they disagreed about 1. Now the default row has
+    R's log-scale Welch p and CI, which agree; Fieller by name has Fieller's own test, which agrees too."""
+    df = pd.DataFrame({"arm": ["A"] * 3 + ["B"] * 3, "iops": [47453, 34239, 51507, 68267, 57414, 66355]})
+    row = compare(df, "arm", "A", "iops")[0]
+    ref = rref["ab_welch_log"]
+    assert row.ratio == pytest.approx(ref["ratio"], rel=1e-12)
+    assert (row.ci_low, row.ci_high) == pytest.approx(tuple(ref["ci_ratio"]), rel=1e-12)
+    assert row.p == pytest.approx(ref["p"], rel=1e-12)
+    assert row.p >= 0.05 and row.ci_low < 1 < row.ci_high
+    fr = compare(df, "arm", "A", "iops", estimand="arithmetic")[0]
+    ref = rref["ab_fieller"]
+    assert fr.estimand == "arithmetic" and "Fieller" in fr.method and "asked for by name" in fr.method
+    assert fr.ratio == pytest.approx(ref["ratio"], rel=1e-12)
+    assert (fr.ci_low, fr.ci_high) == pytest.approx(tuple(ref["ci_ratio"]), rel=1e-10)
+    assert fr.p == pytest.approx(ref["p"], rel=1e-10)
+    assert fr.p >= 0.05 and fr.ci_low < 1 < fr.ci_high
+    rc = ratio_ci([68267, 57414, 66355], [47453, 34239, 51507], 0.95, estimand="arithmetic")
+    assert rc.df == pytest.approx(ref["df"], rel=1e-12) and not rc.geometric
+
+
+def _random_groups(rng, sets: int, n: int, paired: bool) -> pd.DataFrame:
+    """``sets`` random data sets of two arms (log-normal, CVs 1%..80%, true ratio 0.7..1.4, n per arm)."""
+    frames = []
+    cv = np.exp(rng.uniform(np.log(0.01), np.log(0.8), (sets, 2)))
+    shift = rng.uniform(np.log(0.7), np.log(1.4), sets)
+    for s in range(sets):
+        sig = np.sqrt(np.log1p(cv[s] ** 2))
+        block = rng.normal(0, 0.3, n) if paired else 0.0
+        base = 1000 * np.exp(block + rng.normal(0, sig[0], n))
+        other = 1000 * np.exp(shift[s] + block + rng.normal(0, sig[1], n))
+        frames.append(pd.DataFrame({"set": s, "arm": ["b"] * n + ["o"] * n, "pair": list(range(n)) * 2,
+                                    "iops": np.r_[base, other]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("estimand", ["geometric", "arithmetic"])
+@pytest.mark.parametrize("paired", [False, True])
+def test_p_and_ci_never_disagree_about_one(estimand, paired):
+    """Exhaustive on random data: in every row, p < alpha exactly when the CI excludes 1 (600 data sets
+    per estimand x design, n 2..12 per arm, at three confidence levels)."""
+    rng = np.random.default_rng(10)
+    checked = 0
+    for n in (2, 3, 5, 12):
+        df = _random_groups(rng, 150, n, paired)
+        for conf in (0.9, 0.95, 0.99):
+            f = compare(df, "arm", "b", "iops", by="set", pair_on="pair" if paired else None, estimand=estimand,
+                        confidence=conf, adjust="none").to_frame()
+            bounded = np.isfinite(f["ci_low"]) & np.isfinite(f["ci_high"])
+            excludes = (f["ci_low"] > 1) | (f["ci_high"] < 1)
+            sig = f["p"] < 1 - conf
+            assert (sig[bounded] == excludes[bounded]).all(), f[bounded & (sig != excludes)]
+            assert f["p"].notna().all()
+            if estimand == "geometric":
+                assert bounded.all() and (f["ci_low"] > 0).all()
+            checked += int(bounded.sum())
+    assert checked > 1000
+
+
+def test_bca_p_is_the_inverted_interval_and_agrees_with_it():
+    """With n_boot the CI is BCa and p its inversion: they agree about 1 in every row, and BCa is refused
+    below 10 units per arm."""
+    rng = np.random.default_rng(11)
+    for paired in (False, True):
+        df = _random_groups(rng, 40, 10, paired)
+        for estimand in ("geometric", "arithmetic"):
+            f = compare(df, "arm", "b", "iops", by="set", pair_on="pair" if paired else None, estimand=estimand,
+                        n_boot=400, adjust="none").to_frame()
+            excludes = (f["ci_low"] > 1) | (f["ci_high"] < 1)
+            assert ((f["p"] < 0.05) == excludes).all()
+            assert f["method"].str.contains("BCa").all() and excludes.any() and (~excludes).any()
+            assert f["note"].str.contains("BCa coverage of a nominal 95% CI, simulated").all()
+    small = _random_groups(rng, 2, 9, False)
+    with pytest.raises(StatsError, match=r"BCa bootstrap CI needs >= 10 units per arm.*has 9"):
+        compare(small, "arm", "b", "iops", by="set", n_boot=999)
+
+
+def test_bootstrap_seed_differs_per_group_and_is_reproducible():
+    rng = np.random.default_rng(12)
+    one = _random_groups(rng, 1, 12, False)
+    df = pd.concat([one.assign(set=0), one.assign(set=1)], ignore_index=True)  # two groups, identical data
+    a = compare(df, "arm", "b", "iops", by="set", n_boot=500, seed=3).to_frame()
+    b = compare(df, "arm", "b", "iops", by="set", n_boot=500, seed=3).to_frame()
+    c = compare(df, "arm", "b", "iops", by="set", n_boot=500, seed=4).to_frame()
+    assert a["ratio"].iloc[0] == a["ratio"].iloc[1]
+    assert a["ci_low"].iloc[0] != a["ci_low"].iloc[1]  # a stream per group, not the same resamples twice
+    pd.testing.assert_frame_equal(a, b)  # reproducible
+    assert not np.allclose(a["ci_low"], c["ci_low"])
+
+
+def test_hedges_g_matches_r_effectsize_paired_and_independent(rref):
+    """Gold: R ``effectsize::hedges_g`` on Lakens (2013) Table 1 (two movies rated by the same 10 people):
+    paired it is g_z (d_z = 1.50 in the paper) with Hedges' exact J on n - 1 df; independent, pooled SD."""
+    ref = rref["lakens_movies"]
+    x, y = ref["movie1"], ref["movie2"]
+    assert hedges_g(x, y, paired=True) == pytest.approx(ref["hedges_g_paired"], rel=1e-12)
+    assert hedges_g(x, y) == pytest.approx(ref["hedges_g_independent"], rel=1e-12)
+    d = np.subtract(x, y)
+    assert hedges_g(x, y, paired=True) / (d.mean() / d.std(ddof=1)) < 1  # corrected d_z (1.50)
+    # compare uses it on the paired rows (log values for the default estimand, raw ones for Fieller)
+    df = pd.DataFrame({"movie": [1] * 10 + [2] * 10, "rater": list(range(10)) * 2, "score": x + y})
+    row = compare(df, "movie", 2, "score", pair_on="rater", estimand="arithmetic")[0]
+    assert row.effect_size == pytest.approx(ref["hedges_g_paired"], rel=1e-12)
+    row = compare(df, "movie", 2, "score", pair_on="rater")[0]
+    assert row.effect_size == pytest.approx(hedges_g(np.log(x), np.log(y), paired=True), rel=1e-12)
 
 
 def test_fieller_bounds_solve_the_fieller_equation():
@@ -87,43 +211,63 @@ RDM_RAW_IOPS = np.array([11983.338887, 7335.443038, 8561.479506])
 RDM_XFS_IOPS = np.array([8019.653564, 21883.038987, 10025.324891])
 
 
-def test_ratio_ci_falls_back_to_the_log_scale_when_fieller_goes_below_zero():
+def test_fieller_only_by_name_and_never_substituted():
+    """The default is the geometric-mean ratio on the log scale; Fieller's interval is used only when asked
+    for, reported as it is (a bound below 0, or NaN when unbounded, with a note) and never swapped for
+    another estimand behind the user's back."""
     lo, hi, note = fieller_ratio_ci(RDM_XFS_IOPS, RDM_RAW_IOPS, 0.95)
-    assert lo == pytest.approx(-0.108, abs=5e-4) and note == ""  # the defect: a negative bound for IOPS
+    assert lo == pytest.approx(-0.108, abs=5e-4) and note == ""
     rc = ratio_ci(RDM_XFS_IOPS, RDM_RAW_IOPS, 0.95)
-    assert rc.geometric and "GEOMETRIC" in rc.method and "below 0" in rc.note
+    assert rc.geometric and rc.estimand == "geometric" and rc.note == ""
     lx, ly = np.log(RDM_XFS_IOPS), np.log(RDM_RAW_IOPS)
-    ci = st.ttest_ind(lx, ly, equal_var=False).confidence_interval(0.95)
+    tt = st.ttest_ind(lx, ly, equal_var=False)
+    ci = tt.confidence_interval(0.95)
     assert rc.ratio == pytest.approx(math.exp(lx.mean() - ly.mean()))
-    assert (rc.ci_low, rc.ci_high) == pytest.approx((math.exp(ci.low), math.exp(ci.high)))
+    assert (rc.ci_low, rc.ci_high, rc.p) == pytest.approx((math.exp(ci.low), math.exp(ci.high), tt.pvalue))
     assert 0 < rc.ci_low < rc.ratio < rc.ci_high
-    # compare reports the same, and says so in the row
+    ar = ratio_ci(RDM_XFS_IOPS, RDM_RAW_IOPS, 0.95, estimand="arithmetic")
+    assert (ar.ci_low, ar.ci_high) == (lo, hi) and "below" not in ar.method and "<= 0" in ar.note
+    assert ar.ratio == pytest.approx(RDM_XFS_IOPS.mean() / RDM_RAW_IOPS.mean()) and ar.p > 0.05
     df = pd.DataFrame({"datastore": ["raw"] * 3 + ["xfs"] * 3, "iops": [*RDM_RAW_IOPS, *RDM_XFS_IOPS]})
     row = compare(df, "datastore", "raw", "iops")[0]
-    assert (row.ratio, row.ci_low, row.ci_high) == pytest.approx((rc.ratio, rc.ci_low, rc.ci_high))
-    assert "GEOMETRIC" in row.method and "below 0" in row.note
-    assert row.estimate == pytest.approx(RDM_XFS_IOPS.mean() - RDM_RAW_IOPS.mean())  # difference stays arithmetic
-    # an unbounded Fieller set (baseline mean indistinguishable from 0) falls back the same way
+    assert (row.ratio, row.ci_low, row.ci_high, row.p) == pytest.approx((rc.ratio, rc.ci_low, rc.ci_high, rc.p))
+    assert row.estimand == "geometric" and "geometric means" in row.method
+    assert row.estimate == pytest.approx(RDM_XFS_IOPS.mean() - RDM_RAW_IOPS.mean())  # descriptive, arithmetic
+    frow = compare(df, "datastore", "raw", "iops", estimand="arithmetic")[0]
+    assert frow.ci_low == pytest.approx(lo) and "<= 0" in frow.note
+    # an unbounded Fieller set: NaN CI and a note, the p-value still there and >= alpha
     base = np.array([1.0, 0.01, 2.0])
-    assert math.isnan(fieller_ratio_ci(RDM_XFS_IOPS, base, 0.95)[0])
-    ub = ratio_ci(RDM_XFS_IOPS, base, 0.95)
-    assert ub.geometric and "unbounded" in ub.note and 0 < ub.ci_low < ub.ci_high < math.inf
-    # a usable Fieller interval is kept as it is
+    ub = ratio_ci(RDM_XFS_IOPS, base, 0.95, estimand="arithmetic")
+    assert math.isnan(ub.ci_low) and "unbounded" in ub.note and ub.p >= 0.05
     x = np.array([1210.0, 1180, 1250, 1302, 1190, 1221])
     y = np.array([1000.0, 1040, 980, 1010, 1090])
-    ok = ratio_ci(x, y, 0.95)
-    assert not ok.geometric and ok.note == "" and (ok.ci_low, ok.ci_high) == fieller_ratio_ci(x, y, 0.95)[:2]
-    assert ok.ratio == pytest.approx(x.mean() / y.mean())
+    ok = ratio_ci(x, y, 0.95, estimand="arithmetic")
+    assert ok.note == "" and (ok.ci_low, ok.ci_high) == fieller_ratio_ci(x, y, 0.95)[:2] and ok.p < 0.05
+    with pytest.raises(StatsError, match="estimand must be one of"):
+        compare(df, "datastore", "raw", "iops", estimand="fieller")
 
 
-def test_normalize_uses_the_same_rule():
+def test_normalize_baseline_is_exactly_one_and_others_carry_its_uncertainty():
     from storagebench.stats import normalize
 
     df = pd.DataFrame({"datastore": ["raw"] * 3 + ["xfs"] * 3, "iops": [*RDM_RAW_IOPS, *RDM_XFS_IOPS]})
     out = normalize(df, "iops", "datastore == 'raw'", by="datastore").set_index("datastore")
+    assert out.loc["raw", "normalized"] == 1.0 and math.isnan(out.loc["raw", "ci_low"])
+    assert "baseline" in out.loc["raw", "note"] and out.loc["raw", "improvement_pct"] == 0.0
     rc = ratio_ci(RDM_XFS_IOPS, RDM_RAW_IOPS, 0.95)
-    assert (out.loc["xfs", "normalized"], out.loc["xfs", "ci_low"]) == pytest.approx((rc.ratio, rc.ci_low))
-    assert out.loc["xfs", "ci_low"] > 0 and "geometric" in out.loc["xfs", "note"]
+    assert (out.loc["xfs", "normalized"], out.loc["xfs", "ci_low"], out.loc["xfs", "ci_high"]) == pytest.approx(
+        (rc.ratio, rc.ci_low, rc.ci_high))
+    # the CI carries the baseline's spread: a noisier baseline widens it, the group's data unchanged
+    noisy = df.copy()
+    noisy.loc[noisy.datastore == "raw", "iops"] = RDM_RAW_IOPS.mean() * np.array([0.5, 1.0, 1.5])
+    wide = normalize(noisy, "iops", "datastore == 'raw'", by="datastore").set_index("datastore")
+    assert (wide.loc["xfs", "ci_high"] / wide.loc["xfs", "ci_low"]) > (out.loc["xfs", "ci_high"] / out.loc["xfs", "ci_low"])
+    ar = normalize(df, "iops", "datastore == 'raw'", by="datastore", estimand="arithmetic").set_index("datastore")
+    assert ar.loc["xfs", "normalized"] == pytest.approx(RDM_XFS_IOPS.mean() / RDM_RAW_IOPS.mean())
+    assert ar.loc["raw", "normalized"] == 1.0
+    # a group sharing only some rows with the baseline: not independent, no CI
+    part = normalize(df, "iops", "datastore == 'raw' and iops > 8000", by="datastore").set_index("datastore")
+    assert math.isnan(part.loc["raw", "ci_low"]) and "not independent" in part.loc["raw", "note"]
 
 
 # statsmodels/stats/tests/test_multi.py: pval0 and res_multtest1 (R multtest::mt.rawp2adjp, sorted by raw p;
@@ -135,6 +279,23 @@ R_HOLM_SORTED = [5.2365677720800005e-04, 2.5326455578199999e-03, 1.1990184863680
 R_BH_SORTED = [5.2365677720800005e-04, 1.4070253098999999e-03, 4.9959103598666670e-02, 5.0683172199499998e-02,
                3.5419390544599999e-01, 8.9533672797500008e-01, 8.9533672797500008e-01, 8.9533672797500008e-01,
                9.3171263061444454e-01, 9.6783382430900000e-01]
+
+
+def test_holm_and_bh_gold_of_issue_10(rref):
+    """Gold: Holm for p = [.01, .02, .03, .005] is [.03, .04, .04, .02]; BH is [.02, .0267, .03, .02]
+    (R ``p.adjust``, r_reference.json)."""
+    p = [0.01, 0.02, 0.03, 0.005]
+    assert adjust_pvalues(p, "holm") == pytest.approx([0.03, 0.04, 0.04, 0.02], abs=1e-15)
+    assert adjust_pvalues(p, "bh") == pytest.approx([0.02, 0.02 * 4 / 3, 0.03, 0.02], abs=1e-15)
+    assert adjust_pvalues(p, "holm") == pytest.approx(rref["p_adjust"]["holm"], rel=1e-15)
+    assert adjust_pvalues(p, "bh") == pytest.approx(rref["p_adjust"]["BH"], rel=1e-15)
+    # compare applies the same adjustment over the family of its estimable rows, and says which
+    df = pd.DataFrame({"g": np.repeat(["a", "b", "c", "d"], 6), "arm": (["x"] * 3 + ["y"] * 3) * 4,
+                       "v": np.exp(np.random.default_rng(5).normal(0, 0.1, 24)) * np.repeat([1, 1.1, 1.2, 1.3], 6)})
+    t = compare(df, "arm", "x", "v", by="g")
+    f = t.to_frame()
+    assert f["p_adjusted"].tolist() == pytest.approx(adjust_pvalues(f["p"], "holm").tolist())
+    assert t.family == f["family"].iloc[0] and "Holm" in t.family and "4 estimable" in t.family
 
 
 def test_holm_and_bh_match_r_multtest():
@@ -188,7 +349,7 @@ def _sweep(rng, n=6, shift=1.10) -> pd.DataFrame:
 
 
 def test_grouped_table_frame_and_adjustment(rng):
-    df = _sweep(rng)
+    df = _sweep(rng, n=10)
     t = compare(df, "stripe_width", 1, "iops", by="rw", n_boot=999)
     assert isinstance(t, ComparisonTable) and len(t) == 2
     f = t.to_frame()
@@ -198,7 +359,7 @@ def test_grouped_table_frame_and_adjustment(rng):
     assert f["p_adjusted"].tolist() == pytest.approx(adjust_pvalues(f["p"], "holm").tolist())
     assert (f["ci_low"] < f["ratio"]).all() and (f["ratio"] < f["ci_high"]).all()
     assert f["method"].str.contains("BCa").all() and f["equivalent"].isna().all()
-    # a 10% shift with 6 runs of 2% CV is detected in both groups
+    # a 10% shift with 10 runs of 2% CV is detected in both groups
     assert (f["p_adjusted"] < 0.01).all()
     # BH is never larger than Holm
     tb = compare(df, "stripe_width", 1, "iops", by="rw", adjust="bh")
@@ -240,6 +401,10 @@ def test_bad_inputs_raise_clear_errors(rng):
     with pytest.raises(StatsError, match="mix directions"):
         compare(mixed, "stripe_width", 1, "iops")
     assert len(compare(mixed, "stripe_width", 1, "iops", by="direction")) == 2
+    # the check is per group: each rw group holds one direction
+    assert len(compare(mixed, "stripe_width", 1, "iops", by="rw")) == 2
+    with pytest.raises(StatsError, match=r"mix directions \['read', 'write'\] in group \{'repetition': 0\}"):
+        compare(mixed, "stripe_width", 1, "iops", by="repetition")
     dup = pd.concat([df, df.iloc[:1]])
     with pytest.raises(StatsError, match="share a run_id"):
         compare(dup, "stripe_width", 1, "iops", by="rw")
@@ -263,9 +428,9 @@ def test_n1_group_is_not_estimable_row(rng):
 
 
 def test_pairing_errors_name_the_keys(rng):
-    df = _sweep(rng)
+    df = _sweep(rng, n=10)
     ok = compare(df, "stripe_width", 1, "iops", by="rw", pair_on="repetition")
-    assert all(r.paired and r.n_baseline == 6 for r in ok)
+    assert all(r.paired and r.n_baseline == 10 for r in ok)
     boot = compare(df, "stripe_width", 1, "iops", by="rw", pair_on="repetition", n_boot=999)
     for a, b in zip(ok, boot, strict=True):
         assert b.ratio == a.ratio and b.ci_low < b.ratio < b.ci_high and "BCa" in b.method
@@ -296,3 +461,24 @@ def test_compare_on_a_real_study(fixtures_dir):
     # with 2 runs per arm a 1% equivalence claim cannot be made: TOST says no
     teq = compare(runs, "numjobs", 1, "iops", by="iodepth", margin=0.01)
     assert not any(r.equivalent for r in teq)
+
+
+def test_coverage_and_type_one_error_in_the_hardest_cell():
+    """Seeded, modest version of benchmarks/bench_coverage.py: 3 runs per arm, one arm at CV 5% and one at
+    50% (log-normal), 1,500 sets. The default row's 95% CI covers the true ratio 1.25 within [0.93, 0.97]
+    and p < 0.05 in at most 6.5% of sets when the true ratio is 1 (its exact level is 0.057 here)."""
+    rng = np.random.default_rng(31)
+    sets, n = 1500, 3
+    s_b, s_o = math.sqrt(math.log1p(0.05**2)), math.sqrt(math.log1p(0.5**2))
+
+    def table(ratio: float) -> pd.DataFrame:
+        b = 5e4 * np.exp(rng.normal(0, s_b, (sets, n)))
+        o = 5e4 * ratio * np.exp(rng.normal(0, s_o, (sets, n)))
+        return pd.DataFrame({"set": np.repeat(np.arange(sets), 2 * n), "arm": np.tile(["b"] * n + ["o"] * n, sets),
+                             "iops": np.concatenate([b, o], axis=1).ravel()})
+
+    f = compare(table(1.25), "arm", "b", "iops", by="set", adjust="none").to_frame()
+    coverage = ((f["ci_low"] <= 1.25) & (1.25 <= f["ci_high"])).mean()
+    assert 0.93 <= coverage <= 0.97
+    f0 = compare(table(1.0), "arm", "b", "iops", by="set", adjust="none").to_frame()
+    assert (f0["p"] < 0.05).mean() <= 0.065

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from storagebench.errors import StatsError, StudyError, TestbedError
-from storagebench.stats import tost_sample_size
+from storagebench.stats import pilot_cv, tost_sample_size
 from storagebench.testbed_studies import (
     STUDIES,
     analyse,
@@ -68,11 +68,9 @@ def _totals(study_dir: Path) -> pd.DataFrame:
                                  "layout", "workload", "numjobs", "iodepth")})
 
 
-def _ratio(other: pd.Series, base: pd.Series, note: str) -> float:
-    """The ratio compare reports: of means, or of geometric means where Fieller's CI was unusable."""
-    if "geometric means" in str(note):
-        return float(np.exp(np.log(other).mean() - np.log(base).mean()))
-    return float(other.mean() / base.mean())
+def _ratio(other: pd.Series, base: pd.Series, note: str = "") -> float:
+    """The ratio compare reports: its default estimand, the ratio of geometric means."""
+    return float(np.exp(np.log(other).mean() - np.log(base).mean()))
 
 
 def _planned(name: str) -> int:
@@ -100,10 +98,15 @@ def test_rdm_vs_vmfs_quick(quick):
         raw = t.loc[sel & (t["datastore"] == "raw"), "iops"]
         fs = t.loc[sel & (t["datastore"] == row["level"]), "iops"]
         assert row["ratio"] == pytest.approx(_ratio(fs, raw, row["note"]), rel=1e-9)
-        cv = np.sqrt((raw.var(ddof=1) + fs.var(ddof=1)) / 2) / ((raw.mean() + fs.mean()) / 2)
-        assert row["cv_pct"] == pytest.approx(cv * 100, rel=1e-9)
+        # the CV from the log-scale SD pooled over both arms, planned at its 80% upper confidence bound
+        lr, lf = np.log(raw.to_numpy()), np.log(fs.to_numpy())
+        df = len(lr) + len(lf) - 2
+        s2 = (((lr - lr.mean()) ** 2).sum() + ((lf - lf.mean()) ** 2).sum()) / df
+        assert row["cv_pct"] == pytest.approx(np.sqrt(np.expm1(s2)) * 100, rel=1e-9)
+        pcv = pilot_cv([raw.to_numpy(), fs.to_numpy()])
+        assert row["cv_upper_pct"] == pytest.approx(pcv.cv_upper * 100, rel=1e-9) and pcv.df == df
         try:
-            needed = tost_sample_size(cv, 0.01)
+            needed = tost_sample_size(pcv, 0.01)
         except StatsError:  # more than n_max runs: reported as NaN, never a made-up number
             needed = float("nan")
         assert row["n_needed_per_arm"] == needed or (np.isnan(needed) and np.isnan(row["n_needed_per_arm"]))
@@ -168,7 +171,7 @@ def test_fast_vs_slow_quick(quick):
     scores = out.tables["scores"]
     lowest = scores["outstanding_ios"].min()
     base = scores[(scores["device"] == "slow") & (scores["outstanding_ios"] == lowest)]
-    assert base["score"].iloc[0] == pytest.approx(1.0)
+    assert base["score"].iloc[0] == 1.0 and np.isnan(base["score_ci_low"].iloc[0])  # the baseline: 1, no CI
     t = _totals(out.study_dir)
     imp = out.tables["improvement"]
     for _, row in imp.iterrows():

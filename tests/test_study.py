@@ -55,7 +55,7 @@ def _write(tmp_path: Path, text: str) -> Path:
         (GOOD.replace("runtime: 1", "runtime: -1"), ["runtime", "-1"]),
         (GOOD.replace("repetitions: 2", "repetitions: 0"), ["repetitions", "0"]),
         (GOOD.replace("[1, 2, 4]", "[1, 2, 2]"), ["factors.iodepth", "distinct", "2"]),
-        (GOOD.replace("rw: [randread, read]", "rw: randread"), ["factors.rw", "valid list", "randread"]),
+        (GOOD.replace("rw: [randread, read]", "rw: randread"), ["factors.rw", "must be a list of levels", "randread"]),
         (GOOD.replace("name: t", "name: a b"), ["name", "a b"]),
     ],
 )
@@ -263,3 +263,80 @@ def test_clients_factor_one_plan_interleaved_and_hosts_prefix():
     # without a clients factor every point runs on every host; a local study has none
     assert load_study(_clients_spec(factors={"bs": ["4k"]})).hosts_for(plan.points[0]) == HOSTS3
     assert load_study({"name": "local"}).hosts_for(plan.points[0]) is None
+
+
+# ---- specs bounded before expansion (issue 8 item 5) -------------------------------------------
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"name": "x\n"}, ["name", "'x\\n'", "1-64 letters, digits and _.+-"]),
+    ({"name": "a" * 65}, ["name", "1-64 letters"]),
+    ({"name": "-x"}, ["name", "starting with a letter or digit"]),
+    ({"name": "x", "factors": {"a b": [1]}}, ["factors: a factor name must be", "'a b'"]),
+    ({"name": "x", "factors": {"p": [{"name": "ok\n", "rw": "read"}]}}, ["factors.p[0].name", "'ok\\n'"]),
+    ({"name": "x", "factors": {"sw": ["a;b"]}}, ["factors.sw[0]", "'a;b'", "1-64 letters"]),
+    ({"name": "x", "factors": {"p": [{"name": True, "rw": "read"}]}}, ["factors.p[0].name", "True"]),
+    ({"name": "x", "factors": {"bs": [4096, "8k"]}}, ["factors.bs", "one type", "integer 4096", "string '8k'"]),
+    ({"name": "x", "factors": {"sw": [0.5, 1]}}, ["factors.sw", "one type", "float 0.5", "integer 1"]),
+    ({"name": "x", "factors": {"sw": {"a", "b"}}}, ["factors.sw", "must be a list of levels", "set"]),
+    ({"name": "x", "factors": {"iops": [1, 2]}}, ["factors.iops", "column of the tidy runs table"]),
+    ({"name": "x", "runtime": 1e-7}, ["runtime", "whole microseconds"]),
+    ({"name": "x", "runtime": 30 * 86400 + 1}, ["runtime", "at most 2,592,000 s", "2592001"]),
+    ({"name": "x", "runtime": "60"}, ["runtime", "a number of seconds", "'60'"]),
+    ({"name": "x", "ramp_time": float("nan")}, ["ramp_time", "finite", "nan"]),
+    ({"name": "x", "timeout": float("inf")}, ["timeout", "finite", "inf"]),
+    ({"name": "x", "repetitions": 1001}, ["repetitions", "from 1 to 1,000", "1001"]),
+    ({"name": "x", "repetitions": True}, ["repetitions", "bool True"]),
+    ({"name": "x", "seed": 2**64}, ["seed", "beyond 64 bits"]),
+    ({"name": "x", "seed": -1}, ["seed", "from 0 to 18,446,744,073,709,551,615", "-1"]),
+    ({"name": "x", "size": "8388608p"}, ["size", "2**63-1 bytes", "8388608p"]),
+    ({"name": "x", "size": True}, ["size", "True"]),
+    ({"name": "x", "fixed": {"randrepeat": 2}}, ["fixed.randrepeat", "fio boolean: must be 0 or 1", "2"]),
+    ({"name": "x", "fixed": {"randrepeat": None}}, ["fixed.randrepeat", "0 or 1"]),
+    ({"name": "x", "fixed": {"rate_iops": None}}, ["fixed.rate_iops", "requires an argument"]),
+    ({"name": "x", "fixed": {"rate_iops": 2**63}}, ["fixed.rate_iops", "signed 64-bit", str(2**63)]),
+    ({"name": "x", "fixed": {"description": "a\u2028b"}}, ["fixed.description", "control characters", "\\u2028"]),
+    ({"name": "x", "fixed": {"description": "d" * 5000}}, ["fixed.description", "5,000 characters", "ddd..."]),
+    ({"name": "x", "target": "/tmp/a;b"}, ["target", "';'"]),
+    ({"name": "x", "hosts": ["h\n1"]}, ["hosts", "host[,port]", "'h\\n1'"]),
+    ({"name": "x", "allow_remote": {"h;1": ["/dev/sdb"]}}, ["allow_remote", "'h;1'"]),
+    ({"name": "x", "description": "a\x1b[2Jb"}, ["description", "control character", "\\x1b"]),
+])
+def test_bounds_name_the_key_the_value_and_what_is_allowed(spec, words):
+    with pytest.raises(StudyError) as info:
+        load_study(spec)
+    msg = str(info.value)
+    for w in words:
+        assert w in msg, (w, msg)
+    assert "\n" not in msg and len(msg) < 600, msg
+
+
+def test_bounds_keep_what_committed_specs_use():
+    s = load_study({"name": "a+b.c-1", "factors": {"p": [{"name": 1, "target": "w1"}, {"name": 4, "target": "w4"}],
+                                                   "sw": [0.5, 1.0], "flag": [True, False]},
+                    "runtime": 0.5, "ramp_time": 0.25, "seed": 2**64 - 1, "repetitions": 1000, "size": "1p",
+                    "fixed": {"randrepeat": True, "norandommap": None, "description": "d" * 4096},
+                    "description": "two lines\n\tand a tab"})
+    assert s.n_runs == 2 * 2 * 2 * 1000
+    assert s.check_max_runs() == 8000
+
+
+def test_a_true_boolean_is_rendered_as_1_and_fio_reads_it(tmp_path, fio_bin):
+    from storagebench.jobfile import render_jobfile, rendered_options, verify_fio_parse
+
+    study = load_study({"name": "b", "fixed": {"randrepeat": True, "norandommap": True, "direct": True}, "runtime": 1})
+    point = study.expand().points[0]
+    text = render_jobfile(point, study, tmp_path / "data")
+    lines = text.splitlines()
+    assert "randrepeat=1" in lines and "norandommap" in lines and "direct=1" in lines
+    path = tmp_path / "b.fio"
+    path.write_text(text)
+    verify_fio_parse(path, rendered_options(point, tmp_path / "data"), fio_bin)  # fio: "requires an argument" before
+
+
+def test_safe_name_from_free_text():
+    from storagebench.study import safe_name
+
+    assert safe_name("4K; 70% Read; 100% random") == "4K_70pct_Read_100pct_random"
+    assert safe_name("..\n[global]") == "global"
+    assert safe_name("é") == "x" and len(safe_name("a" * 300)) == 64

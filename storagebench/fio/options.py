@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import JobFileError
+from ..errors import JobFileError, shown
 from ._fio333 import ENGINE_OPTIONS, FIO_VERSION, OPTIONS
 
 __all__ = [
@@ -64,6 +64,11 @@ __all__ = [
     "time_spelling_problem",
     "render_time",
     "MAX_BYTES",
+    "MAX_NAME_LEN",
+    "FLAG_OPTIONS",
+    "BOOL_OPTIONS",
+    "SAFE_NAME_RE",
+    "SAFE_NAME_RULE",
 ]
 
 #: alias -> canonical name (fio ``parse.c`` ``o_match``: an option answers to its name and its alias).
@@ -143,7 +148,13 @@ def canonical_options(options: Mapping[str, Any], *, where: str = "") -> dict[st
     return out
 
 
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+#: Longest name (job section, study, factor, level label).
+MAX_NAME_LEN = 64
+#: A name that cannot change a job file's structure, a directory or a table: matched in full.
+SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,%d}" % (MAX_NAME_LEN - 1))
+#: :data:`SAFE_NAME_RE` in words, for messages.
+SAFE_NAME_RULE = f"1-{MAX_NAME_LEN} letters, digits and _.+- starting with a letter or digit"
+_NAME_RE = SAFE_NAME_RE
 
 
 def check_job_name(name: str, *, what: str = "job name") -> str:
@@ -155,11 +166,19 @@ def check_job_name(name: str, *, what: str = "job name") -> str:
         Not 1-64 letters, digits and ``_.+-`` (starting with a letter or digit), or ``global``.
     """
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name == "global":
-        raise JobFileError(f"{what} must be 1-64 letters, digits and _.+- (not 'global'), got {name!r}")
+        raise JobFileError(f"{what} must be {SAFE_NAME_RULE} (not 'global'), got {shown(name)}")
     return name
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Options fio reads as a bare line (``time_based``): type "empty or boolean value" in ``fio --cmdhelp``.
+FLAG_OPTIONS: frozenset[str] = frozenset(n for n, i in OPTIONS.items() if i["type"].startswith("empty or"))
+#: Options that take 0 or 1 and nothing else (``direct``, ``randrepeat``): a bare line is "Option requires an
+#: argument" to fio 3.33, and 2 is "max value out of range: 2 (1 max)".
+BOOL_OPTIONS: frozenset[str] = frozenset(n for n, i in OPTIONS.items() if i["type"].startswith("boolean value"))
+
+#: Control characters (C0, DEL, C1) and Unicode line/paragraph separators: a line break to some
+#: reader (Python's ``str.splitlines`` splits at ``\x85``, U+2028 and U+2029), never text for fio.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: Longest value fio's parser copies whole (``OPT_LEN_MAX`` in fio's parse.h).
 MAX_VALUE_LEN = 4096
 
@@ -172,8 +191,8 @@ def check_job_value(name: str, value: Any) -> str | None:
     name : str
         Canonical option name (for the message).
     value : scalar
-        ``None`` or ``True`` is a bare flag (``time_based``); ``False`` is ``0``; a whole float is
-        written as an int.
+        ``None`` or ``True`` is a bare flag (``time_based``), except that ``True`` is ``1`` for the
+        options of :data:`BOOL_OPTIONS`; ``False`` is ``0``; a whole float is written as an int.
 
     Returns
     -------
@@ -188,6 +207,8 @@ def check_job_value(name: str, value: Any) -> str | None:
         ``${VAR}`` from the environment and keywords such as ``$ncpus``), leading or trailing
         blanks, a container value, or more than 4096 characters.
     """
+    if value is True and name in BOOL_OPTIONS:
+        return "1"  # fio: a boolean value option "requires an argument"
     if value is None or value is True:
         return None
     if value is False:
@@ -199,21 +220,22 @@ def check_job_value(name: str, value: Any) -> str | None:
     elif isinstance(value, (int, str)):
         text = str(value)
     else:
-        raise JobFileError(f"option {name}: value must be a string, number or boolean, got {value!r}")
+        raise JobFileError(f"option {name}: value must be a string, number or boolean, got {shown(value)}")
+    if len(text) > MAX_VALUE_LEN:
+        raise JobFileError(f"option {name}: value longer than {MAX_VALUE_LEN} characters ({len(text):,}), got "
+                           f"{shown(text)}")
     bad = _CONTROL.search(text)
     if bad:
         raise JobFileError(
             f"option {name}: value may not hold control characters such as line breaks "
-            f"({bad.group()!r} at {bad.start()}), got {text!r}"
+            f"({bad.group()!r} at {bad.start()}), got {shown(text)}"
         )
     for ch, why in ((";", "fio cuts a value at ';' (a comment)"), ("#", "fio cuts a value at '#' (a comment)"),
                     ("$", "fio substitutes '${VAR}' and '$ncpus'-style keywords")):
         if ch in text:
-            raise JobFileError(f"option {name}: value may not hold {ch!r}: {why}; got {text!r}")
+            raise JobFileError(f"option {name}: value may not hold {ch!r}: {why}; got {shown(text)}")
     if text != text.strip():
-        raise JobFileError(f"option {name}: value may not start or end with blanks, got {text!r}")
-    if len(text) > MAX_VALUE_LEN:
-        raise JobFileError(f"option {name}: value longer than {MAX_VALUE_LEN} characters ({len(text)})")
+        raise JobFileError(f"option {name}: value may not start or end with blanks, got {shown(text)}")
     return text
 
 
@@ -452,6 +474,8 @@ def _strtoll(text: str, base: int) -> tuple[int, int]:
         i += 1
     if i == start:
         return 0, 0
+    if i - start > 40:  # strtoll saturates; int() of > 4300 digits would raise
+        return sign * 2**64, i
     return sign * int(text[start:i], base), i
 
 

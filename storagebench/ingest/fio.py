@@ -72,7 +72,7 @@ import numpy as np
 from msgspec import Meta, Struct
 
 from .. import schema as _schema
-from ..errors import IngestError
+from ..errors import IngestError, shown
 from ..errors import display_path as _display_path
 from ..fio import options as _fo
 from ..fio.hosts import host_label
@@ -432,11 +432,6 @@ def _fits(value: Any, kinds: str, bounded: bool) -> bool:
     return True
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _show(jpath: str) -> str:
     return jpath[2:] if jpath.startswith("$.") else ("the document" if jpath in ("$", "") else jpath)
 
@@ -459,15 +454,15 @@ def _validation_error(exc: msgspec.ValidationError, source: Any, path: str, what
         container, _ = _walk(doc, p2)
         bad = next((k for k in container if not (k.isdigit() and k == str(int(k)) and int(k) <= MAX_VALUE)), None) \
             if isinstance(container, dict) else None
-        shown = f" {_short(bad)}" if bad is not None else ""
-        return IngestError(f"{prefix}{_show(p2)}: key{shown} is not allowed; allowed: decimal integers from 0 "
+        quoted = f" {shown(bad)}" if bad is not None else ""
+        return IngestError(f"{prefix}{_show(p2)}: key{quoted} is not allowed; allowed: decimal integers from 0 "
                            "to 2**63-1", path=path)
     if p1.endswith("[...]"):  # a dict value
         container, _ = _walk(doc, p1[:-5])
         bad = next(((k, v) for k, v in container.items() if not _fits(v, kinds, bounded)), None) \
             if isinstance(container, dict) else None
         if bad is not None:
-            return IngestError(f"{prefix}{_show(p1[:-5])}.{bad[0]} = {_short(bad[1])}: not allowed; "
+            return IngestError(f"{prefix}{_show(p1[:-5])}.{bad[0]} = {shown(bad[1])}: not allowed; "
                                f"allowed: {_allowed(msg)}", path=path)
         return IngestError(f"{prefix}{_show(p1)}: {msg}", path=path)
     value, found = _walk(doc, p1)
@@ -475,9 +470,9 @@ def _validation_error(exc: msgspec.ValidationError, source: Any, path: str, what
         if what:
             return IngestError(f"{what} must be a JSON object, got {_kind_words(em['got'] or '?')}", path=path)
         return IngestError(f"not fio output: the JSON is {_kind_words(em['got'] or '?')}, not an object", path=path)
-    shown = f" = {_short(value)}" if found else ""
+    quoted = f" = {shown(value)}" if found else ""
     problem = "wrong type" if em and em["got"] else "out of range"
-    return IngestError(f"{prefix}{_show(p1)}{shown}: {problem}; allowed: {_allowed(msg)}", path=path)
+    return IngestError(f"{prefix}{_show(p1)}{quoted}: {problem}; allowed: {_allowed(msg)}", path=path)
 
 
 def _not_utf8(exc: UnicodeDecodeError, path: str) -> IngestError:
@@ -512,7 +507,7 @@ def _invalid_json(exc: msgspec.DecodeError, data: bytes, offset: int, path: str)
     end = data.find(b"\n", at)
     line = data[start:end if end >= 0 else len(data)].decode("utf-8", "replace").strip()
     reason = str(exc).split(" (byte")[0]
-    return IngestError(f"invalid JSON at line {line_no}, byte {at}: {_short(line)} ({reason}; JSON has no NaN, "
+    return IngestError(f"invalid JSON at line {line_no}, byte {at}: {shown(line)} ({reason}; JSON has no NaN, "
                        "Infinity or numbers beyond 1e308)", path=path)
 
 
@@ -767,11 +762,11 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
     rw_text = opts.get("rw", opts.get("readwrite", "read"))
     rw = str(rw_text).split(":")[0].strip() or "read"
     if rw not in _fo.RW_VALUES:
-        notes.append(f"job options rw={_short(rw_text)}: not an rw value fio knows (stored '')")
+        notes.append(f"job options rw={shown(rw_text)}: not an rw value fio knows (stored '')")
         rw = ""
     kb = _kb_base(opts)
     if kb is None:
-        notes.append(f"job options kb_base={_short(opts.get('kb_base'))}: fio allows 1000 or 1024 (sizes unknown)")
+        notes.append(f"job options kb_base={shown(opts.get('kb_base'))}: fio allows 1000 or 1024 (sizes unknown)")
     bs_text = opts.get("bs", opts.get("blocksize"))
     if kb is None or (bs_text is None and any(k in opts for k in ("bssplit", "bsrange", "blocksize_range"))):
         bs = (-1, -1, -1)  # variable block size (or unreadable sizes): no single value
@@ -781,7 +776,7 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
     else:
         bs = _per_direction(bs_text, lambda s: _opt_int(s, kb) if _opt_int(s, kb) is not None else -1, 4096)
         if -1 in bs:
-            notes.append(f"job options bs={_short(bs_text)}: not a size fio reads (bs_bytes -1)")
+            notes.append(f"job options bs={shown(bs_text)}: not a size fio reads (bs_bytes -1)")
     is_random = rw.startswith("rand")
     if not rw:
         rnd = (_NAN, _NAN, _NAN)
@@ -789,7 +784,7 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
         rnd = _per_direction(opts.get("percentage_random"),
                              lambda s: float(v) if (v := _opt_int(s)) is not None and v <= 100 else _NAN, 100.0)
         if any(r != r for r in rnd):
-            notes.append(f"job options percentage_random={_short(opts.get('percentage_random'))}: "
+            notes.append(f"job options percentage_random={shown(opts.get('percentage_random'))}: "
                          "not a percentage from 0 to 100 (random_pct NaN)")
     else:
         rnd = (0.0, 0.0, 0.0)
@@ -797,11 +792,11 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
         if "rwmixread" in opts:
             v = _opt_int(opts["rwmixread"])
             mix = float(v) if v is not None and v <= 100 else _NAN
-            what = f"rwmixread={_short(opts['rwmixread'])}"
+            what = f"rwmixread={shown(opts['rwmixread'])}"
         elif "rwmixwrite" in opts:
             v = _opt_int(opts["rwmixwrite"])
             mix = 100.0 - v if v is not None and v <= 100 else _NAN
-            what = f"rwmixwrite={_short(opts['rwmixwrite'])}"
+            what = f"rwmixwrite={shown(opts['rwmixwrite'])}"
         else:
             mix, what = 50.0, ""
         if mix != mix:
@@ -821,7 +816,7 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
             flag = v != 0
         else:
             flag = False
-            notes.append(f"job options {name}={_short(opts[name])}: not a boolean fio reads (direct stored False)")
+            notes.append(f"job options {name}={shown(opts[name])}: not a boolean fio reads (direct stored False)")
         direct = flag if name == "direct" else not flag
     else:
         direct = False
@@ -832,7 +827,7 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
             continue
         v = _opt_int(opts[name])
         if v is None:
-            notes.append(f"job options {name}={_short(opts[name])}: not a number fio reads ({name} -1)")
+            notes.append(f"job options {name}={shown(opts[name])}: not a number fio reads ({name} -1)")
             v = -1
         ints[name] = v
     common = {

@@ -2,16 +2,25 @@
 
 Modules, one per concept:
 
+``ratio``
+    The estimand of every comparison: :func:`ratio_ci` gives the ratio other/baseline, its CI and the
+    p-value of ratio = 1 from one statistic (default: ratio of geometric means, Welch / paired t on the
+    log scale; Fieller's ratio of arithmetic means only by name), :func:`ratio_tost`, :func:`hedges_g`.
 ``compare``
-    :func:`compare` two (or more) levels of a factor with a baseline: Welch / paired t on log ratios,
-    Fieller (log-scale fallback, :func:`ratio_ci`) or BCa ratio CIs, rank tests, Hedges' g, Holm/BH adjustment, optional TOST.
+    :func:`compare` two (or more) levels of a factor with a baseline, per group: the experimental unit
+    (``unit``, ``pair_on``), keys that are not replicates (``blocks``, ``factors``), the estimand, an
+    optional BCa CI (n >= 10), rank tests, Holm/BH adjustment over the family, optional TOST.
+``verdict``
+    :func:`verdict`: plain-words verdicts naming estimand, CI, n, experimental unit, family and alpha;
+    :func:`interaction`: does a factor's effect depend on a second factor (ratio of ratios, paired on blocks).
 ``agreement``
     :func:`bland_altman`: bias and limits of agreement of two methods, with CIs (Bland & Altman 1986).
 ``crosstool``
     :func:`cross_tool`: two load generators (DiskSPD, Iometer, fio) on the same configurations:
     matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group.
 ``equivalence``
-    :func:`tost` ("within 1%"), :func:`tost_sample_size` / :func:`tost_power`, :func:`mean_ci`.
+    :func:`tost` ("within 1%"), :func:`tost_plan` / :func:`tost_sample_size` (planned at the CV's upper
+    confidence bound, :func:`cv_upper_bound`, :func:`pilot_cv`), :func:`tost_power`, :func:`mean_ci`.
 ``variance``
     :func:`variance_components`: Kalibera & Jones (2013) per-level variance and optimal repetitions.
 ``models``
@@ -30,17 +39,27 @@ from .compare import (
     ADJUST_METHODS,
     Comparison,
     ComparisonTable,
-    RatioCI,
+    Design,
     adjust_pvalues,
     compare,
-    fieller_ratio_ci,
-    hedges_g,
-    ratio_ci,
     summary_table,
 )
 from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
-from .equivalence import Equivalence, Estimate, mean_ci, tost, tost_power, tost_sample_size
+from .equivalence import (
+    Equivalence,
+    Estimate,
+    PlanningCV,
+    SamplePlan,
+    cv_upper_bound,
+    mean_ci,
+    pilot_cv,
+    tost,
+    tost_plan,
+    tost_power,
+    tost_sample_size,
+)
 from .models import MixedModel, Model, fit_mixed, fit_model
+from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .saturation import (
     Knee,
     QosResult,
@@ -55,6 +74,7 @@ from .saturation import (
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
 from .variance import VarianceComponents, variance_components
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_words
 
 __all__ = [
     "Agreement",
@@ -65,17 +85,25 @@ __all__ = [
     "ADJUST_METHODS",
     "Comparison",
     "ComparisonTable",
+    "Design",
+    "ESTIMANDS",
     "RatioCI",
     "adjust_pvalues",
     "compare",
     "fieller_ratio_ci",
     "hedges_g",
     "ratio_ci",
+    "ratio_tost",
     "summary_table",
     "Equivalence",
     "Estimate",
+    "PlanningCV",
+    "SamplePlan",
+    "cv_upper_bound",
     "mean_ci",
+    "pilot_cv",
     "tost",
+    "tost_plan",
     "tost_power",
     "tost_sample_size",
     "VarianceComponents",
@@ -99,4 +127,9 @@ __all__ = [
     "fio_steadystate",
     "steady_state",
     "steady_state_timeseries",
+    "NO_CI_VERDICT",
+    "NO_DIFFERENCE",
+    "interaction",
+    "verdict",
+    "verdict_words",
 ]

@@ -9,6 +9,17 @@ import pandas as pd
 
 from ..errors import StatsError
 
+#: Fewest runs per arm (or pairs) for a BCa bootstrap CI: below it BCa undercovers badly (a nominal 95%
+#: interval covered 0.73-0.83 at n = 3 and 0.84-0.89 at n = 5 on log-normal IOPS, benchmarks/bench_coverage.py
+#: --bca), so it is refused rather than reported.
+BCA_MIN_N = 10
+
+#: Simulated coverage of a nominal 95% BCa interval at and above :data:`BCA_MIN_N` (benchmarks/bench_coverage.py
+#: --bca, 400 sets per cell, CV 20/50/5-vs-50%): carried in the note of every BCa row.
+BCA_COVERAGE_NOTE = ("BCa coverage of a nominal 95% CI, simulated on log-normal IOPS: 0.89-0.94 at n = 10, "
+                     "0.91-0.96 at n = 20 (benchmarks/bench_coverage.py --bca); the t-based CI (n_boot=None) "
+                     "covered 0.93-0.97 from n = 3")
+
 
 def _as_list(cols: str | Sequence[str] | None) -> list[str]:
     if cols is None:
@@ -76,4 +87,6 @@ def _positive_finite(values: pd.Series, name: str) -> None:
 
 
 def _key_tuple(key) -> tuple:
-    return key if isinstance(key, tuple) else (key,)
+    """A groupby key as a tuple of plain Python values (``np.int64(4)`` becomes ``4``, for messages and rows)."""
+    key = key if isinstance(key, tuple) else (key,)
+    return tuple(v.item() if isinstance(v, np.generic) else v for v in key)

@@ -1,14 +1,26 @@
 """Two-configuration comparisons with confidence intervals: :func:`compare`.
 
-One row per (group, level): the level is compared with the baseline level of ``factor`` on
-one metric. Independent arms use Welch's t-test and a Fieller (or BCa bootstrap) interval for
-the ratio of means; paired arms (``pair_on``) use the paired t-test on log ratios.
+One row per (group, level): the level is compared with the baseline level of ``factor`` on one metric.
+The vocabulary is the one of :mod:`storagebench.stats.ratio`:
+
+* the **experimental unit** is what was independently repeated (a run by default; ``unit=`` names
+  another one, e.g. a set-up, and its rows are averaged into one value first; with ``pair_on`` each
+  key is one block holding one unit per arm). ``n_baseline``/``n_other`` count units or pairs.
+* the **estimand** is the ratio of geometric means other/baseline (default), whose p-value, CI and
+  TOST all come from one t statistic on the log scale; the ratio of arithmetic means (Fieller) only
+  when asked for by name (``estimand="arithmetic"``).
+* the **family** is the set of rows adjusted together for multiplicity: the estimable rows of one table.
+
+Keys that are not replicates are named: ``blocks`` (steps of a sweep, days, hosts: paired on or
+grouped by, never pooled) and ``factors`` (a load generator, a second treatment: grouped by, or
+averaged over within each unit, never counted as replicates).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,10 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
 from ._common import (
+    BCA_MIN_N,
     _as_list,
     _check_confidence,
     _check_margin,
@@ -28,9 +40,20 @@ from ._common import (
     _positive_finite,
     _require_columns,
 )
+from .ratio import (
+    ESTIMANDS,
+    RATIO_METHODS,
+    RatioCI,
+    _check_estimand,
+    fieller_ratio_ci,
+    hedges_g,
+    ratio_bca,
+    ratio_ci,
+    ratio_tost,
+)
 
-__all__ = ["Comparison", "ComparisonTable", "RatioCI", "compare", "summary_table", "adjust_pvalues", "fieller_ratio_ci",
-           "ratio_ci", "hedges_g", "ADJUST_METHODS"]
+__all__ = ["Comparison", "ComparisonTable", "Design", "RatioCI", "compare", "summary_table", "adjust_pvalues", "fieller_ratio_ci",
+           "ratio_ci", "hedges_g", "ADJUST_METHODS", "ESTIMANDS"]
 
 #: ``adjust=`` names accepted by :func:`compare` → ``statsmodels.stats.multitest.multipletests`` method.
 ADJUST_METHODS: dict[str, str | None] = {
@@ -53,23 +76,49 @@ _ADJUST_WORDS = {
     None: "no",
 }
 
-_METHOD_INDEPENDENT = (
-    "independent arms: Welch t-test for the difference of means (Welch 1947); ratio of means with "
-    "{ratio_ci}; Mann-Whitney U test as p_rank (Mann & Whitney 1947); Hedges' g (Hedges & Olkin 1985)"
-)
-_FIELLER = "Fieller CI, Welch-Satterthwaite df at the estimate (Fieller 1954)"
-_GEOMETRIC = ("ratio of GEOMETRIC means with exp(Welch t CI of the difference of mean logs), because Fieller's "
-              "interval was unbounded or reached below 0 (rule of ratio_ci; Fieller 1954, Franz 2007)")
-_BCA = "BCa bootstrap CI, {n} resamples (Efron 1987; scipy.stats.bootstrap)"
-_METHOD_PAIRED = (
-    "paired arms on {keys}: paired t-test on log ratios, ratio = geometric mean ratio with CI = exp(t CI "
-    "of the mean log ratio){boot}; Wilcoxon signed-rank test as p_rank (Wilcoxon 1945); Hedges' g "
-    "(Hedges & Olkin 1985)"
-)
-_TOST = "; TOST on the log ratio, bounds log(1-m), log(1+m) (Schuirmann 1987)"
+_BCA = ("CI = BCa bootstrap with {n} resamples of the {stat} (Efron 1987; scipy.stats.bootstrap; refused below "
+        f"{BCA_MIN_N} per arm), p = 1 - the smallest level whose BCa interval contains the null (Efron & Tibshirani "
+        "1993, sec. 15.4), so p < alpha exactly when the CI excludes 1")
+_TOST = {"geometric": "TOST on the log scale with the same t and df, bounds log(low), log(high) (Schuirmann 1987)",
+         "arithmetic": "TOST by two one-sided Fieller tests with the df of the CI (Hauschke, Kieser & Hothorn 1999)"}
 
 _RESERVED = {"level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
-             "ci_high", "p", "p_adjusted", "method", "equivalent", "note"}
+             "ci_high", "p", "p_adjusted", "method", "equivalent", "note", "estimand", "design", "family"}
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the rows of a comparison became replicates: the experimental unit and the keys that are not replicates.
+
+    Attributes
+    ----------
+    by : tuple of str
+        Group columns (one comparison per group).
+    pair_on : tuple of str
+        Block columns the arms were matched on (one unit per arm and block; ``n`` counts blocks).
+    unit : tuple of str
+        Columns identifying the experimental unit (rows of one unit entered as one value); empty: a row.
+    blocks, factors : tuple of str
+        Keys declared not to be replicates (``compare(blocks=..., factors=...)``).
+    averaged : tuple of str
+        Declared factors averaged over within each unit.
+    estimand : str
+    """
+
+    by: tuple[str, ...] = ()
+    pair_on: tuple[str, ...] = ()
+    unit: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = ()
+    factors: tuple[str, ...] = ()
+    averaged: tuple[str, ...] = ()
+    estimand: str = "geometric"
+
+    def describe(self) -> str:
+        """The design in words (also the ``design`` column of :meth:`ComparisonTable.to_frame`)."""
+        return _design_words(self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 @dataclass(frozen=True)
@@ -87,31 +136,44 @@ class Comparison:
     paired : bool
         True when the arms were matched on ``pair_on`` keys.
     n_baseline, n_other : int
-        Rows (independent) or matched pairs (paired) in each arm.
+        Experimental units (independent arms) or matched pairs (paired) in each arm: after rows of
+        one unit were averaged, never the raw row count.
     mean_baseline, mean_other : float
-        Arithmetic means of the metric in each arm (metric's unit).
+        Arithmetic means of the units' values in each arm (metric's unit).
     estimate, diff_ci_low, diff_ci_high : float
-        ``mean_other - mean_baseline`` and its CI (Welch, or paired t on the raw differences).
+        Descriptive extra on the raw scale: ``mean_other - mean_baseline`` and its CI (Welch, or paired t on
+        the raw differences). Not the row's test: ``p`` belongs to ``ratio``.
     ratio, ci_low, ci_high : float
-        Independent: ``mean_other / mean_baseline`` with a Fieller or BCa CI; where Fieller's interval is
-        unbounded or reaches below 0, the ratio of geometric means with its log-scale Welch CI instead
-        (:func:`ratio_ci`; ``method`` and ``note`` say so). Paired: geometric mean of ``other / baseline``
-        with ``exp`` of the t CI of the mean log ratio.
+        The estimand (:data:`~storagebench.stats.ratio.ESTIMANDS`) and its CI: by default the ratio of
+        geometric means (independent) or the geometric mean of the per-pair ratios (paired) with ``exp`` of
+        the t CI on the log scale; ``estimand="arithmetic"``: ratio of means with Fieller's CI (NaN when
+        Fieller's set is unbounded); ``n_boot``: a BCa CI of the same estimand.
     confidence : float
-        Confidence level of the CIs (e.g. 0.95).
+        Confidence level of the CIs (e.g. 0.95); ``alpha = 1 - confidence``.
     p, p_adjusted : float
-        Two-sided p of the t-test (Welch, or paired t on logs) and after the multiple-comparison adjustment.
+        Two-sided p of ratio = 1 from the statistic that gave the CI (so ``p < alpha`` exactly when the CI
+        excludes 1), and after the multiple-comparison adjustment over the table (the family).
     p_rank : float
-        Rank test p: Mann-Whitney U (independent) or Wilcoxon signed-rank (paired).
+        Rank test p: Mann-Whitney U (independent) or Wilcoxon signed-rank (paired); a separate test.
     effect_size : float
-        Hedges' g: difference of means over the pooled SD, small-sample corrected.
+        On the estimand's scale (log values for the geometric estimand): Hedges' g (independent) or
+        Hedges' g_z of the paired differences (paired; Lakens 2013), :func:`~storagebench.stats.hedges_g`.
     margin, p_equivalence, equivalent : float or None, float, bool or None
-        Equivalence margin (fraction), TOST p and whether ``p_equivalence < 1 - confidence``;
-        ``equivalent`` is None when no margin was asked or TOST was not estimable.
+        Equivalence margin (fraction or ratio bounds), TOST p on the estimand's scale and whether
+        ``p_equivalence < 1 - confidence``; ``equivalent`` is None when no margin was asked or TOST was
+        not estimable.
     method : str
-        The methods used, in words with citations.
+        What was done, in words with citations.
     note : str
         Why a value is NaN ("not estimable: ..."), or other caveats; empty when none.
+    estimand : str
+        ``"geometric"`` or ``"arithmetic"``.
+    design : Design or None
+        The experimental unit and the keys that are not replicates (``str(design)`` says it in words).
+    family : str
+        The multiplicity family this row's ``p_adjusted`` belongs to, in words.
+    factor : str
+        The compared column.
     """
 
     group: tuple[tuple[str, object], ...]
@@ -139,17 +201,26 @@ class Comparison:
     equivalent: bool | None
     method: str
     note: str = ""
+    estimand: str = "geometric"
+    design: Design | None = None
+    family: str = ""
+    factor: str = ""
 
     @property
     def estimable(self) -> bool:
-        """True when the t-test p-value could be computed."""
+        """True when the p-value could be computed."""
         return bool(np.isfinite(self.p))
+
+    @property
+    def alpha(self) -> float:
+        """``1 - confidence``: the level of the tests behind this row."""
+        return 1.0 - self.confidence
 
 
 _FRAME_FIRST = ["level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
                 "ci_high", "p", "p_adjusted", "method", "equivalent", "note"]
 _FRAME_EXTRA = ["baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
-                "effect_size", "margin", "p_equivalence"]
+                "effect_size", "margin", "p_equivalence", "estimand", "design", "family"]
 
 
 @dataclass(frozen=True)
@@ -159,7 +230,20 @@ class ComparisonTable:
     Use :meth:`to_frame` for a DataFrame (columns: the ``by`` keys, ``level, n_baseline, n_other,
     mean_baseline, mean_other, estimate, ratio, ci_low, ci_high, p, p_adjusted, method, equivalent, note``,
     then ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high, p_rank, effect_size, margin,
-    p_equivalence``) and :func:`summary_table` for a formatted one.
+    p_equivalence, estimand, design, family``) and :func:`summary_table` for a formatted one.
+
+    Attributes
+    ----------
+    factor, baseline, metric, by, pair_on, confidence, adjust, margin
+        As passed to :func:`compare`.
+    rows : tuple of Comparison
+    estimand : str
+    unit : tuple of str
+        Columns identifying the experimental unit (empty: one row is one unit).
+    blocks, factors : tuple of str
+        Keys declared not to be replicates.
+    averaged : tuple of str
+        The declared factors that varied within a unit and were averaged over.
     """
 
     factor: str
@@ -171,6 +255,11 @@ class ComparisonTable:
     adjust: str
     margin: float | tuple[float, float] | None
     rows: tuple[Comparison, ...] = field(default_factory=tuple)
+    estimand: str = "geometric"
+    unit: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = ()
+    factors: tuple[str, ...] = ()
+    averaged: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -181,6 +270,22 @@ class ComparisonTable:
     def __getitem__(self, i: int) -> Comparison:
         return self.rows[i]
 
+    @property
+    def alpha(self) -> float:
+        """``1 - confidence``."""
+        return 1.0 - self.confidence
+
+    @property
+    def family(self) -> str:
+        """The multiplicity family of the table's adjusted p-values, in words."""
+        return _family_words(ADJUST_METHODS[self.adjust], sum(r.estimable for r in self.rows), self.by,
+                             self.factor)
+
+    @property
+    def design(self) -> Design:
+        """The experimental unit and the keys that are not replicates (``str()`` gives words)."""
+        return Design(self.by, self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
+
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (see the class docstring for the columns)."""
         records = []
@@ -188,6 +293,7 @@ class ComparisonTable:
             rec = {k: v for k, v in r.group}
             for name in _FRAME_FIRST + _FRAME_EXTRA:
                 rec[name] = getattr(r, name)
+            rec["design"] = "" if r.design is None else r.design.describe()
             records.append(rec)
         cols = list(self.by) + _FRAME_FIRST + _FRAME_EXTRA
         out = pd.DataFrame.from_records(records, columns=cols)
@@ -239,7 +345,7 @@ def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- maths
+# --------------------------------------------------------------------------- one row
 
 
 def _log_bounds(margin) -> tuple[float, float]:
@@ -248,154 +354,8 @@ def _log_bounds(margin) -> tuple[float, float]:
     return math.log1p(-margin), math.log1p(margin)
 
 
-def fieller_ratio_ci(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float, float, str]:
-    """Fieller CI of ``mean(x) / mean(y)`` for independent samples with unequal variances.
-
-    The bounds are the ``rho`` solving ``(xbar - rho*ybar)^2 = t^2 (vx + rho^2 vy)`` with
-    ``vx = s_x^2/n_x``, ``vy = s_y^2/n_y`` and ``t`` the Student quantile at the Welch-Satterthwaite df
-    evaluated at ``rho = xbar/ybar`` (Fieller 1954, J. R. Stat. Soc. B 16:175; the unequal-variance form of
-    R ``mratios::ttestratio(var.equal = FALSE)``).
-
-    Returns
-    -------
-    (low, high, note)
-        ``(nan, nan, note)`` when the interval is unbounded (the baseline mean is not significantly
-        different from zero at this level). ``low`` can be < 0 when the numerator mean is not
-        significantly different from zero: for positive metrics use :func:`ratio_ci`, which then
-        falls back to the log scale.
-    """
-    nx, ny = len(x), len(y)
-    xb, yb = float(np.mean(x)), float(np.mean(y))
-    vx, vy = float(np.var(x, ddof=1)) / nx, float(np.var(y, ddof=1)) / ny
-    rho = xb / yb
-    num = (vx + rho**2 * vy) ** 2
-    den = vx**2 / (nx - 1) + (rho**2 * vy) ** 2 / (ny - 1)
-    df = num / den if den > 0 else float(nx + ny - 2)
-    t = float(st.t.ppf(0.5 + confidence / 2, df))
-    a = yb**2 - t**2 * vy
-    b = -2 * xb * yb
-    c = xb**2 - t**2 * vx
-    disc = b * b - 4 * a * c
-    if a <= 0 or disc < 0:
-        return math.nan, math.nan, "Fieller CI unbounded: baseline mean not distinguishable from 0"
-    r = math.sqrt(disc)
-    lo, hi = (-b - r) / (2 * a), (-b + r) / (2 * a)
-    return lo, hi, ""
-
-
-@dataclass(frozen=True)
-class RatioCI:
-    """A ratio of two independent arms with its CI, and which estimator gave it (:func:`ratio_ci`).
-
-    Attributes
-    ----------
-    ratio, ci_low, ci_high : float
-        The ratio and its CI bounds (NaN when not estimable).
-    geometric : bool
-        False: ratio of arithmetic means with Fieller's CI. True: ratio of geometric means with
-        ``exp`` of the Welch t CI of the difference of mean logs (the fallback).
-    method : str
-        The estimator in words, with its source.
-    note : str
-        Why the fallback was taken; empty for a Fieller interval.
-    """
-
-    ratio: float
-    ci_low: float
-    ci_high: float
-    geometric: bool
-    method: str
-    note: str = ""
-
-
-def ratio_ci(x: np.ndarray, y: np.ndarray, confidence: float) -> RatioCI:
-    """CI of the ratio of two independent arms of positive values: Fieller, or a log-scale fallback.
-
-    Rule: the ratio of arithmetic means ``mean(x) / mean(y)`` with Fieller's interval
-    (:func:`fieller_ratio_ci`) when that interval is bounded and its lower bound is > 0. Otherwise
-    Fieller's confidence set is not an interval a positive ratio can have -- unbounded or the
-    union of two rays when ``mean(y)`` is not distinguishable from 0, or reaching below 0 when
-    ``mean(x)`` is not (e.g. -0.108 for 3 runs per arm with a run-to-run CV of ~50%) -- and the
-    ratio is reported on the log scale instead: the ratio of geometric means
-    ``exp(mean(log x) - mean(log y))`` with ``exp`` of the Welch t CI of the difference of mean
-    logs, which is always positive and bounded. ``geometric`` and ``method`` say which was used.
-
-    Parameters
-    ----------
-    x, y : numpy.ndarray
-        Numerator and denominator arm, values > 0, at least 2 each, not both without spread.
-    confidence : float
-        Confidence level in (0, 1).
-
-    Returns
-    -------
-    RatioCI
-
-    Notes
-    -----
-    Fieller, E. C. (1954), "Some problems in interval estimation", J. R. Stat. Soc. B 16:175-185
-    (the confidence set of a ratio is bounded only when the denominator differs significantly
-    from 0). Franz, V. H. (2007), "Ratios: a short guide to confidence limits and proper use",
-    arXiv:0710.2024 (when Fieller's limits are usable; the log-ratio method for positive
-    quantities, whose limits are never negative or unbounded). Welch, B. L. (1947), Biometrika
-    34:28 for the t interval on the logs.
-    """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    lo, hi, note = fieller_ratio_ci(x, y, confidence)
-    if np.isfinite(lo) and np.isfinite(hi) and lo > 0:
-        return RatioCI(float(np.mean(x) / np.mean(y)), lo, hi, False, _FIELLER)
-    why = note or f"Fieller CI [{lo:.3g}, {hi:.3g}] reaches below 0: numerator mean not distinguishable from 0"
-    lx, ly = np.log(x), np.log(y)
-    ratio = float(np.exp(lx.mean() - ly.mean()))
-    if np.var(lx) == 0 and np.var(ly) == 0:
-        return RatioCI(ratio, math.nan, math.nan, True, _GEOMETRIC, f"{why}; log-scale CI not estimable (no spread)")
-    ci = st.ttest_ind(lx, ly, equal_var=False).confidence_interval(confidence)
-    return RatioCI(ratio, float(np.exp(ci.low)), float(np.exp(ci.high)), True, _GEOMETRIC,
-                   f"{why}; ratio and CI are of geometric means (log scale) instead")
-
-
-def hedges_g(x: np.ndarray, y: np.ndarray) -> float:
-    """Hedges' g of ``mean(x) - mean(y)``: pooled-SD Cohen's d times ``J = 1 - 3/(4(nx+ny)-9)``
-    (Hedges & Olkin 1985, *Statistical Methods for Meta-Analysis*, eq. 5.10 approximation)."""
-    nx, ny = len(x), len(y)
-    sp2 = ((nx - 1) * np.var(x, ddof=1) + (ny - 1) * np.var(y, ddof=1)) / (nx + ny - 2)
-    if not sp2 > 0:
-        return math.nan
-    d = (np.mean(x) - np.mean(y)) / math.sqrt(sp2)
-    return float(d * (1 - 3 / (4 * (nx + ny) - 9)))
-
-
-def _bca_ratio(x: np.ndarray, y: np.ndarray, confidence: float, n_boot: int, seed) -> tuple[float, float, str]:
-    def ratio(a, b, axis=-1):
-        return np.mean(a, axis=axis) / np.mean(b, axis=axis)
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        res = st.bootstrap((x, y), ratio, n_resamples=n_boot, confidence_level=confidence, method="BCa",
-                           vectorized=True, rng=np.random.default_rng(seed))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    note = ""
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        note = "BCa bootstrap CI not estimable (degenerate bootstrap distribution)"
-        lo = hi = math.nan
-    elif caught:
-        note = "bootstrap warning: " + str(caught[0].message).split("\n")[0]
-    return lo, hi, note
-
-
-def _equivalence(tost, margin, confidence: float, notes: list[str]) -> tuple[float, bool | None]:
-    """TOST p on the log ratio (``tost(log_low, log_high)``, a statsmodels ``ttost_*``) and the verdict.
-
-    ``(nan, None)`` without a margin; a p that is not finite adds "TOST not estimable" to ``notes``.
-    """
-    if not margin:
-        return math.nan, None
-    p_eq = float(tost(*_log_bounds(margin))[0])
-    if np.isfinite(p_eq):
-        return p_eq, bool(p_eq < 1 - confidence)
-    notes.append("TOST not estimable")
-    return p_eq, None
+def _ratio_bounds(margin) -> tuple[float, float]:
+    return margin if isinstance(margin, tuple) else (1.0 - margin, 1.0 + margin)
 
 
 def _nan_row(**kw) -> Comparison:
@@ -407,108 +367,135 @@ def _nan_row(**kw) -> Comparison:
     return Comparison(**base)
 
 
-def _independent(x_base, x_other, *, common: dict, confidence, margin, n_boot, seed) -> Comparison:
+def _method_words(estimand: str, paired: bool, n_boot: int | None, margin) -> str:
+    if n_boot:
+        stat = {("geometric", False): "difference of mean logs", ("geometric", True): "mean log ratio",
+                ("arithmetic", False): "ratio of means", ("arithmetic", True): "ratio of means (pairs resampled)"}
+        head = (f"{ESTIMANDS[estimand]}{', paired' if paired else ''}; "
+                + _BCA.format(n=n_boot, stat=stat[(estimand, paired)]))
+    else:
+        head = RATIO_METHODS[(estimand, paired)]
+    scale = "log values" if estimand == "geometric" else "raw values"
+    tail = ("Wilcoxon signed-rank test as p_rank (Wilcoxon 1945); Hedges' g_z of the paired differences on "
+            + scale + " (Lakens 2013)" if paired else
+            "Mann-Whitney U test as p_rank (Mann & Whitney 1947); Hedges' g on " + scale + " (Hedges & Olkin 1985)")
+    diff = ("descriptive extra: difference of arithmetic means with its "
+            + ("paired t CI" if paired else "Welch CI") + " (estimate, diff_ci_*), not the row's test")
+    parts = [head, tail, diff]
+    if margin:
+        parts.append(_TOST[estimand] + (" (t-based also with the bootstrap)" if n_boot else ""))
+    return "; ".join(parts)
+
+
+def _row(x_base: np.ndarray, x_other: np.ndarray, *, paired: bool, estimand: str, common: dict, confidence: float,
+         margin, n_boot: int | None, rng) -> Comparison:
     nb, no = len(x_base), len(x_other)
-    mb, mo = float(np.mean(x_base)) if nb else math.nan, float(np.mean(x_other)) if no else math.nan
-    tost = _TOST if margin else ""
-    method = _METHOD_INDEPENDENT.format(ratio_ci=_BCA.format(n=n_boot) if n_boot else _FIELLER) + tost
-    kw = dict(common, n_baseline=nb, n_other=no, method=method)
+    mb = float(np.mean(x_base)) if nb else math.nan
+    mo = float(np.mean(x_other)) if no else math.nan
+    kw = dict(common, n_baseline=nb, n_other=no, method=_method_words(estimand, paired, n_boot, margin),
+              estimand=estimand, mean_baseline=mb, mean_other=mo, estimate=mo - mb)
+    point = math.nan
+    if nb and no:
+        point = (float(np.exp(np.mean(np.log(x_other) - np.log(x_base)))) if paired else
+                 float(np.exp(np.mean(np.log(x_other)) - np.mean(np.log(x_base))))) if estimand == "geometric" else mo / mb
+    if paired and nb < 2:
+        return _nan_row(**kw, ratio=point, note=f"not estimable: {nb} matched pair(s); needs >= 2")
     if nb < 2 or no < 2:
-        return _nan_row(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, ratio=mo / mb if nb and no else math.nan,
-                        note=f"not estimable: n_baseline={nb}, n_other={no}; each arm needs >= 2 runs")
-    vb, vo = float(np.var(x_base, ddof=1)), float(np.var(x_other, ddof=1))
-    if vb == 0 and vo == 0:
-        return _nan_row(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, ratio=mo / mb,
-                        note="not estimable: zero variance in both arms (identical values), no t-test")
-    notes = []
-    tt = st.ttest_ind(x_other, x_base, equal_var=False)
-    dci = tt.confidence_interval(confidence)
-    ratio = mo / mb
+        return _nan_row(**kw, ratio=point, note=f"not estimable: n_baseline={nb}, n_other={no}; each arm needs >= 2 "
+                        "units")
+    rc = ratio_ci(x_other, x_base, confidence, estimand=estimand, paired=paired)
+    if not np.isfinite(rc.p):
+        return _nan_row(**kw, ratio=rc.ratio, note=rc.note)
+    notes = [rc.note] if rc.note else []
+    lo, hi, p = rc.ci_low, rc.ci_high, rc.p
     if n_boot:
-        lo, hi, nt = _bca_ratio(x_other, x_base, confidence, n_boot, seed)
+        lo, hi, p, nt = ratio_bca(x_other, x_base, confidence, n_boot, rng, estimand=estimand, paired=paired)
+        notes = [nt] if nt else []
+    if paired:
+        diff = x_other - x_base
+        dci = st.ttest_1samp(diff, 0.0).confidence_interval(confidence) if np.var(diff) > 0 else None
     else:
-        rc = ratio_ci(x_other, x_base, confidence)
-        ratio, lo, hi, nt = rc.ratio, rc.ci_low, rc.ci_high, rc.note
-        if rc.geometric:
-            kw["method"] = _METHOD_INDEPENDENT.format(ratio_ci=rc.method) + tost
-    if nt:
-        notes.append(nt)
-    p_rank = float(st.mannwhitneyu(x_other, x_base, alternative="two-sided").pvalue)
-    p_eq, equivalent = _equivalence(lambda lb, ub: ttost_ind(np.log(x_other), np.log(x_base), lb, ub,
-                                                             usevar="unequal"), margin, confidence, notes)
-    return Comparison(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, diff_ci_low=float(dci.low),
-                      diff_ci_high=float(dci.high), ratio=ratio, ci_low=lo, ci_high=hi, p=float(tt.pvalue),
-                      p_adjusted=math.nan, p_rank=p_rank, effect_size=hedges_g(x_other, x_base),
-                      p_equivalence=p_eq, equivalent=equivalent, note="; ".join(notes))
-
-
-def _paired(x_base, x_other, *, common: dict, confidence, margin, n_boot, seed, keys) -> Comparison:
-    n = len(x_base)
-    mb, mo = float(np.mean(x_base)), float(np.mean(x_other))
-    boot = f", BCa bootstrap CI of the mean log ratio with {n_boot} resamples (Efron 1987)" if n_boot else ""
-    method = _METHOD_PAIRED.format(keys=list(keys), boot=boot) + (_TOST if margin else "")
-    kw = dict(common, n_baseline=n, n_other=n, method=method)
-    d = np.log(x_other) - np.log(x_base)
-    if n < 2:
-        return _nan_row(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, ratio=float(np.exp(d.mean())),
-                        note=f"not estimable: {n} matched pair(s); needs >= 2")
-    if np.var(d) == 0:
-        return _nan_row(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, ratio=float(np.exp(d.mean())),
-                        note="not estimable: every pair has the same log ratio (zero variance), no t-test")
-    notes = []
-    tt = st.ttest_1samp(d, 0.0)
-    ci = tt.confidence_interval(confidence)
-    lo, hi = float(np.exp(ci.low)), float(np.exp(ci.high))
-    if n_boot:
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always")
-            res = st.bootstrap((d,), np.mean, n_resamples=n_boot, confidence_level=confidence, method="BCa",
-                               rng=np.random.default_rng(seed))
-        lo, hi = float(np.exp(res.confidence_interval.low)), float(np.exp(res.confidence_interval.high))
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            lo = hi = math.nan
-            notes.append("BCa bootstrap CI not estimable")
-    diff = x_other - x_base
-    if np.var(diff) > 0:
-        dci = st.ttest_1samp(diff, 0.0).confidence_interval(confidence)
-        dlo, dhi = float(dci.low), float(dci.high)
-    else:
-        dlo = dhi = math.nan
+        dci = st.ttest_ind(x_other, x_base, equal_var=False).confidence_interval(confidence)
+    dlo, dhi = (float(dci.low), float(dci.high)) if dci is not None else (math.nan, math.nan)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            p_rank = float(st.wilcoxon(d).pvalue)
+            p_rank = (float(st.wilcoxon(np.log(x_other) - np.log(x_base)).pvalue) if paired else
+                      float(st.mannwhitneyu(x_other, x_base, alternative="two-sided").pvalue))
     except ValueError as exc:
         p_rank = math.nan
-        notes.append(f"Wilcoxon not estimable: {exc}")
-    p_eq, equivalent = _equivalence(lambda lb, ub: ttost_paired(np.log(x_other), np.log(x_base), lb, ub),
-                                    margin, confidence, notes)
-    return Comparison(**kw, mean_baseline=mb, mean_other=mo, estimate=mo - mb, diff_ci_low=dlo, diff_ci_high=dhi,
-                      ratio=float(np.exp(d.mean())), ci_low=lo, ci_high=hi, p=float(tt.pvalue),
-                      p_adjusted=math.nan, p_rank=p_rank, effect_size=hedges_g(x_other, x_base),
-                      p_equivalence=p_eq, equivalent=equivalent, note="; ".join(notes))
+        notes.append(f"rank test not estimable: {exc}")
+    scale = np.log if estimand == "geometric" else np.asarray
+    g = hedges_g(scale(x_other), scale(x_base), paired=paired)
+    p_eq, equivalent = math.nan, None
+    if margin:
+        p_eq = ratio_tost(x_other, x_base, _ratio_bounds(margin), 1 - confidence, estimand=estimand, paired=paired)
+        if np.isfinite(p_eq):
+            equivalent = bool(p_eq < 1 - confidence)
+        else:
+            notes.append("TOST not estimable")
+    return Comparison(**kw, diff_ci_low=dlo, diff_ci_high=dhi, ratio=rc.ratio, ci_low=lo, ci_high=hi, p=p,
+                      p_adjusted=math.nan, p_rank=p_rank, effect_size=g, p_equivalence=p_eq, equivalent=equivalent,
+                      note="; ".join(notes))
 
 
-# --------------------------------------------------------------------------- input checks
+# --------------------------------------------------------------------------- design: units, blocks, factors
 
 
-def _check_not_mixed(df: pd.DataFrame, keys: list[str], factor: str) -> None:
-    """Refuse silently pooling read and write rows, runs of different tools, or several rows of one run
-    as replicates."""
-    if "tool" in df.columns and factor != "tool" and "tool" not in keys:
-        tools = sorted(map(str, df["tool"].dropna().unique()))
-        if len(tools) > 1:
-            raise StatsError(
-                f"rows come from several tools {tools}; a tool is a factor, not a replicate: compare factor='tool' "
-                "(storagebench.stats.cross_tool), or put 'tool' in by= or pair_on="
-            )
-    if "direction" in df.columns and "direction" not in keys:
-        dirs = sorted(map(str, df["direction"].dropna().unique()))
-        if len(dirs) > 1:
-            raise StatsError(
-                f"rows mix directions {dirs}; filter one direction or put 'direction' in by= "
-                "(read and write rows of a run are not replicates)"
-            )
+def _design_words(pair_on, unit, blocks, factors, averaged, estimand: str) -> str:
+    mean = "geometric mean" if estimand == "geometric" else "mean"
+    if pair_on:
+        words = (f"paired: each {'/'.join(pair_on)} key is one block holding one unit per arm; n counts blocks")
+    elif unit:
+        words = f"independent arms; experimental unit: one {'/'.join(unit)}; n counts units"
+    else:
+        words = "independent arms; experimental unit: one row (run); n counts rows"
+    if unit and pair_on:
+        words += f"; unit within a block: {'/'.join(unit)}"
+    if unit or averaged:
+        words += f"; several rows of one unit enter as their {mean}"
+    if blocks:
+        words += f"; blocks (not replicates): {', '.join(blocks)}"
+    if factors:
+        words += f"; factors (not replicates): {', '.join(factors)}"
+    if averaged:
+        words += f" ({', '.join(averaged)} averaged over within each unit)"
+    return words
+
+
+def _family_words(method: str | None, k: int, by: Sequence[str], factor: str) -> str:
+    scope = f"one per ({', '.join(by)}) group and level of {factor}" if by else f"one per level of {factor}"
+    if method is None:
+        return f"no adjustment: each of the {k} estimable comparison(s) ({scope}) stands alone"
+    return f"{_ADJUST_WORDS[method]} over the {k} estimable comparison(s) of this table ({scope})"
+
+
+def _varies(df: pd.DataFrame, col: str, keys: list[str]) -> pd.Series:
+    """Cells (``keys``) in which ``col`` takes more than one value."""
+    if not keys:
+        n = pd.Series([df[col].nunique(dropna=False)], index=[()])
+        return n[n > 1]
+    n = df.groupby(keys, sort=True, dropna=False)[col].nunique(dropna=False)
+    return n[n > 1]
+
+
+def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: str, declared: list[str]) -> None:
+    """Refuse pooling read and write rows, runs of different tools, or several rows of one run as replicates,
+    checked within each ``by`` group (a group of one direction is fine whatever the other groups hold)."""
+    for col, word, hint in (
+        ("tool", "come from several tools", "a tool is a factor, not a replicate: compare factor='tool' "
+         "(storagebench.stats.cross_tool), put 'tool' in by=, or declare factors=['tool']"),
+        ("direction", "mix directions", "read and write rows of a run are not replicates: filter one "
+         "direction or put 'direction' in by="),
+    ):
+        if col not in df.columns or col == factor or col in keys or col in declared:
+            continue
+        mixed = _varies(df, col, by)
+        if len(mixed):
+            rows = df[_match(df, by, mixed.index[0])] if by else df
+            where = f" in group {dict(zip(by, _key_tuple(mixed.index[0]), strict=True))}" if by else ""
+            vals = sorted(map(str, rows[col].dropna().unique()))
+            raise StatsError(f"rows {word} {vals}{where}; {hint}")
     if "run_id" in df.columns and "run_id" not in keys:
         dup = df.duplicated(subset=keys + [factor, "run_id"], keep=False)
         if dup.any():
@@ -520,12 +507,90 @@ def _check_not_mixed(df: pd.DataFrame, keys: list[str], factor: str) -> None:
             )
 
 
+def _match(df: pd.DataFrame, cols: list[str], key) -> np.ndarray:
+    m = np.ones(len(df), dtype=bool)
+    for c, v in zip(cols, _key_tuple(key), strict=True):
+        m &= (df[c] == v).to_numpy()
+    return m
+
+
+def _check_design(df: pd.DataFrame, factor: str, by: list[str], pair_on: list[str], unit: list[str],
+                  blocks: list[str], factors: list[str]) -> list[str]:
+    """Refuse a block or a factor counted as a replicate; return the factors to average over."""
+    both = sorted(set(blocks) & set(factors))
+    if both:
+        raise StatsError(f"{both} are declared both blocks and factors; a key is one or the other")
+    named = [factor, *by, *pair_on, *unit]
+    for k in blocks + factors:
+        if k == factor:
+            raise StatsError(f"{k!r} is the compared factor; it cannot also be declared a block or a factor")
+    for k in factors:
+        if k in pair_on:
+            raise StatsError(
+                f"{k!r} is a factor, not a block: pairing on it counts its levels as replicates (n would grow "
+                f"with the number of {k} levels); put it in by= (one comparison per level) or leave it out of "
+                "pair_on to average over it within each block")
+        if k in unit:
+            raise StatsError(f"{k!r} is a factor, not the experimental unit; remove it from unit=")
+    cell = [*by, factor]
+    for k in blocks:
+        if k in named:
+            continue
+        mixed = _varies(df, k, cell)
+        if len(mixed):
+            raise StatsError(
+                f"{k!r} is a block (its levels are steps of a sweep, days or hosts, not independent repeats) but "
+                f"it varies within the cells {cell} (e.g. {_key_tuple(mixed.index[0])}): its rows would be pooled "
+                f"as replicates; pair on it (pair_on={[*pair_on, k]}) or put it in by=")
+    averaged = []
+    for k in factors:
+        if k in named:
+            continue
+        if len(_varies(df, k, cell)):
+            if not (pair_on or unit):
+                raise StatsError(
+                    f"{k!r} is a factor (not a replicate) that varies within the cells {cell}: put it in by= "
+                    f"(one comparison per level), or name the unit it is averaged within (pair_on= or unit=)")
+            averaged.append(k)
+    return averaged
+
+
+def _to_units(df: pd.DataFrame, metric: str, keys: list[str], averaged: list[str], by: list[str],
+              estimand: str) -> pd.DataFrame:
+    """One row per experimental unit (``keys``): the geometric (or arithmetic) mean of its rows."""
+    if averaged:
+        combos = df.groupby(keys, sort=True, dropna=False)[averaged].apply(
+            lambda g: tuple(sorted(map(str, g.drop_duplicates().itertuples(index=False, name=None)))))
+        frame = combos.rename("_levels").reset_index()
+        per_group = frame.groupby(by, sort=True)["_levels"].nunique() if by else pd.Series([frame["_levels"].nunique()])
+        if (per_group > 1).any():
+            ex = frame.groupby(by, sort=True)["_levels"].unique().iloc[int(np.argmax(per_group.to_numpy() > 1))] \
+                if by else frame["_levels"].unique()
+            raise StatsError(
+                f"the units do not all hold the same levels of {averaged} (e.g. {list(ex)[:2]}): averaging over "
+                "unbalanced factor levels would compare different mixes; filter the rows to a balanced set")
+    values = df[metric].astype(float)
+    work = df[keys].copy()
+    work["_v"] = np.log(values.to_numpy()) if estimand == "geometric" else values.to_numpy()
+    out = work.groupby(keys, sort=True, dropna=False)["_v"].mean().reset_index()
+    out[metric] = np.exp(out["_v"]) if estimand == "geometric" else out["_v"]
+    return out.drop(columns="_v")
+
+
 def _levels_sorted(values) -> list:
     vals = [v.item() if isinstance(v, np.generic) else v for v in pd.unique(values)]
     try:
         return sorted(vals)
     except TypeError:
         return vals
+
+
+def _rng(seed: int | None, group: tuple, level) -> np.random.Generator:
+    """Bootstrap generator of one row: derived from ``seed`` and the row's (group, level) key, reproducibly."""
+    if seed is None:
+        return np.random.default_rng()
+    key = repr(tuple((k, str(v.item() if isinstance(v, np.generic) else v)) for k, v in group) + (str(level),))
+    return np.random.default_rng(np.random.SeedSequence(entropy=int(seed), spawn_key=(zlib.crc32(key.encode()),)))
 
 
 def compare(
@@ -536,6 +601,10 @@ def compare(
     *,
     by: str | Sequence[str] | None = None,
     pair_on: str | Sequence[str] | None = None,
+    estimand: str = "geometric",
+    unit: str | Sequence[str] | None = None,
+    blocks: str | Sequence[str] | None = None,
+    factors: str | Sequence[str] | None = None,
     margin: float | None = None,
     confidence: float = 0.95,
     adjust: str = "holm",
@@ -547,83 +616,102 @@ def compare(
     Parameters
     ----------
     df : pandas.DataFrame
-        A ``runs``-schema table (or any long table): one row per replicate. Rows of several
-        directions are refused unless ``direction`` is in ``by``; rows sharing a ``run_id`` within
-        one cell are refused (aggregate hosts/jobs per run first).
+        A ``runs``-schema table (or any long table). Rows of several directions (or ``tool`` values) in
+        one ``by`` group are refused unless ``direction`` (``tool``) is in ``by``/``pair_on``; rows sharing
+        a ``run_id`` within one cell are refused (aggregate hosts/jobs per run first).
     factor : str
         Column whose levels are compared (e.g. ``"stripe_width"``, ``"tool"``, ``"ioengine"``).
     baseline : object
-        The reference level of ``factor``; every other level is compared with it.
+        The reference level of ``factor``; every other level is compared with it (ratio other/baseline).
     metric : str
         Metric column, > 0 and finite (e.g. ``"iops"`` in 1/s, ``"lat_mean_ns"`` in ns).
     by : str or list of str, optional
         Group columns: one comparison per group (e.g. ``["rw", "bs_bytes"]`` for a pattern).
     pair_on : str or list of str, optional
-        Columns matching a baseline row with one row of the other level (e.g. ``"vms"``, ``"tool"``,
-        ``"repetition"``). Each key must appear exactly once in each arm of a group. Rows of several
-        ``tool`` values are refused unless ``tool`` is the factor or in ``by``/``pair_on``.
+        Block columns matching a baseline unit with one unit of the other level (e.g. ``"vms"``,
+        ``"repetition"``). Each key must appear exactly once in each arm of a group (after averaging
+        within units).
+    estimand : {"geometric", "arithmetic"}
+        ``"geometric"`` (default): ratio of geometric means; p, CI and TOST from Welch's t on log values
+        (independent) or the paired t on log ratios (paired). ``"arithmetic"``: ratio of arithmetic means
+        with Fieller's CI, Fieller's test for p and a Fieller TOST (:func:`~storagebench.stats.ratio_ci`).
+    unit : str or list of str, optional
+        Columns identifying the experimental unit within a level (what was independently repeated, e.g.
+        ``"setup"``): the rows of one unit enter as one value, their geometric mean (arithmetic for the
+        arithmetic estimand), and ``n`` counts units. Default: every row is one unit.
+    blocks : str or list of str, optional
+        Keys that are blocks, not replicates (the steps of one sweep, days, hosts). Each must be in
+        ``by`` or ``pair_on`` when it varies within a cell, else the comparison is refused.
+    factors : str or list of str, optional
+        Keys that are factors, not replicates (the load generator that measured the same configuration).
+        One in ``by`` gives one comparison per level; one that varies within a unit or block is averaged
+        over (balanced levels required); one in ``pair_on`` is refused (its levels would count as pairs).
     margin : float or (float, float), optional
         Equivalence margin as a fraction (0.01 for "within 1%": ratio bounds 0.99 and 1.01), or explicit
-        ratio bounds ``(low, high)`` such as the bioequivalence ``(0.8, 1.25)``: adds a TOST on the log ratio.
+        ratio bounds ``(low, high)`` such as ``(0.8, 1.25)``: adds a TOST on the estimand's scale.
     confidence : float
-        Confidence level of every CI (default 0.95). TOST is run at ``alpha = 1 - confidence``.
+        Confidence level of every CI (default 0.95); every test runs at ``alpha = 1 - confidence``.
     adjust : {"holm", "bh", "bonferroni", "hommel", "by", "none"}
-        Multiple-comparison adjustment of ``p`` across all estimable rows
-        (``statsmodels.stats.multitest.multipletests``): Holm (1979) for confirmatory claims,
+        Multiple-comparison adjustment of ``p`` across all estimable rows of the table (the family;
+        ``statsmodels.stats.multitest.multipletests``): Holm (1979) for confirmatory claims,
         Benjamini-Hochberg (1995) FDR for screening.
     n_boot : int, optional
-        When given (>= 100), the ratio CI is a BCa bootstrap (Efron 1987, ``scipy.stats.bootstrap``)
-        with that many resamples instead of Fieller's interval.
+        When given (>= 100), the CI is a BCa bootstrap of the same estimand with that many resamples and
+        ``p`` the inverted BCa test; refused for cells with fewer than 10 units per arm (pairs), and each
+        row's ``note`` carries BCa's simulated coverage (0.89-0.94 at n = 10 for a nominal 95%).
     seed : int, optional
-        Seed of the bootstrap generator (results are reproducible by default).
+        Seed of the bootstrap: each row's generator is derived from it and the row's (group, level) key,
+        so rows get different streams and results are reproducible (None: fresh entropy).
 
     Returns
     -------
     ComparisonTable
         One :class:`Comparison` per group and non-baseline level. ``to_frame()`` columns: the ``by``
         keys, ``level, n_baseline, n_other, mean_baseline, mean_other, estimate`` (other - baseline,
-        metric's unit), ``ratio, ci_low, ci_high`` (of the ratio), ``p, p_adjusted, method, equivalent,
-        note`` and the extras ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high, p_rank,
-        effect_size, margin, p_equivalence``.
+        metric's unit, descriptive), ``ratio, ci_low, ci_high`` (the estimand), ``p, p_adjusted, method,
+        equivalent, note`` and the extras ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high,
+        p_rank, effect_size, margin, p_equivalence, estimand, design, family``.
 
     Raises
     ------
     StatsError
         Missing column; ``factor`` with one level; ``baseline`` not a level; ``metric`` with NaN or
-        values <= 0; NaN in ``factor``/``by``/``pair_on``; mixed directions or repeated ``run_id``;
-        unmatched or duplicated ``pair_on`` keys (named); unknown ``adjust``; bad ``confidence``,
-        ``margin`` or ``n_boot``.
+        values <= 0; NaN in ``factor``/``by``/``pair_on``/``unit``; mixed directions or tools within a
+        group, or a repeated ``run_id``; unmatched or duplicated ``pair_on`` keys (named); a block or a
+        factor that would be counted as a replicate; unbalanced factor levels to average over; unknown
+        ``adjust`` or ``estimand``; bad ``confidence``, ``margin`` or ``n_boot``; BCa asked for a cell with
+        fewer than 10 units.
 
     Notes
     -----
-    Independent arms: Welch's t-test (Welch 1947, Biometrika 34:28) on the difference of means, the ratio of
-    arithmetic means with Fieller's CI (Fieller 1954) under unequal variances or a BCa bootstrap -- where
-    Fieller's set is not a positive bounded interval, the ratio of geometric means with a log-scale CI
-    (:func:`ratio_ci`, after Franz 2007), said in the row's ``method`` and ``note`` --, the
-    Mann-Whitney U test (``p_rank``) and Hedges' g. Paired arms: the paired t-test on ``log(other) -
-    log(baseline)``, the ratio is the geometric mean ratio with CI ``exp`` of the t CI of the mean log
-    ratio, Wilcoxon's signed-rank test (``p_rank``). The TOST (Schuirmann 1987, J. Pharmacokinet. Biopharm.
-    15:657) uses ``ttost_ind(usevar="unequal")`` or ``ttost_paired`` on the logs with bounds ``log(1 -
-    margin), log(1 + margin)``; ``p_equivalence`` is not multiplicity-adjusted (claiming equivalence in
-    *every* group is an intersection-union test, which needs no adjustment, Berger & Hsu 1996). Groups with
-    fewer than 2 replicates per arm (or 2 pairs) give a row with NaN p/CI and a "not estimable" note, never
-    a silent number.
+    Welch (1947), Biometrika 34:28; Student (1908), Biometrika 6:1; Fieller (1954), J. R. Stat. Soc. B
+    16:175; Schuirmann (1987), J. Pharmacokinet. Biopharm. 15:657 (TOST; ``p_equivalence`` is not
+    multiplicity-adjusted: claiming equivalence in *every* group is an intersection-union test, Berger &
+    Hsu 1996). Mann-Whitney / Wilcoxon for ``p_rank``. Blocks and pseudo-replication: Hurlbert (1984),
+    Ecol. Monogr. 54:187; Kalibera & Jones (2013), ISMM. Groups with fewer than 2 units per arm (or 2
+    pairs) give a row with NaN p/CI and a "not estimable" note, never a silent number.
     """
-    by_l, pair_l = _as_list(by), _as_list(pair_on)
-    _require_columns(df, [factor, metric, *by_l, *pair_l])
-    if factor in by_l or factor in pair_l or metric in by_l + pair_l + [factor]:
-        raise StatsError(f"factor {factor!r} and metric {metric!r} must not also be in by={by_l} or pair_on={pair_l}")
+    by_l, pair_l, unit_l = _as_list(by), _as_list(pair_on), _as_list(unit)
+    blocks_l, factors_l = _as_list(blocks), _as_list(factors)
+    _require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
+    if factor in by_l + pair_l + unit_l or metric in by_l + pair_l + unit_l + [factor]:
+        raise StatsError(f"factor {factor!r} and metric {metric!r} must not also be in by={by_l}, pair_on={pair_l} "
+                         f"or unit={unit_l}")
+    overlap = sorted((set(by_l) & set(pair_l)) | (set(by_l) & set(unit_l)) | (set(pair_l) & set(unit_l)))
+    if overlap:
+        raise StatsError(f"columns {overlap} appear in more than one of by={by_l}, pair_on={pair_l}, unit={unit_l}")
     bad = sorted(set(by_l) & _RESERVED)
     if bad:
         raise StatsError(f"by columns {bad} clash with result column names; rename them")
+    estimand = _check_estimand(estimand)
     confidence = _check_confidence(confidence)
     margin = _check_margin(margin)
     if adjust not in ADJUST_METHODS:
         raise StatsError(f"adjust must be one of {sorted(ADJUST_METHODS)}, got {adjust!r}")
     if n_boot is not None and n_boot != 0:
         if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 100:
-            raise StatsError(f"n_boot must be None (Fieller CI) or an int >= 100, got {n_boot!r}")
-    for col in [factor, *by_l, *pair_l]:
+            raise StatsError(f"n_boot must be None (t-based CI) or an int >= 100, got {n_boot!r}")
+    for col in [factor, *by_l, *pair_l, *unit_l]:
         if df[col].isna().any():
             raise StatsError(f"column {col!r} has {int(df[col].isna().sum())} missing value(s); fill or drop them")
     levels = _levels_sorted(df[factor])
@@ -632,7 +720,12 @@ def compare(
     if baseline not in levels:
         raise StatsError(f"baseline must be one of the levels of {factor!r} {levels}, got {baseline!r}")
     _positive_finite(df[metric], metric)
-    _check_not_mixed(df, by_l + pair_l, factor)
+    _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
+    averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
+    if unit_l or averaged:
+        df = _to_units(df, metric, [*by_l, factor, *pair_l, *unit_l], averaged, by_l, estimand)
+    design = Design(tuple(by_l), tuple(pair_l), tuple(unit_l), tuple(blocks_l), tuple(factors_l), tuple(averaged),
+                    estimand)
 
     values = pd.to_numeric(df[metric]).to_numpy(dtype=float)
     if by_l:
@@ -647,12 +740,12 @@ def compare(
         gfac = fac[idx]
         glevels = _levels_sorted(gfac)
         common_base = dict(group=group, baseline=baseline, metric=metric, paired=bool(pair_l),
-                           confidence=confidence, margin=margin)
+                           confidence=confidence, margin=margin, design=design, factor=factor)
         if baseline not in glevels:
             for lev in glevels:
                 rows.append(_nan_row(**common_base, level=lev, n_baseline=0, n_other=int((gfac == lev).sum()),
-                                     method="", note=f"not estimable: baseline level {baseline!r} absent in group "
-                                     f"{dict(group)}"))
+                                     method="", estimand=estimand, note=f"not estimable: baseline level {baseline!r} "
+                                     f"absent in group {dict(group)}"))
             continue
         ib = idx[gfac == baseline]
         for lev in glevels:
@@ -667,7 +760,8 @@ def compare(
                     dup = sorted((k for k, c in Counter(ks).items() if c > 1), key=str)
                     if dup:
                         raise StatsError(f"pair_on={pair_l} keys {dup[:10]} appear more than once in the {arm} arm "
-                                         f"of group {dict(group)}; each key must match one row per arm")
+                                         f"of group {dict(group)}; each key must match one unit per arm (name the "
+                                         "unit within a block with unit=, or average with factors=)")
                 only_b = sorted(set(kb) - set(ko), key=str)
                 only_o = sorted(set(ko) - set(kb), key=str)
                 if only_b or only_o:
@@ -675,15 +769,21 @@ def compare(
                         f"pair_on={pair_l} keys do not match in group {dict(group)} for level {lev!r}: "
                         f"only in baseline {only_b[:10]}, only in {lev!r} {only_o[:10]}")
                 pos = {k: i for i, k in zip(io, ko, strict=True)}
-                order_o = np.array([pos[k] for k in kb], dtype=int)
-                rows.append(_paired(values[ib], values[order_o], common=common, confidence=confidence,
-                                    margin=margin, n_boot=n_boot, seed=seed, keys=pair_l))
+                xb, xo = values[ib], values[np.array([pos[k] for k in kb], dtype=int)]
             else:
-                rows.append(_independent(values[ib], values[io], common=common, confidence=confidence,
-                                         margin=margin, n_boot=n_boot, seed=seed))
-    rows = _adjust(rows, ADJUST_METHODS[adjust])
+                xb, xo = values[ib], values[io]
+            if n_boot and min(len(xb), len(xo)) < BCA_MIN_N and min(len(xb), len(xo)) >= 2:
+                raise StatsError(
+                    f"n_boot: a BCa bootstrap CI needs >= {BCA_MIN_N} units per arm (or pairs); group {dict(group)} "
+                    f"level {lev!r} has {len(xb)} (baseline) and {len(xo)}; below that BCa undercovers (0.73-0.83 "
+                    "at n = 3, benchmarks/bench_coverage.py --bca): leave n_boot=None for the t-based CI")
+            rows.append(_row(xb, xo, paired=bool(pair_l), estimand=estimand, common=common, confidence=confidence,
+                             margin=margin, n_boot=n_boot, rng=_rng(seed, group, lev) if n_boot else None))
+    rows = _adjust(rows, ADJUST_METHODS[adjust], by_l, factor)
     return ComparisonTable(factor=factor, baseline=baseline, metric=metric, by=tuple(by_l), pair_on=tuple(pair_l),
-                           confidence=confidence, adjust=adjust, margin=margin, rows=tuple(rows))
+                           confidence=confidence, adjust=adjust, margin=margin, rows=tuple(rows), estimand=estimand,
+                           unit=tuple(unit_l), blocks=tuple(blocks_l), factors=tuple(factors_l),
+                           averaged=tuple(averaged))
 
 
 def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
@@ -721,14 +821,14 @@ def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
     return out
 
 
-def _adjust(rows: list[Comparison], method: str | None) -> list[Comparison]:
+def _adjust(rows: list[Comparison], method: str | None, by: Sequence[str], factor: str) -> list[Comparison]:
     ok = [i for i, r in enumerate(rows) if np.isfinite(r.p)]
+    family = _family_words(method, len(ok), by, factor)
     words = _ADJUST_WORDS[method] + " adjustment of p over " + f"{len(ok)} comparison(s)"
-    out = list(rows)
+    out = [replace(r, family=family) for r in rows]
     if ok:
         p = np.array([rows[i].p for i in ok])
         padj = p if method is None else multipletests(p, method=method)[1]
         for i, pa in zip(ok, padj, strict=True):
-            out[i] = replace(rows[i], p_adjusted=float(pa), method=rows[i].method + "; " + words)
+            out[i] = replace(out[i], p_adjusted=float(pa), method=rows[i].method + "; " + words)
     return out
-

@@ -13,7 +13,7 @@ from scipy import stats as st
 
 from ..errors import StatsError
 from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
-from .compare import ComparisonTable, ratio_ci
+from .compare import ComparisonTable
 
 __all__ = [
     "Knee",
@@ -526,8 +526,8 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
 
 
 def normalize(df: pd.DataFrame, metric: str, baseline_query: str, *, by: str | Sequence[str] | None = None,
-              confidence: float = 0.95) -> pd.DataFrame:
-    """Scores normalised to a baseline run (VMmark style), with a Fieller CI and "% improvement".
+              confidence: float = 0.95, estimand: str = "geometric") -> pd.DataFrame:
+    """Scores normalised to a baseline (VMmark style), each with its CI and "% improvement".
 
     Parameters
     ----------
@@ -537,38 +537,44 @@ def normalize(df: pd.DataFrame, metric: str, baseline_query: str, *, by: str | S
         Score column (> 0), e.g. ``iops``, ``bw_bytes_per_s`` or a benchmark score.
     baseline_query : str
         ``DataFrame.query`` expression selecting the baseline rows, e.g.
-        ``"array == 'HDD' and tiles == 1"``. All selected rows form the baseline (their mean).
+        ``"array == 'HDD' and tiles == 1"``. All selected rows form the baseline arm.
     by : str or list of str, optional
         Columns grouping the rows to normalise (e.g. ``["array", "tiles"]``); without it every row is its
         own group.
     confidence : float
         CI level.
+    estimand : {"geometric", "arithmetic"}
+        Ratio of geometric means with the Welch t CI on log values (default), or ratio of arithmetic means
+        with Fieller's CI (:func:`storagebench.stats.ratio_ci`).
 
     Returns
     -------
     pandas.DataFrame
-        One row per group: the ``by`` keys, ``n``, ``mean``, ``n_baseline``, ``baseline_mean``,
-        ``normalized`` (mean / baseline mean), ``ci_low``, ``ci_high`` (Fieller CI of the ratio of means,
-        Welch df; NaN when either side has fewer than 2 runs; where Fieller's interval is unbounded or
-        reaches below 0, ``normalized`` and its CI are the ratio of geometric means on the log scale and
-        ``note`` says so: :func:`storagebench.stats.ratio_ci`), ``improvement_pct`` = (normalized - 1) x 100
-        with ``improvement_ci_low_pct``, ``improvement_ci_high_pct``, and ``note``.
+        One row per group: the ``by`` keys, ``n``, ``mean``, ``n_baseline``, ``baseline_mean`` (arithmetic
+        means, metric's unit), ``normalized`` (the estimand: group / baseline), ``ci_low``, ``ci_high``,
+        ``p`` (of normalized = 1, on the CI's scale), ``improvement_pct`` = (normalized - 1) x 100 with
+        ``improvement_ci_low_pct``, ``improvement_ci_high_pct``, ``estimand`` and ``note``. The group whose
+        rows ARE the baseline rows has ``normalized`` exactly 1 with no CI (a baseline is not compared with
+        itself); every other CI is the two-sample CI of group vs baseline, so it carries the baseline's
+        run-to-run uncertainty as well as the group's. A group sharing only some rows with the baseline
+        gets no CI (its arms are not independent), and says so.
 
     Raises
     ------
     StatsError
-        Bad query, a query selecting no rows, NaN or <= 0 metric, missing columns.
+        Bad query, a query selecting no rows, NaN or <= 0 metric, missing columns, unknown estimand.
 
     Notes
     -----
-    Fieller (1954) interval for a ratio of independent means, unequal-variance form with Welch-Satterthwaite df
-    (as R ``mratios::ttestratio(var.equal = FALSE)``), with the log-scale fallback of
-    :func:`storagebench.stats.ratio_ci` (Franz 2007).
-    A single baseline run (as in VMmark's published comparisons) gives the normalised score but no CI.
+    :func:`storagebench.stats.ratio_ci` (Welch 1947 on log values; Fieller 1954 by name). A single baseline
+    run (as in VMmark's published comparisons) gives the normalised score but no CI.
     """
+    from .ratio import _check_estimand, ratio_ci
+
     by_l = _as_list(by)
     _require_columns(df, [metric, *by_l])
     confidence = _check_confidence(confidence)
+    estimand = _check_estimand(estimand)
     _positive_finite(df[metric], metric)
     try:
         base = df.query(baseline_query)
@@ -577,23 +583,32 @@ def normalize(df: pd.DataFrame, metric: str, baseline_query: str, *, by: str | S
     if base.empty:
         raise StatsError(f"baseline_query {baseline_query!r} selects no rows")
     b = base[metric].to_numpy(float)
+    base_idx = set(base.index)
     bm = float(b.mean())
     groups = df.groupby(by_l, sort=True) if by_l else ((i, df.loc[[i]]) for i in df.index)
     rows = []
     for key, grp in groups:
         x = grp[metric].to_numpy(float)
         rec = dict(zip(by_l, key if isinstance(key, tuple) else (key,), strict=True)) if by_l else {"row": key}
-        ratio = float(x.mean()) / bm
-        lo = hi = math.nan
-        note = ""
-        if len(x) >= 2 and len(b) >= 2 and (x.var() > 0 or b.var() > 0):
-            rc = ratio_ci(x, b, confidence)
-            ratio, lo, hi, note = rc.ratio, rc.ci_low, rc.ci_high, rc.note
+        if estimand == "geometric":
+            ratio = float(np.exp(np.log(x).mean() - np.log(b).mean()))
+        else:
+            ratio = float(x.mean()) / bm
+        lo = hi = p = math.nan
+        shared = base_idx & set(grp.index)
+        if shared == set(grp.index) == base_idx:
+            ratio, note = 1.0, "baseline: 1 by definition, no CI"
+        elif shared:
+            note = (f"no CI: {len(shared)} of this group's rows are baseline rows too (the arms are not independent)")
+        elif len(x) >= 2 and len(b) >= 2 and (x.var() > 0 or b.var() > 0):
+            rc = ratio_ci(x, b, confidence, estimand=estimand)
+            ratio, lo, hi, p, note = rc.ratio, rc.ci_low, rc.ci_high, rc.p, rc.note
         else:
             note = f"no CI: n={len(x)}, n_baseline={len(b)} (each needs >= 2 runs with spread)"
         rec.update(n=len(x), mean=float(x.mean()), n_baseline=len(b), baseline_mean=bm, normalized=ratio,
-                   ci_low=lo, ci_high=hi, improvement_pct=(ratio - 1) * 100, improvement_ci_low_pct=(lo - 1) * 100,
-                   improvement_ci_high_pct=(hi - 1) * 100, note=note)
+                   ci_low=lo, ci_high=hi, p=p, improvement_pct=(ratio - 1) * 100,
+                   improvement_ci_low_pct=(lo - 1) * 100, improvement_ci_high_pct=(hi - 1) * 100,
+                   estimand=estimand, note=note)
         rows.append(rec)
     return pd.DataFrame(rows)
 
