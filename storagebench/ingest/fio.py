@@ -948,7 +948,8 @@ _LIMIT = 2.0**63
 
 def _lat_problem(block: Any) -> str:
     """Why a latency block's statistics contradict each other ("" when they do not): fio's mean
-    of the samples lies within [min, max] and their standard deviation is at most max - min."""
+    of the samples lies within [min, max], their standard deviation is at most max - min, and it
+    is 0 only when every sample is the same (min == max)."""
     lo, hi, mean, sd = block.min, block.max, block.mean, block.stddev
     if lo == lo and hi == hi and lo > hi:
         return f"min {lo} > max {hi}"
@@ -956,6 +957,8 @@ def _lat_problem(block: Any) -> str:
         return f"mean {mean!r} outside [min {lo}, max {hi}]"
     if sd == sd and lo == lo and hi == hi and sd > hi - lo:
         return f"stddev {sd!r} > max - min ({hi - lo})"
+    if sd == 0 and lo == lo and hi == hi and lo < hi:
+        return f"stddev 0 while min {lo} < max {hi}"
     return ""
 
 
@@ -1016,7 +1019,9 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
         # ... and the statistics consistent (every block is there: no value above is NaN)
         if lat.min <= lat.mean <= lat.max and lat.stddev <= lat.max - lat.min \
                 and clat.min <= clat.mean <= clat.max and clat.stddev <= clat.max - clat.min \
-                and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min:
+                and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min \
+                and (lat.stddev or lat.min == lat.max) and (clat.stddev or clat.min == clat.max) \
+                and (slat.stddev or slat.min == slat.max):
             return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
     where = _at(loc)
     out = list(sec)
@@ -1280,6 +1285,8 @@ def _emit_rows(
     local_hostname = prov.hostname or ""
     runs, runs_extra, hist_blocks = sink.runs, sink.runs_extra, sink.hist_blocks
     seen: dict[tuple[str, str], int] = {}
+    json_plus = False  # some block has json+ bins ...
+    no_bins: list[tuple[int, tuple]] = []  # ... then these rows that did I/O without any get a note
     for idx, entry in enumerate(entries):
         name = entry.jobname
         if client_mode:
@@ -1336,13 +1343,23 @@ def _emit_rows(
             runs.append(row)
             runs_extra.append(extra)
             clat = d.clat_ns
-            if clat is not _U and (bins := clat.bins):
+            if clat is _U or not (bins := clat.bins):
+                if (d.total_ios or 0) > 0:
+                    no_bins.append((len(runs) - 1, (where, idx, dname)))
+                continue
+            if clat is not _U:
+                json_plus = True
                 n = len(bins)
                 hist_blocks.append((run_id, host, name, job_index, dname, n))
                 sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
                 sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
                 sink.hist_n.append(-1 if clat.N is _U else clat.N)
                 sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
+    if json_plus and no_bins:
+        for row, loc in no_bins:
+            note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
+            r = runs[row]
+            runs[row] = (*r[:-1], f"{r[-1]}; {note}" if r[-1] else note)
 
 
 def parse_fio_output(
