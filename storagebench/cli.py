@@ -205,12 +205,15 @@ def ingest(
                                        "run or result directories"),
     out: Path = typer.Option(..., "--out", help="directory for runs/histograms/all_clients/timeseries.parquet"),
     batch_files: int = typer.Option(500, "--batch-files", help="files per parquet batch (bounds memory)"),
+    max_file_size: int = typer.Option(512, "--max-file-size", min=1,
+                                      help="MiB: a larger input file is reported, not read"),
 ) -> None:
     """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested."""
+    from .errors import display_path
     from .ingest import ingest_to_parquet
 
     try:
-        summary = ingest_to_parquet(paths, out, batch_files=batch_files)
+        summary = ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
     except StorageBenchError as exc:
         _fail(exc)
         return
@@ -219,7 +222,7 @@ def ingest(
     typer.echo(f"{summary.files} files ingested, {len(summary.errors)} not ingested")
     if summary.errors:
         for err in summary.errors:
-            typer.secho(f"not ingested: {err.path}: {err.reason}", err=True, fg="red")
+            typer.secho(f"not ingested: {display_path(err.path)}: {err.reason}", err=True, fg="red")
         raise typer.Exit(1)
 # ---- end ingest --------------------------------------------------------------------------
 
