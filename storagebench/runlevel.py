@@ -12,7 +12,8 @@ directions of a job summed into one ``mixed`` block) and for a client's ``All cl
 * ``io_bytes`` and ``total_io_u`` (completed I/Os) add up; ``runtime`` is the longest one;
 * IOPS and bandwidth are then ``1000 * total_io_u / runtime_ms`` and ``1000 * io_bytes / runtime_ms``
   (``add_ddir_status_json``): the pooled I/Os over the longest runtime, which is *not* the sum of
-  the jobs' IOPS when their runtimes differ;
+  the jobs' IOPS when their runtimes differ (when they are equal it is, and the sum of the rows' own
+  IOPS is used: the directions of one job, DiskSPD's one test time);
 * latency statistics (``lat``, ``clat``, ``slat``) merge by sample count (``sum_stat``, the parallel
   algorithm of Chan, Golub & LeVeque 1979): mean ``(m1 n1 + m2 n2) / (n1 + n2)``, sum of squares
   ``S = S1 + S2 + (m1 - m2)**2 n1 n2 / (n1 + n2)``, printed SD ``sqrt(S / (N - 1))`` (``calc_lat``);
@@ -227,15 +228,15 @@ def _weighted(lv: _Level, m: np.ndarray, w: np.ndarray, use: np.ndarray) -> tupl
 
 def _joined(lv: _Level, col: pd.Series, sep: str = "|", skip_empty: bool = False) -> np.ndarray:
     """Per group: the value when every row has it, else the distinct values joined (first-seen order)."""
-    values = col.to_numpy(dtype=object, na_value="")
-    codes, _ = pd.factorize(values)
+    values = col.to_numpy(dtype=object, na_value=None)
+    codes, _ = pd.factorize(values)  # None (NA) -> -1
     g = lv.take(codes)
     const = lv.imin(g) == lv.imax(g)
-    out = values[lv.first].copy()
+    out = values[lv.first].copy()  # a value every row has (NA when none has one)
     taken = lv.take(values)
     for k in np.flatnonzero(~const):
         part = taken[lv.starts[k]:lv.starts[k] + lv.size[k]]
-        seen = dict.fromkeys(v for v in part if not (skip_empty and v == ""))
+        seen = dict.fromkeys(v for v in part if v is not None and not (skip_empty and v == ""))
         out[k] = sep.join(seen)
     return out
 
@@ -299,12 +300,16 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     counts_ok = ~lv.any(np.isnan(ios)) & (rt_max > 0)
     by_counts = counts_ok[lv.gid]
     w = np.where(by_counts, np.nan_to_num(ios), np.nan_to_num(iops))
+    # one runtime for every row (the directions of one job; DiskSPD's one test time): I/Os / runtime is
+    # then the sum of the rows' own IOPS, which keeps the tool's precision (DiskSPD prints its time
+    # rounded to 10 ms, its IOPS from the exact one)
+    same_rt = lv.fmin(rt) == rt_max
     with np.errstate(invalid="ignore", divide="ignore"):
-        iops_c = np.where(counts_ok, lv.add(np.nan_to_num(ios)) / np.where(rt_max > 0, rt_max, 1.0),
+        iops_c = np.where(counts_ok & ~same_rt, lv.add(np.nan_to_num(ios)) / np.where(rt_max > 0, rt_max, 1.0),
                           lv.add(iops) if lv.n_groups else iops[:0])
         bytes_ok = ~lv.any(np.isnan(nbytes))
-        bw_c = np.where(counts_ok, np.where(bytes_ok, lv.add(np.nan_to_num(nbytes)) /
-                                            np.where(rt_max > 0, rt_max, 1.0), np.nan), lv.add(bw))
+        bw_c = np.where(counts_ok & ~same_rt, np.where(bytes_ok, lv.add(np.nan_to_num(nbytes)) /
+                                                       np.where(rt_max > 0, rt_max, 1.0), np.nan), lv.add(bw))
     raw_ios = lv.take(arrays["total_ios"])
     raw_bytes = lv.take(arrays["io_bytes"])
     out["iops"] = np.where(single, arrays["iops"][first], iops_c)
@@ -399,7 +404,7 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     out["started_at"] = pd.to_datetime(np.where(smin == big, np.iinfo(np.int64).min, smin).view("datetime64[ns]"),
                                        utc=True)
     # notes: the rows' own, and what combining had to say
-    note_vals = _joined(lv, df["note"], sep="; ", skip_empty=True)
+    note_vals = _joined(lv, df["note"].fillna(""), sep="; ", skip_empty=True)
     dup = lv.take(arrays["dup"])
     dups = lv.any(dup)
     final = []
@@ -584,9 +589,9 @@ def select(totals: pd.DataFrame, *, hosts: str = "all", direction: str | None = 
         raise SchemaError("select needs a run-level table (storagebench.runlevel.run_totals): it has no "
                           "all_hosts/all_directions columns")
     if hosts == "all":
-        keep = totals["all_hosts"].to_numpy(dtype=bool)
+        keep = totals["all_hosts"].to_numpy(dtype=bool, copy=True)
     elif hosts == "each":
-        keep = (totals["host"] != ALL_HOSTS).to_numpy(dtype=bool)
+        keep = (totals["host"] != ALL_HOSTS).to_numpy(dtype=bool, copy=True)
     else:
         raise SchemaError(f"hosts must be one of ['all', 'each'], got {hosts!r}")
     if direction is None:
