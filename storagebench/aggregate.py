@@ -21,6 +21,7 @@ import pandas as pd
 
 from .errors import SchemaError, StatsError
 from .runlevel import is_run_totals, run_totals, select
+from .schema import PERCENTILES
 
 __all__ = [
     "combine_jobs",
@@ -60,6 +61,7 @@ def combine_jobs(
     runs: pd.DataFrame,
     histograms: pd.DataFrame | None = None,
     by: Sequence[str] = ("run_id", "host", "direction"),
+    percentiles: Sequence[float] = PERCENTILES,
 ) -> pd.DataFrame:
     """Rows of the run-level table at the level ``by`` names (jobs, hosts and directions combined by fio's rule).
 
@@ -74,6 +76,9 @@ def combine_jobs(
         ``("run_id", "host", "direction")`` (the jobs of each host, per direction),
         ``("run_id", "direction")`` (every host), ``("run_id", "host")`` (every direction of each host)
         or ``("run_id",)`` (the run's total).
+    percentiles : sequence of float
+        Percentiles (%) wanted; the run-level table holds fio's default list
+        (:data:`storagebench.schema.PERCENTILES`), so each must be one of them.
 
     Returns
     -------
@@ -85,11 +90,16 @@ def combine_jobs(
     Raises
     ------
     SchemaError
-        ``by`` is none of those, or ``runs`` lacks ``run_id``/``iops`` (a ``histograms`` key column).
+        ``by`` is none of those, a percentile is not in fio's default list, or ``runs`` lacks
+        ``run_id``/``iops`` (a ``histograms`` key column).
     """
     key = tuple(by)
     if key not in _BY:
         raise SchemaError(f"by must be one of {[list(k) for k in _BY]}, got {list(key)}")
+    other = [p for p in percentiles if float(p) not in PERCENTILES]
+    if other:
+        raise SchemaError(f"percentiles must be among {list(PERCENTILES)} (the run-level table's), got {other}; "
+                          "compute others from the histograms (storagebench.histogram)")
     hosts, direction = _BY[key]
     return select(_totals(runs, histograms), hosts=hosts, direction=direction)
 

@@ -77,7 +77,7 @@ _FIRST = ("study", "repetition", "run_order")
 _RUN_COLS = {c.name: c for c in schema.RUNS}
 _OUT_NAMES = tuple(c.name for c in RUN_TOTALS)
 #: columns of runs consumed by the combination (everything else is a study factor, kept when constant)
-_CONSUMED = frozenset(_RUN_COLS) | {"n_rows", "outstanding_ios"}
+_CONSUMED = frozenset(_RUN_COLS) | {c.name for c in RUN_TOTALS}
 _DIR_RANK = {d: i for i, d in enumerate((*DIRECTIONS, ALL_DIRECTIONS))}
 
 
@@ -120,49 +120,45 @@ def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
     return schema.validate(df, "runs")
 
 
-def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(runs row of each histogram row (-1: none), whether each runs row has bins).
+def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(runs row of each block of histogram rows (-1: none), the blocks' lengths, whether each runs row
+    has bins).
 
     ``histograms`` rows come in blocks of one key (run_id, host, job, job_index, direction): the block
-    starts are found by comparing neighbouring rows (pyarrow), and only one key per block is looked up.
-    Runs rows sharing a key (the same output ingested twice) share its bins' group at every level.
+    starts are found by comparing neighbouring rows (pyarrow), and only the block keys are matched with
+    the runs keys (one hash grouping of both). Runs rows sharing a key (the same output ingested twice)
+    share its bins, and its group at every level.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n = len(histograms)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(len(df), dtype=bool)
-    change = np.zeros(n, dtype=bool)
+    n, nh = len(df), len(histograms)
+    if nh == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n, dtype=bool)
+    change = np.zeros(nh, dtype=bool)
     change[0] = True
-    if n > 1:
+    if nh > 1:
         for k in _KEYS:
             col = histograms[k]
             try:
-                arr = pa.chunked_array(pa.array(col)) if not isinstance(col.array, pd.arrays.ArrowStringArray) \
-                    else pa.chunked_array(col.array._pa_array)  # noqa: SLF001 - zero copy
-                diff = pc.fill_null(pc.not_equal(arr.slice(1), arr.slice(0, n - 1)), True)
+                arr = col.array._pa_array if isinstance(col.array, pd.arrays.ArrowStringArray) \
+                    else pa.chunked_array([pa.array(col.to_numpy())])  # noqa: SLF001 - zero copy
+                diff = pc.fill_null(pc.not_equal(arr.slice(1), arr.slice(0, nh - 1)), True)
                 change[1:] |= diff.to_numpy(zero_copy_only=False)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
                 v = col.to_numpy()
                 change[1:] |= v[1:] != v[:-1]
     starts = np.flatnonzero(change)
-    lookup: dict[tuple, int] = {}
-    cols = [df[k].tolist() for k in _KEYS]
-    for i, key in enumerate(zip(*cols, strict=True)):
-        lookup.setdefault(key, i)
-    hcols = [histograms[k].to_numpy()[starts].tolist() for k in _KEYS]
-    block_row = np.fromiter((lookup.get(key, -1) for key in zip(*hcols, strict=True)), dtype=np.int64,
-                            count=len(starts))
-    lengths = np.diff(np.r_[starts, n])
-    rows = np.repeat(block_row, lengths)
-    # every runs row whose key has bins (duplicates of a key too)
-    rep = np.full(len(df), -1, dtype=np.int64)
-    for i, key in enumerate(zip(*cols, strict=True)):
-        rep[i] = lookup[key]
-    has = np.zeros(len(df), dtype=bool)
+    blocks = pd.DataFrame({k: histograms[k].take(starts).reset_index(drop=True) for k in _KEYS})
+    both = pd.concat([df[list(_KEYS)], blocks], ignore_index=True)
+    codes = both.groupby(list(_KEYS), sort=False, dropna=False, observed=True).ngroup().to_numpy(dtype=np.int64)
+    run_codes, block_codes = codes[:n], codes[n:]
+    first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    first[run_codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # the first runs row of each key
+    block_row = first[block_codes]
+    has = np.zeros(n, dtype=bool)
     has[block_row[block_row >= 0]] = True
-    return rows, has[rep]
+    return block_row, np.diff(np.r_[starts, nh]), has[first[run_codes]]
 
 
 # ---- combining ---------------------------------------------------------------------------------
@@ -250,42 +246,115 @@ def _const_number(lv: _Level, values: np.ndarray, unknown: float) -> np.ndarray:
     return np.where(allnan, unknown, out)
 
 
-def _percentiles(lv: _Level, hist_rows: np.ndarray, bins: np.ndarray, counts: np.ndarray,
-                 row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
+class _Bins:
+    """The histograms of a run_totals call: block -> runs row, block lengths, bins, counts, and the fio
+    bucket index of every bin (``None`` when some bin is off fio's grid)."""
+
+    def __init__(self, df: pd.DataFrame, histograms: pd.DataFrame, blocks: tuple | None = None) -> None:
+        if blocks is None:
+            self.block_row, self.lengths, self.has_bins = _hist_rows(df, histograms)
+        else:  # ingest knows the runs row of each block
+            self.block_row, self.lengths = (np.asarray(b, dtype=np.int64) for b in blocks)
+            self.has_bins = np.zeros(len(df), dtype=bool)
+            self.has_bins[self.block_row[self.block_row >= 0]] = True
+        self.bins = histograms["bin_ns"].to_numpy(dtype=np.int64)
+        self.counts = histograms["count"].to_numpy(dtype=np.int64)
+        self.idx = None
+        if len(self.bins) and (self.bins >= 0).all() and (self.bins < 2**53).all():
+            idx = _plat_idx(self.bins)
+            if np.array_equal(_plat_val(idx), self.bins):
+                self.idx = idx
+
+    @classmethod
+    def none(cls, n: int) -> _Bins:
+        self = cls.__new__(cls)
+        self.block_row = self.lengths = self.bins = self.counts = np.zeros(0, dtype=np.int64)
+        self.has_bins, self.idx = np.zeros(n, dtype=bool), None
+        return self
+
+
+_PLAT_BITS = 6  # fio stat.h FIO_IO_U_PLAT_BITS
+_PLAT_NR = 29 << _PLAT_BITS  # FIO_IO_U_PLAT_NR (fio 3.x: 1856 buckets)
+#: groups per dense block of merged bins (x 1856 int64: 30 MB at most)
+_DENSE_GROUPS = 2048
+
+
+def _plat_idx(val: np.ndarray) -> np.ndarray:
+    """fio ``plat_val_to_idx`` (stat.c) of int64 values < 2**53, vectorised (see storagebench.histogram)."""
+    msb = np.frexp(val.astype(np.float64))[1].astype(np.int64) - 1
+    msb = np.where(val > 0, msb, 0)
+    err = np.maximum(msb - _PLAT_BITS, 0)
+    idx = np.where(msb <= _PLAT_BITS, val, ((err + 1) << _PLAT_BITS) + ((val >> err) & ((1 << _PLAT_BITS) - 1)))
+    return np.minimum(idx, _PLAT_NR - 1)
+
+
+def _plat_val(idx: np.ndarray) -> np.ndarray:
+    """fio ``plat_idx_to_val`` (stat.c), vectorised: the value fio prints for bucket ``idx``."""
+    err = np.maximum((idx >> _PLAT_BITS) - 1, 0)
+    k = idx & ((1 << _PLAT_BITS) - 1)
+    val = (1 << (err + _PLAT_BITS)) + ((2 * k + 1) << err) // 2  # base + int((k + 0.5) * 2**err)
+    return np.where(idx < (2 << _PLAT_BITS), idx, val)
+
+
+def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
     """Percentiles (ns) of the merged bins of each multi-row group: array (n_groups, len(PERCENTILES)),
-    NaN where a group has no completions. fio's rule (``calc_clat_percentiles``): the first bin whose
-    running count reaches ``p / 100 * N``; with integer counts, ``sum >= t`` is ``sum >= ceil(t)``, so the
-    test is done exactly on int64 running sums of all groups at once."""
+    NaN where a group has no completions.
+
+    fio's rule (``calc_clat_percentiles``): walk the buckets in increasing latency and report the first
+    whose running count reaches ``t = p / 100 * N`` (``double``). With integer counts, ``sum >= t`` is
+    ``sum >= ceil(t)``, so all groups are searched at once in one int64 running sum. fio's json+ bins
+    are bucket values (``plat_idx_to_val``): they are summed into a dense bucket array per group (no
+    sort); bins of other tools, off fio's grid, are sorted instead.
+    """
     out = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
-    if not len(hist_rows):
+    if not len(hist.block_row):
         return out
-    ok = hist_rows >= 0
-    g = np.full(len(hist_rows), -1, dtype=np.int64)
-    g[ok] = row_group[hist_rows[ok]]
-    sel = g >= 0
-    sel[sel] = multi[g[sel]]
-    if not sel.any():
+    bgroup = np.where(hist.block_row >= 0, row_group[np.maximum(hist.block_row, 0)], -1)
+    bsel = bgroup >= 0
+    bsel[bsel] = multi[bgroup[bsel]]
+    if not bsel.any():
         return out
-    g, b, c = g[sel], bins[sel], counts[sel]
-    order = np.lexsort((b, g))
-    g, b, c = g[order], b[order], c[order]
+    sel = np.repeat(bsel, hist.lengths)
+    groups = np.flatnonzero(multi)
+    dense = np.full(lv.n_groups, -1, dtype=np.int64)
+    dense[groups] = np.arange(len(groups))
+    gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
+    c = hist.counts[sel]
+    if hist.idx is not None:
+        idx = hist.idx[sel]
+        for lo in range(0, len(groups), _DENSE_GROUPS):
+            hi = min(lo + _DENSE_GROUPS, len(groups))
+            part = (gi >= lo) & (gi < hi) if len(groups) > _DENSE_GROUPS else slice(None)
+            key = (gi[part] - lo) * _PLAT_NR + idx[part]
+            flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * _PLAT_NR).astype(np.int64))
+            rows = np.arange(hi - lo, dtype=np.int64)
+            start = rows * _PLAT_NR
+            base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)
+            total = flat[start + _PLAT_NR - 1] - base
+            has = total > 0
+            for j, p in enumerate(PERCENTILES):
+                need = base + np.ceil(float(p) / 100.0 * total.astype(np.float64)).astype(np.int64)
+                pos = np.minimum(np.searchsorted(flat, need, side="left"), start + _PLAT_NR - 1)
+                out[groups[lo:hi][has], j] = _plat_val(pos - start)[has].astype(np.float64)
+        return out
+    b = hist.bins[sel]
+    order = np.lexsort((b, gi))
+    gi, b, c = gi[order], b[order], c[order]
     cum = np.cumsum(c, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    ends = np.r_[starts[1:], len(g)]
+    starts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
+    ends = np.r_[starts[1:], len(gi)]
     base = np.where(starts > 0, cum[starts - 1], 0)
     total = cum[ends - 1] - base
-    groups = g[starts]
+    present = groups[gi[starts]]
     has = total > 0
     for j, p in enumerate(PERCENTILES):
-        t = float(p) / 100.0 * total.astype(np.float64)
-        need = base + np.ceil(t).astype(np.int64)
-        idx = np.searchsorted(cum, need, side="left")
-        idx = np.minimum(idx, ends - 1)
-        out[groups[has], j] = b[idx[has]].astype(np.float64)
+        need = base + np.ceil(float(p) / 100.0 * total.astype(np.float64)).astype(np.int64)
+        at = np.minimum(np.searchsorted(cum, need, side="left"), ends - 1)
+        out[present[has], j] = b[at[has]].astype(np.float64)
     return out
 
 
-def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: tuple | None,
+def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: _Bins | None,
              extra: Sequence[str]) -> dict[str, Any]:
     """The combined columns of every group of ``lv`` (see the module docstring for the rule)."""
     single = lv.size == 1
@@ -350,11 +419,10 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     pct = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
     multi = ~single
     if hist is not None:
-        hist_rows, has_bins, bins, counts = hist
-        covered = lv.all(~used | lv.take(has_bins))
+        covered = lv.all(~used | lv.take(hist.has_bins))
         row_group = np.full(len(df), -1, dtype=np.int64)
         row_group[lv.rows] = lv.gid
-        pct = _percentiles(lv, hist_rows, bins, counts, row_group, multi & covered)
+        pct = _percentiles(lv, hist, row_group, multi & covered)
         missing = multi & ~covered
     else:
         missing = multi.copy()
@@ -424,7 +492,8 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     return out
 
 
-def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
+               _blocks: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """The run-level table of ``runs``: fio's rule for combining jobs, directions and hosts.
 
     Parameters
@@ -453,6 +522,12 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None) -> pd
     SchemaError
         ``runs`` lacks ``run_id`` or ``iops``, a column cannot be cast to its schema dtype, or
         ``histograms`` lacks a key column.
+
+    Other Parameters
+    ----------------
+    _blocks : (array, array), optional
+        Internal (ingest): the ``runs`` row of each block of consecutive ``histograms`` rows and the
+        blocks' lengths, which ingest knows; otherwise they are found from the key columns.
 
     Notes
     -----
@@ -514,12 +589,8 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None) -> pd
         if miss:
             raise SchemaError(f"histograms is missing columns {miss}")
         combines = int(l1.max()) + 1 < n or bool((hosts_per_run > 1).any() or (dirs_per_host > 1).any())
-        if combines:  # only combined rows need bins: a table of one-row groups never reads them
-            hrows, has_bins = _hist_rows(df, histograms)
-            hist = (hrows, has_bins, histograms["bin_ns"].to_numpy(dtype=np.int64),
-                    histograms["count"].to_numpy(dtype=np.int64))
-        else:
-            hist = (np.zeros(0, np.int64), np.zeros(n, bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        # only combined rows need bins: a table of one-row groups never reads them
+        hist = _Bins(df, histograms, _blocks) if combines else _Bins.none(n)
     frames = []
     # (rows in the level, their group codes, host label, direction label, all_hosts, all_directions)
     levels = [

@@ -379,3 +379,79 @@ def test_point_json_format_versions(tmp_path):
     assert len(res.errors) == 1
     assert "point.json format_version 2 was written by a newer storagebench" in res.errors[0].reason
     assert res.errors[0].path.endswith("run2/point.json")
+
+
+# ---- properties and bad inputs -----------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_job = st.tuples(st.integers(1, 3), st.sampled_from(["read", "write"]), st.integers(1, 10**6),
+                 st.floats(0.5, 20.0), st.floats(1e4, 1e8), st.floats(0.0, 1e7))
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(_job, min_size=2, max_size=8))
+def test_fio_rule_is_the_same_in_one_step_or_in_stages(jobs):
+    """fio sums jobs into groups and groups into "All clients" (client.c) with one rule: combining the
+    per-host rows again must give the all-hosts rows (and the mixed rows the same as their directions)."""
+    rows = pd.DataFrame([{"run_id": "r", "host": f"h{h}", "job": f"j{i}", "job_index": 0, "direction": d,
+                          "total_ios": n, "runtime_s": rt, "iops": n / rt, "io_bytes": n * 4096,
+                          "bw_bytes_per_s": n * 4096 / rt, "lat_mean_ns": m, "lat_stdev_ns": sd,
+                          "clat_mean_ns": m, "clat_stdev_ns": sd}
+                         for i, (h, d, n, rt, m, sd) in enumerate(jobs)])
+    t = run_totals(rows)
+    hosts = select(t, hosts="each", direction="each")  # one row per host x direction: jobs combined
+    again = run_totals(hosts.assign(job=hosts["host"], job_index=0))
+    for d in sorted(rows["direction"].unique()):
+        one = select(t, hosts="all", direction=d).iloc[0]
+        two = select(again, hosts="all", direction=d).iloc[0]
+        assert one["total_ios"] == two["total_ios"] and one["runtime_s"] == two["runtime_s"]
+        for c in ("iops", "lat_mean_ns", "lat_stdev_ns"):
+            assert one[c] == pytest.approx(two[c], rel=1e-9, abs=1e-6), (d, c)
+    total = per_run(t).iloc[0]
+    assert total["total_ios"] == rows["total_ios"].sum()
+    w = rows["total_ios"] / rows["total_ios"].sum()
+    assert total["lat_mean_ns"] == pytest.approx((w * rows["lat_mean_ns"]).sum(), rel=1e-9)
+    assert rows["lat_mean_ns"].min() * (1 - 1e-12) <= total["lat_mean_ns"] <= rows["lat_mean_ns"].max() * (1 + 1e-12)
+
+
+def test_bad_inputs_are_named():
+    runs = _two_jobs()
+    with pytest.raises(SchemaError, match=r"missing columns \['iops'\]"):
+        run_totals(runs.drop(columns=["iops"]))
+    with pytest.raises(SchemaError, match=r"missing columns \['run_id'\]"):
+        run_totals(runs.drop(columns=["run_id"]))
+    with pytest.raises(SchemaError, match=r"histograms is missing columns \['job_index'\]"):
+        run_totals(runs, pd.DataFrame({"run_id": ["r"], "host": ["local"], "job": ["a"], "direction": ["read"],
+                                       "bin_ns": [1000], "count": [1]}))
+    with pytest.raises(SchemaError, match="cannot be cast to int64"):
+        run_totals(runs.assign(total_ios=["many", "few"]))
+    with pytest.raises(SchemaError, match=r"hosts must be one of \['all', 'each'\]"):
+        select(run_totals(runs), hosts="some")
+    with pytest.raises(SchemaError, match="direction must be one of"):
+        select(run_totals(runs), direction="reads")
+    with pytest.raises(SchemaError, match="needs a run-level table"):
+        select(runs)
+    # a latency fio did not print (NaN) in a job with I/O: the combined mean is unknown, not the other job's
+    row = per_run(runs.assign(lat_mean_ns=[1e6, np.nan])).iloc[0]
+    assert np.isnan(row["lat_mean_ns"]) and row["clat_mean_ns"] / 1e6 == pytest.approx(GOLD_MS)
+    # the same job entry twice (one output ingested twice): combined, and said so
+    twice = per_run(pd.concat([runs, runs], ignore_index=True)).iloc[0]
+    assert twice["n_rows"] == 4 and "appears more than once" in twice["note"]
+    with pytest.raises(SchemaError, match="percentiles must be among"):
+        combine_jobs(runs, by=("run_id",), percentiles=(99.0, 42.0))
+
+
+def test_bad_point_json_versions_are_per_run_errors(tmp_path):
+    import shutil
+
+    study = tmp_path / "s"
+    for i, version in enumerate(('"1"', "-1", "1.5", "true")):
+        d = study / "raw" / f"run{i}"
+        d.mkdir(parents=True)
+        shutil.copy(FIO / "single_jsonplus.json", d / "output.json")
+        (d / "point.json").write_text(f'{{"run_id": "run{i}", "format_version": {version}}}')
+    res = ingest_study(study)
+    assert res.runs.empty and len(res.errors) == 4
+    assert all("format_version" in e.reason for e in res.errors), [e.reason for e in res.errors]

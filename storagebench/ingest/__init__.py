@@ -475,6 +475,15 @@ class _Collector(_RowSink):
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
 
+    def _blocks(self) -> tuple | None:
+        """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no
+        row: run_totals then finds them by key)."""
+        checks = self.hist_checks
+        if not checks or any(c is None for c in checks):
+            return None
+        rows = np.fromiter((c[0] for c in checks), dtype=np.int64, count=len(checks))
+        return rows, np.fromiter(map(len, self.hist_keys), dtype=np.int64, count=len(self.hist_keys))
+
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
         hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
@@ -488,7 +497,7 @@ class _Collector(_RowSink):
             "timeseries": schema.validate(pd.concat(ts, ignore_index=True), "timeseries")
             if ts else empty_frame("timeseries"),
             # one output file holds all the rows of a run, and a file is never split across batches
-            "run_totals": run_totals(runs, hist),
+            "run_totals": run_totals(runs, hist, _blocks=self._blocks()),
         }
 
 
