@@ -64,6 +64,7 @@ import pandas as pd
 
 from . import schema
 from .errors import SchemaError
+from .histogram import grouped_percentiles, plat_idx_to_vals, plat_vals_to_idx
 from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
@@ -261,8 +262,8 @@ class _Bins:
         self.counts = histograms["count"].to_numpy(dtype=np.int64)
         self.idx = None
         if len(self.bins) and (self.bins >= 0).all() and (self.bins < 2**53).all():
-            idx = _plat_idx(self.bins)
-            if np.array_equal(_plat_val(idx), self.bins):
+            idx = plat_vals_to_idx(self.bins)  # once per call: every level reuses it
+            if np.array_equal(plat_idx_to_vals(idx), self.bins):
                 self.idx = idx
 
     @classmethod
@@ -273,39 +274,9 @@ class _Bins:
         return self
 
 
-_PLAT_BITS = 6  # fio stat.h FIO_IO_U_PLAT_BITS
-_PLAT_NR = 29 << _PLAT_BITS  # FIO_IO_U_PLAT_NR (fio 3.x: 1856 buckets)
-#: groups per dense block of merged bins (x 1856 int64: 30 MB at most)
-_DENSE_GROUPS = 2048
-
-
-def _plat_idx(val: np.ndarray) -> np.ndarray:
-    """fio ``plat_val_to_idx`` (stat.c) of int64 values < 2**53, vectorised (see storagebench.histogram)."""
-    msb = np.frexp(val.astype(np.float64))[1].astype(np.int64) - 1
-    msb = np.where(val > 0, msb, 0)
-    err = np.maximum(msb - _PLAT_BITS, 0)
-    idx = np.where(msb <= _PLAT_BITS, val, ((err + 1) << _PLAT_BITS) + ((val >> err) & ((1 << _PLAT_BITS) - 1)))
-    return np.minimum(idx, _PLAT_NR - 1)
-
-
-def _plat_val(idx: np.ndarray) -> np.ndarray:
-    """fio ``plat_idx_to_val`` (stat.c), vectorised: the value fio prints for bucket ``idx``."""
-    err = np.maximum((idx >> _PLAT_BITS) - 1, 0)
-    k = idx & ((1 << _PLAT_BITS) - 1)
-    val = (1 << (err + _PLAT_BITS)) + ((2 * k + 1) << err) // 2  # base + int((k + 0.5) * 2**err)
-    return np.where(idx < (2 << _PLAT_BITS), idx, val)
-
-
 def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
-    """Percentiles (ns) of the merged bins of each multi-row group: array (n_groups, len(PERCENTILES)),
-    NaN where a group has no completions.
-
-    fio's rule (``calc_clat_percentiles``): walk the buckets in increasing latency and report the first
-    whose running count reaches ``t = p / 100 * N`` (``double``). With integer counts, ``sum >= t`` is
-    ``sum >= ceil(t)``, so all groups are searched at once in one int64 running sum. fio's json+ bins
-    are bucket values (``plat_idx_to_val``): they are summed into a dense bucket array per group (no
-    sort); bins of other tools, off fio's grid, are sorted instead.
-    """
+    """Percentiles (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(PERCENTILES)),
+    NaN where a group has none (fio's rule: :func:`storagebench.histogram.grouped_percentiles`)."""
     out = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
     if not len(hist.block_row):
         return out
@@ -319,38 +290,9 @@ def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarr
     dense = np.full(lv.n_groups, -1, dtype=np.int64)
     dense[groups] = np.arange(len(groups))
     gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
-    c = hist.counts[sel]
-    if hist.idx is not None:
-        idx = hist.idx[sel]
-        for lo in range(0, len(groups), _DENSE_GROUPS):
-            hi = min(lo + _DENSE_GROUPS, len(groups))
-            part = (gi >= lo) & (gi < hi) if len(groups) > _DENSE_GROUPS else slice(None)
-            key = (gi[part] - lo) * _PLAT_NR + idx[part]
-            flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * _PLAT_NR).astype(np.int64))
-            rows = np.arange(hi - lo, dtype=np.int64)
-            start = rows * _PLAT_NR
-            base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)
-            total = flat[start + _PLAT_NR - 1] - base
-            has = total > 0
-            for j, p in enumerate(PERCENTILES):
-                need = base + np.ceil(float(p) / 100.0 * total.astype(np.float64)).astype(np.int64)
-                pos = np.minimum(np.searchsorted(flat, need, side="left"), start + _PLAT_NR - 1)
-                out[groups[lo:hi][has], j] = _plat_val(pos - start)[has].astype(np.float64)
-        return out
-    b = hist.bins[sel]
-    order = np.lexsort((b, gi))
-    gi, b, c = gi[order], b[order], c[order]
-    cum = np.cumsum(c, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, gi[1:] != gi[:-1]])
-    ends = np.r_[starts[1:], len(gi)]
-    base = np.where(starts > 0, cum[starts - 1], 0)
-    total = cum[ends - 1] - base
-    present = groups[gi[starts]]
-    has = total > 0
-    for j, p in enumerate(PERCENTILES):
-        need = base + np.ceil(float(p) / 100.0 * total.astype(np.float64)).astype(np.int64)
-        at = np.minimum(np.searchsorted(cum, need, side="left"), ends - 1)
-        out[present[has], j] = b[at[has]].astype(np.float64)
+    pct = grouped_percentiles(gi, hist.bins[sel], hist.counts[sel], len(groups), PERCENTILES,
+                              bucket_idx=None if hist.idx is None else hist.idx[sel])
+    out[groups] = pct
     return out
 
 
