@@ -301,7 +301,7 @@ def validate(df: pd.DataFrame, table: str, *, coerce: bool = True) -> pd.DataFra
     ----------
     df : pandas.DataFrame
         The table. Extra columns (study factors) are kept as they are.
-    table : {"runs", "all_clients", "histograms", "timeseries"}
+    table : {"runs", "all_clients", "histograms", "timeseries", "run_totals"}
     coerce : bool
         Cast schema columns to their dtype (default). With ``False`` a dtype mismatch raises.
 
