@@ -118,7 +118,9 @@ def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
     fill = {name: _unknown(name, len(df)) for name in _RUN_COLS if name not in df.columns}
     if fill:
         df = pd.concat([df, pd.DataFrame(fill)], axis=1)
-    return schema.validate(df, "runs")
+    if any(str(df[c.name].dtype) != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
+        df = schema.validate(df, "runs")
+    return df
 
 
 def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -411,8 +413,7 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     nat = started.isna().to_numpy()
     big = np.iinfo(np.int64).max
     smin = lv.imin(lv.take(np.where(nat, big, ns)))
-    out["started_at"] = pd.to_datetime(np.where(smin == big, np.iinfo(np.int64).min, smin).view("datetime64[ns]"),
-                                       utc=True)
+    out["started_at"] = np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
     # notes: the rows' own, and what combining had to say
     note_vals = _joined(lv, df["note"].fillna(""), sep="; ", skip_empty=True)
     dup = lv.take(arrays["dup"])
@@ -432,6 +433,18 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
         vals = df[c].iloc[first].reset_index(drop=True)
         out[c] = vals.where(pd.Series(const)) if not const.all() else vals
     return out
+
+
+def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Group number of each (outer, inner) pair of codes, numbered in order of first appearance."""
+    width = int(inner.max()) + 1 if len(inner) else 1
+    return pd.factorize(outer * width + inner)[0].astype(np.int64)
+
+
+def _distinct(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Per row: how many distinct ``inner`` codes its ``outer`` group holds (``inner`` nested in ``outer``)."""
+    first = ~pd.Series(inner).duplicated().to_numpy()
+    return np.bincount(outer[first], minlength=int(outer.max()) + 1)[outer]
 
 
 def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
@@ -493,11 +506,14 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     with np.errstate(invalid="ignore"):
         ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
         bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
-    grp = df.groupby(["run_id", "host", "job", "job_index"], sort=False, dropna=False, observed=True)
-    job_id = grp.ngroup().to_numpy(dtype=np.int64)
-    job_runtime = grp["runtime_s"].transform("max").to_numpy(dtype=float)
-    section_id = df.groupby(["run_id", "host", "job"], sort=False, dropna=False, observed=True).ngroup() \
-        .to_numpy(dtype=np.int64)
+    key = {k: pd.factorize(df[k], use_na_sentinel=False)[0].astype(np.int64) for k in _KEYS}
+    run_code = key["run_id"]
+    host_code = _codes(run_code, key["host"])
+    section_id = _codes(host_code, key["job"])
+    job_id = _codes(section_id, key["job_index"])
+    job_runtime = np.full(int(job_id.max()) + 1, np.nan)
+    np.fmax.at(job_runtime, job_id, rt)
+    job_runtime = job_runtime[job_id]
     depth = df["iodepth"].to_numpy(dtype=float)
     nj = df["numjobs"].to_numpy(dtype=float)
     oio = np.where((depth > 0) & (nj > 0), depth * nj, np.nan)
@@ -511,18 +527,15 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
                                                     "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns",
                                                     "usr_cpu_pct", "sys_cpu_pct", *_PCOLS)},
     }
-    run_code = df.groupby("run_id", sort=False, dropna=False, observed=True).ngroup().to_numpy(dtype=np.int64)
-    host_code = df.groupby(["run_id", "host"], sort=False, dropna=False, observed=True).ngroup() \
-        .to_numpy(dtype=np.int64)
-    l1 = df.groupby(["run_id", "host", "direction"], sort=False, dropna=False, observed=True).ngroup() \
-        .to_numpy(dtype=np.int64)
-    l3 = df.groupby(["run_id", "direction"], sort=False, dropna=False, observed=True).ngroup() \
-        .to_numpy(dtype=np.int64)
-    dirs_per_host = pd.Series(l1).groupby(host_code).nunique().to_numpy()[host_code]
-    hosts_per_run = pd.Series(host_code).groupby(run_code).nunique().to_numpy()[run_code]
-    dirs_per_run = pd.Series(l3).groupby(run_code).nunique().to_numpy()[run_code]
+    l1 = _codes(host_code, key["direction"])
+    l3 = _codes(run_code, key["direction"])
+    dirs_per_host = _distinct(host_code, l1)
+    hosts_per_run = _distinct(run_code, host_code)
+    dirs_per_run = _distinct(run_code, l3)
     rows = np.arange(n, dtype=np.int64)
-    host_rank = (host_code - pd.Series(host_code).groupby(run_code).transform("min").to_numpy())
+    first_row = np.full(int(run_code.max()) + 1, n, dtype=np.int64)
+    first_row[run_code[::-1]] = rows[::-1]
+    host_rank = host_code - host_code[first_row[run_code]]  # a run's hosts number from its first row's host
     dir_rank = df["direction"].map(_DIR_RANK).fillna(len(_DIR_RANK)).to_numpy(dtype=np.int64)
 
     hist = None
@@ -533,7 +546,7 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         combines = int(l1.max()) + 1 < n or bool((hosts_per_run > 1).any() or (dirs_per_host > 1).any())
         # only combined rows need bins: a table of one-row groups never reads them
         hist = _Bins(df, histograms, _blocks) if combines else _Bins.none(n)
-    frames = []
+    parts = []
     # (rows in the level, their group codes, host label, direction label, all_hosts, all_directions)
     levels = [
         (rows, l1, None, None, hosts_per_run == 1, dirs_per_host == 1, False, False),
@@ -543,31 +556,55 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         (rows[(hosts_per_run > 1) & (dirs_per_run > 1)], run_code[(hosts_per_run > 1) & (dirs_per_run > 1)],
          ALL_HOSTS, ALL_DIRECTIONS, None, None, True, True),
     ]
+    run_ids = df["run_id"].to_numpy(dtype=object, na_value=None)
+    host_names = df["host"].to_numpy(dtype=object, na_value=None)
+    dir_names = df["direction"].to_numpy(dtype=object, na_value=None)
     for lrows, lcodes, host, direction, all_h, all_d, cluster, mixed in levels:
         if not len(lrows):
             continue
         lv = _Level(lrows, lcodes)
         cols = _combine(df, lv, arrays, hist, extra)
         f = lv.first
-        cols["run_id"] = df["run_id"].to_numpy()[f]
-        cols["host"] = df["host"].to_numpy(dtype=object)[f] if host is None else np.full(lv.n_groups, host, object)
-        cols["direction"] = (df["direction"].to_numpy(dtype=object)[f] if direction is None
-                             else np.full(lv.n_groups, direction, object))
+        cols["run_id"] = run_ids[f]
+        cols["host"] = host_names[f] if host is None else np.full(lv.n_groups, host, object)
+        cols["direction"] = dir_names[f] if direction is None else np.full(lv.n_groups, direction, object)
         cols["all_hosts"] = np.ones(lv.n_groups, bool) if all_h is None else all_h[f]
         cols["all_directions"] = np.ones(lv.n_groups, bool) if all_d is None else all_d[f]
-        hosts_in = lv.first_of(lv.take(host_code))
-        cols["n_hosts"] = lv.add(hosts_in.astype(np.int64))
-        dirs_in = lv.first_of(lv.take(pd.factorize(df["direction"])[0].astype(np.int64)))
-        cols["n_directions"] = lv.add(dirs_in.astype(np.int64))
+        cols["n_hosts"] = lv.add(lv.first_of(lv.take(host_code)).astype(np.int64))
+        cols["n_directions"] = lv.add(lv.first_of(lv.take(key["direction"])).astype(np.int64))
         cols["_k_run"] = run_code[f]
         cols["_k_host"] = np.full(lv.n_groups, np.iinfo(np.int64).max) if cluster else host_rank[f]
         cols["_k_dir"] = np.full(lv.n_groups, _DIR_RANK[ALL_DIRECTIONS]) if mixed else dir_rank[f]
-        frames.append(pd.DataFrame(cols))
-    out = pd.concat(frames, ignore_index=True)
-    out = out.sort_values(["_k_run", "_k_host", "_k_dir"], kind="stable").drop(columns=["_k_run", "_k_host",
-                                                                                        "_k_dir"])
-    out = out.reset_index(drop=True)
-    return schema.validate(out[[*_OUT_NAMES, *extra]], "run_totals")
+        parts.append(cols)
+    return _frame(parts, extra)
+
+
+def _frame(parts: list[dict[str, Any]], extra: Sequence[str]) -> pd.DataFrame:
+    """The run-level table from the columns of each level: sorted by run, host (``all hosts`` last) and
+    direction, each column built once in its schema dtype."""
+    def cat(name: str) -> np.ndarray:
+        return parts[0][name] if len(parts) == 1 else np.concatenate([p[name] for p in parts])
+
+    order = np.lexsort((cat("_k_dir"), cat("_k_host"), cat("_k_run")))
+    if np.array_equal(order, np.arange(len(order))):
+        order = None
+    data: dict[str, Any] = {}
+    for c in RUN_TOTALS:
+        v = cat(c.name)
+        if order is not None:
+            v = v[order]
+        if c.dtype == "string":
+            data[c.name] = pd.array(v, dtype="string")
+        elif c.dtype.startswith("datetime64"):
+            data[c.name] = pd.to_datetime(np.asarray(v, dtype=np.int64).view("datetime64[ns]"), utc=True) \
+                .astype(c.dtype)
+        else:
+            data[c.name] = np.asarray(v, dtype=c.dtype)
+    out = pd.DataFrame(data, copy=False)
+    for c in extra:
+        v = pd.concat([p[c] for p in parts], ignore_index=True) if len(parts) > 1 else parts[0][c]
+        out[c] = (v.take(order) if order is not None else v).reset_index(drop=True)
+    return out
 
 
 # ---- selecting -----------------------------------------------------------------------------------
