@@ -1,0 +1,254 @@
+"""What a numjobs x iodepth sweep found: peak, recommended point, caveats, n per point.
+
+:func:`sweep_summary` is the one analysis behind ``storagebench demo``'s summary and the *Findings*
+section of ``notebooks/analyze.ipynb``: the CLI prints :meth:`SweepSummary.findings`, the notebook
+displays it, so the terminal and the page say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ..errors import SchemaError
+from ..findings import Finding, Findings, fmt_ci, fmt_number
+from ._common import _check_confidence
+from .points import point_means, point_percentiles
+from .saturation import Recommendation, per_run, recommend_parameters
+
+__all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS"]
+
+#: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
+#: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
+CACHE_LATENCY_MS = 1.0
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point of a sweep with its estimates.
+
+    Attributes
+    ----------
+    numjobs, iodepth : int
+    n : int
+        Runs (repetitions) of the point.
+    iops, iops_ci_low, iops_ci_high : float
+        Mean IOPS (1/s) over the runs and its Student t CI (NaN bounds with one run).
+    lat_mean_ms : float
+        Mean total latency (fio ``lat``), ms, mean over the runs.
+    clat_p99_ms : float or None
+        p99 completion latency, ms, from the merged json+ bins of the point's runs (``None`` without histograms).
+    """
+
+    numjobs: int
+    iodepth: int
+    n: int
+    iops: float
+    iops_ci_low: float
+    iops_ci_high: float
+    lat_mean_ms: float
+    clat_p99_ms: float | None
+
+    @property
+    def outstanding_ios(self) -> int:
+        """``numjobs x iodepth``."""
+        return self.numjobs * self.iodepth
+
+    @property
+    def label(self) -> str:
+        """``numjobs=4 × iodepth=16``."""
+        return f"numjobs={self.numjobs} × iodepth={self.iodepth}"
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """Result of :func:`sweep_summary`.
+
+    Attributes
+    ----------
+    study : str
+        Study name(s) of the runs.
+    n_runs : int
+        Completed runs analysed.
+    runs_per_point : (int, int)
+        Fewest and most runs of a point.
+    confidence : float
+    peak : SweepPoint
+        The point with the highest mean IOPS.
+    recommended : SweepPoint
+        The point :func:`storagebench.stats.recommend_parameters` chooses.
+    recommendation : Recommendation
+        Its full result (rule, Kneedle knee, per-cell table).
+    cache_caveat : str
+        Why the numbers may describe a cache rather than the device; "" when no sign of one.
+    points : pandas.DataFrame
+        Per point: ``numjobs, iodepth, n, iops, iops_ci_low, iops_ci_high, lat_mean_ns`` (+ its CI) and,
+        with histograms, ``clat_p50_ns, clat_p99_ns``.
+    """
+
+    study: str
+    n_runs: int
+    runs_per_point: tuple[int, int]
+    confidence: float
+    peak: SweepPoint
+    recommended: SweepPoint
+    recommendation: Recommendation
+    cache_caveat: str
+    points: pd.DataFrame
+
+    @property
+    def at_grid_edge(self) -> bool:
+        """The recommended point is the largest load measured: no saturation was seen."""
+        return self.recommendation.at_grid_edge
+
+    def findings(self) -> Findings:
+        """The sweep's findings in plain sentences (peak, recommended point, caveats, n per point)."""
+        pct = f"{self.confidence:.0%}"
+        n_lo, n_hi = self.runs_per_point
+        unit = "fio runs of the point, in random order"
+        ci_method = f"mean over runs with its {pct} Student t CI"
+        p99_method = "p99 from the merged json+ latency bins of the point's runs (fio's percentile rule)"
+
+        def iops_text(p: SweepPoint) -> str:
+            return f"{fmt_number(p.iops)} IOPS ({fmt_ci(p.iops_ci_low, p.iops_ci_high, self.confidence)})"
+
+        def lat_text(p: SweepPoint) -> str:
+            out = f"mean latency {fmt_number(p.lat_mean_ms)} ms"
+            if p.clat_p99_ms is not None:
+                out += f", p99 completion latency {fmt_number(p.clat_p99_ms)} ms"
+            return out
+
+        pk, rc = self.peak, self.recommended
+        items = [Finding(
+            f"Peak: {iops_text(pk)} at {pk.label}, with {lat_text(pk)}.",
+            estimate=pk.iops, ci=(pk.iops_ci_low, pk.iops_ci_high), confidence=self.confidence, n=pk.n,
+            unit_of_replication=unit, method=ci_method + ("; " + p99_method if pk.clat_p99_ms is not None else ""),
+            unit="IOPS", key="peak_iops")]
+        rule = self.recommendation
+        if self.at_grid_edge:
+            where = (f"IOPS still rise at the largest load measured ({rc.outstanding_ios} outstanding I/Os), so "
+                     f"{rc.label} is the grid's edge, not a knee: extend iodepth or numjobs before using it")
+        else:
+            where = (f"the fewest outstanding I/Os ({rc.outstanding_ios}) that reach {rule.fraction:.0%} of the "
+                     f"peak; more outstanding I/Os add latency but almost no IOPS")
+        items.append(Finding(
+            f"Recommended test point: {rc.label}, {iops_text(rc)} with {lat_text(rc)}; {where}.",
+            estimate=rc.iops, ci=(rc.iops_ci_low, rc.iops_ci_high), confidence=self.confidence, n=rc.n,
+            unit_of_replication=unit, method=f"{ci_method}; rule: {rule.rule}", unit="IOPS", key="recommended"))
+        if self.cache_caveat:
+            items.append(Finding(self.cache_caveat, key="cache", caveat=True))
+        if n_hi < 2:
+            reps = (f"Each of the {len(self.points)} points was measured once ({self.n_runs} runs), so there are no "
+                    "confidence intervals: set repetitions: 2 or more in the study spec to see how much these "
+                    "numbers move between runs.")
+        else:
+            count = f"n = {n_lo}" if n_lo == n_hi else f"n = {n_lo} to {n_hi}"
+            reps = (f"Each of the {len(self.points)} points was measured {count} times ({self.n_runs} fio runs in "
+                    f"a seeded random order); every interval is a {pct} Student t CI over those runs"
+                    + (", which is wide with so few runs." if n_hi < 5 else "."))
+        items.append(Finding(reps, n=n_lo, unit_of_replication="fio run", key="runs_per_point",
+                             method="repetitions of the study spec", caveat=n_hi < 2))
+        return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
+                                            f"numjobs × iodepth points?")
+
+
+def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of completed, error-free runs (``error == 0``, ``partial`` False).
+
+    Raises
+    ------
+    SchemaError
+        No such row.
+    """
+    df = runs
+    if "error" in df.columns:
+        df = df[df["error"].fillna(0) == 0]
+    if "partial" in df.columns:
+        df = df[~df["partial"].fillna(False).astype(bool)]
+    if df.empty:
+        raise SchemaError("`runs` has no rows of completed, error-free runs (error == 0, partial == False).")
+    return df
+
+
+def _rotational(provenance: Any) -> bool | None:
+    recs = provenance if isinstance(provenance, Sequence) and not isinstance(provenance, (str, Mapping)) else \
+        [provenance] if isinstance(provenance, Mapping) else []
+    flags = {r.get("device", {}).get("rotational") for r in recs
+             if isinstance(r, Mapping) and isinstance(r.get("device"), Mapping)}
+    flags.discard(None)
+    return next(iter(flags)) if len(flags) == 1 else None
+
+
+def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> str:
+    if "direct" in runs.columns and (pd.to_numeric(runs["direct"], errors="coerce") == 0).any():
+        return ("Some runs used buffered I/O (direct=0): their reads may have been served from the page cache, "
+                "so those numbers describe memory, not the device.")
+    if _rotational(provenance):
+        low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
+        lat_ms = float(low["lat_mean_ns"]) * 1e-6
+        if lat_ms < CACHE_LATENCY_MS:
+            return (f"The target's device reports itself rotational, yet one outstanding I/O took "
+                    f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "
+                    "15,000 rpm): a cache (the drive's, a controller's or the hypervisor's) served these I/Os, so "
+                    "the numbers describe that cache, not the platters.")
+    return ""
+
+
+def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *, provenance: Any = None,
+                  confidence: float = 0.95, fraction: float = 0.95) -> SweepSummary:
+    """Peak, recommended point, caveats and n per point of a numjobs x iodepth sweep.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Tidy ``runs`` table with ``run_id``, ``numjobs``, ``iodepth``, ``iops`` (1/s), ``lat_mean_ns`` (ns).
+    histograms : pandas.DataFrame, optional
+        Tidy ``histograms`` table; gives the p99 completion latency per point (merged bins).
+    provenance : mapping or sequence of mappings, optional
+        ``provenance.json`` records (:func:`storagebench.publish.study_provenance`); the device's
+        ``rotational`` flag feeds the cache caveat.
+    confidence : float
+        Level of the CIs.
+    fraction : float
+        Share of the peak that counts as saturated (:func:`storagebench.stats.recommend_parameters`).
+
+    Returns
+    -------
+    SweepSummary
+
+    Raises
+    ------
+    SchemaError
+        No completed run, or a column is missing.
+    StatsError
+        Fewer than 3 points, bad ``confidence`` or ``fraction`` (from the functions called).
+    """
+    confidence = _check_confidence(confidence)
+    done = completed_runs(runs)
+    for c in ("run_id", "numjobs", "iodepth", "iops", "lat_mean_ns"):
+        if c not in done.columns:
+            raise SchemaError(f"`runs` has no column {c!r}; a sweep summary needs run_id, numjobs, iodepth, iops "
+                              "and lat_mean_ns")
+    by = ["numjobs", "iodepth"]
+    pr = per_run(done, latency="lat_mean_ns")
+    pts = point_means(pr, by, ["iops", "lat_mean_ns"], confidence=confidence)
+    if histograms is not None and len(histograms):
+        pts = pts.merge(point_percentiles(histograms, done, by, (50.0, 99.0)), on=by, how="left")
+    rec = recommend_parameters(done, fraction=fraction)
+
+    def point(nj: int, qd: int) -> SweepPoint:
+        r = pts[(pts["numjobs"] == nj) & (pts["iodepth"] == qd)].iloc[0]
+        p99 = r.get("clat_p99_ns")
+        return SweepPoint(int(nj), int(qd), int(r["n"]), float(r["iops"]), float(r["iops_ci_low"]),
+                          float(r["iops_ci_high"]), float(r["lat_mean_ns"]) * 1e-6,
+                          None if p99 is None or pd.isna(p99) else float(p99) * 1e-6)
+
+    top = pts.loc[pts["iops"].idxmax()]
+    study = "/".join(sorted(map(str, done["study"].dropna().unique()))) if "study" in done.columns else ""
+    return SweepSummary(study=study, n_runs=int(pr["run_id"].nunique()),
+                        runs_per_point=(int(pts["n"].min()), int(pts["n"].max())), confidence=confidence,
+                        peak=point(top["numjobs"], top["iodepth"]), recommended=point(rec.numjobs, rec.iodepth),
+                        recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts)
