@@ -64,6 +64,7 @@ from .equivalence import (
     tost_sample_size,
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
+from .points import attach_factors, point_means, point_percentiles
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .saturation import (
     Knee,
@@ -77,7 +78,6 @@ from .saturation import (
     qos_max_load,
     recommend_parameters,
 )
-from .points import attach_factors, point_means, point_percentiles
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
 from .sweep import CACHE_LATENCY_MS, SweepPoint, SweepSummary, completed_runs, sweep_summary
 from .variance import VarianceComponents, variance_components
