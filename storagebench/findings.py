@@ -129,7 +129,8 @@ class Finding:
     n : int or None
         How many units of replication the estimate rests on.
     unit_of_replication : str
-        What was independently repeated ("fio run", "matched (VM count, tool) pair", "published cell").
+        What was independently repeated, in the plural so that it reads after ``n`` ("fio runs of the
+        point", "matched (VM count, tool) pairs", "published cells").
     method : str
         How the estimate and its CI were computed, with the source.
     unit : str
@@ -165,7 +166,7 @@ class Finding:
         """``n = 2 fio runs per point; method: ...``: the numbers behind the sentence, in words."""
         parts = []
         if self.n is not None:
-            parts.append(f"n = {self.n}" + (f" ({self.unit_of_replication})" if self.unit_of_replication else ""))
+            parts.append(f"n = {self.n}" + (f" {self.unit_of_replication}" if self.unit_of_replication else ""))
         elif self.unit_of_replication:
             parts.append(f"unit of replication: {self.unit_of_replication}")
         if self.method:
@@ -295,7 +296,7 @@ class Findings:
         for f in self.findings:
             detail = f.detail()
             cls = ' class="sb-caveat"' if f.caveat else ""
-            items.append(f"<li{cls}>{html.escape(f.sentence)}"
+            items.append(f"<li{cls}>" + ("<strong>Caveat:</strong> " if f.caveat else "") + html.escape(f.sentence)
                          + (f' <span class="sb-finding-detail">({html.escape(detail)})</span>' if detail else "")
                          + "</li>")
         title = f'<p class="sb-findings-question">{html.escape(self.title)}</p>' if self.title else ""

@@ -48,6 +48,7 @@ __all__ = [
     "per_point",
     "summary_table",
     "littles_law_table",
+    "littles_law_summary",
     "iops_vs_iodepth",
     "latency_vs_iops",
     "heatmap",
@@ -389,6 +390,33 @@ def littles_law_table(checked: pd.DataFrame, *, by: Sequence[str] = ("numjobs", 
     return out.sort_values(keys).set_index(keys) if keys else out
 
 
+def littles_law_summary(checked: pd.DataFrame, *, tolerance: float = 0.2) -> str:
+    """One sentence for a report: how many runs obey Little's law, and the range of the ratio.
+
+    Parameters
+    ----------
+    checked : pandas.DataFrame
+        The result of :func:`storagebench.stats.littles_law` (``littles_ratio``, ``flagged``).
+    tolerance : float
+        The tolerance ``checked`` was computed with (``littles_law``'s default 0.2), for the sentence.
+
+    Returns
+    -------
+    str
+        e.g. "Little's law (IOPS x mean latency = numjobs x iodepth outstanding I/Os) holds within ±20% for 36
+        of 36 runs (ratio 0.995 to 0.999); no run is flagged."
+    """
+    _need_columns(checked, ["littles_ratio", "flagged"], "checked")
+    ratio = checked["littles_ratio"].astype(float)
+    finite = ratio[np.isfinite(ratio)]
+    flagged = int(checked["flagged"].astype(bool).sum())
+    n = len(checked)
+    rng = f" (ratio {finite.min():.3f} to {finite.max():.3f})" if len(finite) else ""
+    tail = "no run is flagged." if not flagged else f"{flagged} run(s) are flagged and listed below."
+    return (f"Little's law (IOPS × mean latency = numjobs × iodepth outstanding I/Os) holds within "
+            f"±{tolerance:.0%} for {n - flagged} of {n} runs{rng}; {tail}")
+
+
 def _merged_bins(histograms: pd.DataFrame) -> pd.DataFrame:
     from .histogram import merge_histograms
 
@@ -641,8 +669,8 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
         ax.plot(g["iops"], g[latency], marker="o", ms=5, lw=1.6, color=pal[level],
                 label=f"{level}" if level is not None else "all runs")
         if ci is not None:
-            ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=0,
-                        elinewidth=0.8, alpha=0.8)
+            ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=2,
+                        elinewidth=0.8, alpha=0.45)
         last = g.iloc[-1]
         ax.annotate(f"{order}={last[order]:g}", (last["iops"], last[latency]), textcoords="offset points",
                     xytext=(4, 4), fontsize="x-small", color=pal[level])
@@ -692,14 +720,14 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
         ax.set_title(f"{METRICS[latency].label.split(' (')[0]} vs IOPS (load rises with {order})")
     else:
         name = METRICS[latency].label.split(" (")[0]
-        ax.set_ylabel(f"latency (ms): {name} solid, p{tail:g} clat dashed")
+        ax.set_ylabel("latency (ms)")
         ax.set_ylim(0, max(top, tail_top * 1.05))
         handles, labels = ax.get_legend_handles_labels()
         handles += [Line2D([], [], color="0.3", lw=1.6, marker="o", ms=5),
                     Line2D([], [], color="0.3", lw=1.2, ls="--", marker="o", ms=5, mfc="white")]
         labels += [name, f"p{tail:g} completion latency"]
         ax.legend(handles, labels, title=title, loc="upper left")
-        ax.set_title(f"{name} and p{tail:g} latency vs IOPS (load rises with {order})")
+        ax.set_title(f"Mean and p{tail:g} latency vs IOPS (load rises with {order})")
         return ax
     ax.set_ylim(0, top)
     return ax

@@ -417,7 +417,7 @@ def test_latency_vs_iops_draws_p99_beside_the_mean(runs, hist):
     pooled = hist[hist["run_id"].isin(ids)].groupby("bin_ns", as_index=False)["count"].sum()
     want = percentiles_from_bins(pooled["bin_ns"], pooled["count"], [99])[99.0] / 1e6
     assert line.get_ydata()[-1] == pytest.approx(want, rel=1e-3)
-    assert "p99" in ax.get_ylabel() and "p99 completion latency" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "p99" in ax.get_title() and "ms" in ax.get_ylabel() and "p99 completion latency" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert ax.get_ylim()[1] >= max(ln.get_ydata().max() for ln in tails)
 
 

@@ -108,7 +108,7 @@ class SweepSummary:
         """The sweep's findings in plain sentences (peak, recommended point, caveats, n per point)."""
         pct = f"{self.confidence:.0%}"
         n_lo, n_hi = self.runs_per_point
-        unit = "fio runs of the point, in random order"
+        unit = "fio runs of the point, in random order"  # reads after "n = 2"
         ci_method = f"mean over runs with its {pct} Student t CI"
         p99_method = "p99 from the merged json+ latency bins of the point's runs (fio's percentile rule)"
 
@@ -128,14 +128,16 @@ class SweepSummary:
             unit_of_replication=unit, method=ci_method + ("; " + p99_method if pk.clat_p99_ms is not None else ""),
             unit="IOPS", key="peak_iops")]
         rule = self.recommendation
+        same = (rc.numjobs, rc.iodepth) == (pk.numjobs, pk.iodepth)
         if self.at_grid_edge:
             where = (f"IOPS still rise at the largest load measured ({rc.outstanding_ios} outstanding I/Os), so "
                      f"{rc.label} is the grid's edge, not a knee: extend iodepth or numjobs before using it")
         else:
             where = (f"the fewest outstanding I/Os ({rc.outstanding_ios}) that reach {rule.fraction:.0%} of the "
                      f"peak; more outstanding I/Os add latency but almost no IOPS")
+        what = f"the peak point itself, {rc.label}" if same else f"{rc.label}, {iops_text(rc)} with {lat_text(rc)}"
         items.append(Finding(
-            f"Recommended test point: {rc.label}, {iops_text(rc)} with {lat_text(rc)}; {where}.",
+            f"Recommended test point: {what}; {where}.",
             estimate=rc.iops, ci=(rc.iops_ci_low, rc.iops_ci_high), confidence=self.confidence, n=rc.n,
             unit_of_replication=unit, method=f"{ci_method}; rule: {rule.rule}", unit="IOPS", key="recommended"))
         if self.cache_caveat:
@@ -149,7 +151,7 @@ class SweepSummary:
             reps = (f"Each of the {len(self.points)} points was measured {count} times ({self.n_runs} fio runs in "
                     f"a seeded random order); every interval is a {pct} Student t CI over those runs"
                     + (", which is wide with so few runs." if n_hi < 5 else "."))
-        items.append(Finding(reps, n=n_lo, unit_of_replication="fio run", key="runs_per_point",
+        items.append(Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
                              method="repetitions of the study spec", caveat=n_hi < 2))
         return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
                                             f"numjobs × iodepth points?")
@@ -190,7 +192,8 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
         low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
         lat_ms = float(low["lat_mean_ns"]) * 1e-6
         if lat_ms < CACHE_LATENCY_MS:
-            return (f"The target's device reports itself rotational, yet one outstanding I/O took "
+            return (f"The target's device reports itself rotational, yet at the lightest load "
+                    f"(numjobs={int(low['numjobs'])} × iodepth={int(low['iodepth'])}) an I/O took "
                     f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "
                     "15,000 rpm): a cache (the drive's, a controller's or the hypervisor's) served these I/Os, so "
                     "the numbers describe that cache, not the platters.")
