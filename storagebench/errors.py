@@ -23,11 +23,17 @@ __all__ = [
     "StatsError",
     "PublishError",
     "HostError",
+    "StorageBenchWarning",
 ]
 
 
 class StorageBenchError(Exception):
     """Base class of every error storagebench raises on purpose."""
+
+
+class StorageBenchWarning(UserWarning):
+    """A result was computed, but the caller should know something about it (e.g. which factors
+    ``compare`` pooled). The CLI prints these as ``storagebench: warning: ...``."""
 
 
 class StudyError(StorageBenchError, ValueError):
