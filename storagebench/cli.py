@@ -408,8 +408,10 @@ def site_cmd(
     """
     from .publish import build_site
 
-    path, n = build_site(results_dir, out)
-    typer.echo(f"{n} write-up(s) -> {path}")
+    path, listed, skipped = build_site(results_dir, out)
+    for why in skipped:
+        typer.secho(f"storagebench: warning: not listed: {why}", err=True, fg="yellow")
+    typer.echo(f"{len(listed)} write-up(s) -> {path}")
 
 # ---- end report --------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ __all__ = [
     "publish_report",
     "sidecar_path",
     "SIDECAR_VERSION",
+    "build_site",
 ]
 
 #: The notebook templates shipped with storagebench (``notebooks/`` of the source tree).
@@ -805,3 +806,106 @@ def _provenance_summary(study_dir: Path) -> dict[str, Any]:
     out["summary"] = (f"{len(recs)} fio runs on {', '.join(out['hosts'][:3]) or 'an unknown host'}"
                       f" ({', '.join(out['fio_versions']) or 'fio version unknown'}){when}")
     return out
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    import orjson
+
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise PublishError(f"{path}: not a readable report sidecar: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list) or "title" not in data:
+        raise PublishError(f"{path}: not a report sidecar (no title and findings)")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version > SIDECAR_VERSION:
+        raise PublishError(f"{path}: sidecar format_version {version!r} is not one this storagebench reads "
+                           f"(<= {SIDECAR_VERSION}); upgrade storagebench")
+    return data
+
+
+def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = None, *,
+               headline: int = 3) -> tuple[Path, list[Path], list[str]]:
+    """An offline index page of every write-up published under ``results_dir``.
+
+    Parameters
+    ----------
+    results_dir : str or path
+        Directory searched (recursively, up to 4 levels) for ``report.json`` sidecars written by
+        :func:`publish_report`; each is listed when its report (``report.html``) is beside it.
+    out : str or path, optional
+        The index page; default ``<results_dir>/index.html``. Links are relative to it, so the
+        directory can be copied or served as it is.
+    headline : int
+        Findings shown per write-up (results first, then caveats).
+
+    Returns
+    -------
+    (pathlib.Path, list of Path, list of str)
+        The page, the sidecars listed (newest first) and one line per sidecar left out and why.
+
+    Raises
+    ------
+    PublishError
+        ``results_dir`` is not a directory.
+    """
+    import datetime as dt
+
+    from . import __version__
+
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise PublishError(f"results_dir {str(results_dir)!r} is not a directory")
+    page_path = Path(out) if out is not None else root / "index.html"
+    found, skipped = [], []
+    for depth in range(5):
+        for sidecar in sorted(root.glob("/".join(["*"] * depth + ["*.json"]))):
+            if sidecar.name != "report.json" and not sidecar.with_suffix(".html").is_file():
+                continue
+            if "notebooks" in sidecar.relative_to(root).parts:
+                continue
+            html_file = sidecar.with_suffix(".html")
+            if sidecar.name == "report.json" and not html_file.is_file():
+                skipped.append(f"{sidecar}: no {html_file.name} beside it")
+                continue
+            try:
+                data = _read_sidecar(sidecar)
+            except PublishError as exc:
+                if sidecar.name == "report.json":
+                    skipped.append(str(exc))
+                continue
+            found.append((str(data.get("date") or ""), sidecar, data))
+    found.sort(key=lambda t: (t[0], str(t[1])), reverse=True)
+    base = page_path.parent.resolve()
+    items = []
+    for date, sidecar, data in found:
+        href = os.path.relpath(sidecar.with_suffix(".html").resolve(), base)
+        fnd = [f for f in data["findings"] if isinstance(f, dict) and f.get("sentence")]
+        fnd = [f for f in fnd if not f.get("caveat")] + [f for f in fnd if f.get("caveat")]
+        caveat = ' class="sb-caveat"'
+        lis = "".join(f"<li{caveat if f.get('caveat') else ''}>"
+                      + ("<strong>Caveat:</strong> " if f.get("caveat") else "")
+                      + html.escape(str(f["sentence"])) + "</li>" for f in fnd[:headline])
+        more = len(fnd) - headline
+        when = date.replace("T", " ").replace("Z", " UTC") if date else "date unknown"
+        where = html.escape(str(sidecar.parent.relative_to(root)) if sidecar.parent != root else ".")
+        items.append(
+            f'<article class="sb-site-entry"><h2><a href="{html.escape(href, quote=True)}">'
+            f'{html.escape(str(data["title"]))}</a></h2><p class="sb-report-meta">{html.escape(when)} · {where}'
+            + (f" · {html.escape(str(data['provenance'].get('summary')))}"
+               if isinstance(data.get("provenance"), dict) and data["provenance"].get("summary") else "")
+            + "</p>" + (f"<ul>{lis}</ul>" if lis else "<p>No findings recorded.</p>")
+            + (f'<p class="sb-report-meta">{more} more finding(s) in the write-up.</p>' if more > 0 else "")
+            + "</article>")
+    now = dt.datetime.now(dt.timezone.utc)
+    left_out = "".join(f"<li>{html.escape(s)}</li>" for s in skipped)
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1.0\">"
+            f"<title>storagebench write-ups</title><style>{REPORT_CSS}</style></head><body><main>"
+            f"<h1>storagebench write-ups</h1><p class=\"sb-report-meta\">{len(found)} write-up(s) under this "
+            f"directory; index built {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__}.</p>"
+            + "".join(items)
+            + (f"<h2>Not listed</h2><ul>{left_out}</ul>" if skipped else "")
+            + "</main></body></html>\n")
+    _atomic_write(page_path, page)
+    return page_path, [s for _, s, _ in found], skipped

@@ -81,7 +81,7 @@ from .saturation import (
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
 from .sweep import CACHE_LATENCY_MS, SweepPoint, SweepSummary, completed_runs, sweep_summary
 from .variance import VarianceComponents, variance_components
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_words
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
 
 __all__ = [
     "Agreement",
@@ -146,5 +146,6 @@ __all__ = [
     "NO_DIFFERENCE",
     "interaction",
     "verdict",
+    "verdict_findings",
     "verdict_words",
 ]
