@@ -47,7 +47,8 @@ def fmt_number(x: Any, digits: int = 3) -> str:
     Returns
     -------
     str
-        ``"105,178"``, ``"0.0556"``, ``"1.22"``, ``"4.2e-07"``; ``"n/a"`` for None/NaN/inf.
+        ``"105,178"``, ``"0.0556"``, ``"1.22"``, ``"4.2e-07"``, ``"76"`` for 76.0 (whole numbers keep no
+        decimals); ``"n/a"`` for None/NaN/inf.
     """
     try:
         v = float(x)
@@ -57,6 +58,8 @@ def fmt_number(x: Any, digits: int = 3) -> str:
         return "n/a"
     if v == 0:
         return "0"
+    if v.is_integer() and abs(v) >= 1:  # a count or a printed whole number: 76, not 76.0
+        return f"{v:,.0f}"
     mag = math.floor(math.log10(abs(v)))
     if -4 <= mag < digits - 1:  # rounding may carry into the next power of ten (99.95 -> 100)
         r = round(v, digits - 1 - mag)
@@ -162,14 +165,20 @@ class Finding:
         if self.n is not None:
             object.__setattr__(self, "n", int(self.n))
 
-    def detail(self) -> str:
-        """``n = 2 fio runs per point; method: ...``: the numbers behind the sentence, in words."""
+    def detail(self, method: bool = True) -> str:
+        """``n = 2 fio runs per point; method: ...``: the numbers behind the sentence, in words.
+
+        Parameters
+        ----------
+        method : bool
+            Include the method (False when the finding before it had the same one).
+        """
         parts = []
         if self.n is not None:
             parts.append(f"n = {self.n}" + (f" {self.unit_of_replication}" if self.unit_of_replication else ""))
         elif self.unit_of_replication:
             parts.append(f"unit of replication: {self.unit_of_replication}")
-        if self.method:
+        if self.method and method:
             parts.append(f"method: {self.method}")
         return "; ".join(parts)
 
@@ -293,8 +302,10 @@ class Findings:
 
     def _repr_html_(self) -> str:
         items = []
+        previous = None
         for f in self.findings:
-            detail = f.detail()
+            detail = f.detail(method=f.method != previous)  # a method shared with the finding before: said once
+            previous = f.method
             cls = ' class="sb-caveat"' if f.caveat else ""
             items.append(f"<li{cls}>" + ("<strong>Caveat:</strong> " if f.caveat else "") + html.escape(f.sentence)
                          + (f' <span class="sb-finding-detail">({html.escape(detail)})</span>' if detail else "")

@@ -204,8 +204,8 @@ def _kernel_manager_class():
 
     * ``[IPKernelApp] WARNING | Kernel is running over TCP without encryption``: jupyter_client's default
       transport is TCP on 127.0.0.1, where every local account can connect to the kernel's ports. The
-      kernel runs on this host only, so it is started with ``transport = "ipc"``: Unix sockets next to its
-      connection file, in Jupyter's runtime directory (mode 0700), reachable by its owner only.
+      kernel runs on this host only, so it is started with ``transport = "ipc"``: Unix sockets with a
+      unique name in Jupyter's runtime directory (mode 0700), reachable by their owner only.
     * ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel``: jupyter_client (8.x) sends SIGINT
       before every shutdown request, so that a cell still running stops; after the last cell the kernel
       is idle, and the signal lands in whatever message handler runs at that moment. Here the interrupt
@@ -213,11 +213,23 @@ def _kernel_manager_class():
       kernel serves even when a cell runs, and a kernel that does not exit in time is still killed by
       ``_async_finish_shutdown``.
     """
+    import uuid
+
     from jupyter_client.manager import AsyncKernelManager
-    from traitlets import CaselessStrEnum
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets import CaselessStrEnum, default
 
     class ReportKernelManager(AsyncKernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            # jupyter_client names the sockets after the connection file, or "kernel-ipc" in the current
+            # directory when the address is asked for before that file is named: kernels run side by side
+            # (batch, tests) would then share sockets. One absolute, unique name per kernel instead.
+            runtime = Path(jupyter_runtime_dir())
+            runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return str(runtime / f"sb-kernel-{uuid.uuid4().hex[:12]}-ipc")
 
         async def _async_interrupt_kernel(self) -> None:
             if self.shutting_down:
@@ -372,6 +384,7 @@ figcaption { font-size: .92rem; max-width: 100ch; margin-top: .5em; }
 .sb-finding-detail { color: var(--sb-muted); font-size: .85em; }
 .sb-findings li.sb-caveat { color: #7a4a00; }
 .sb-report-meta { color: var(--sb-muted); font-size: .88rem; }
+.sb-table-note { color: var(--sb-muted); font-size: .85rem; margin: .2em 0; max-width: 100ch; }
 details.sb-details { margin: .4em 0 1.2em; }
 details.sb-details > summary { cursor: pointer; color: #0969da; }
 @media print {

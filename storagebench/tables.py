@@ -8,6 +8,7 @@ layer can format its results with it (:class:`storagebench.stats.ComparisonTable
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -167,6 +168,8 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
         if col in skip:
             continue
         header, scale = column_display(col, bandwidth) if units else (col, 1.0)
+        if col not in P_COLUMNS:  # "share_of_best" -> "share of best": a header that can wrap, and reads as words
+            header = header.replace("_", " ")
         header = (labels or {}).get(col, header)
         s = data[col]
         if scale != 1.0 and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
@@ -185,13 +188,17 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
             lo_s, hi_s = data[lo].astype(float) * scale, data[hi].astype(float) * scale
             unit = header[header.rfind("("):] if header.endswith(")") and "(" in header else ""
             ci_head = f"{confidence:.0%} CI" + (f" {unit}" if unit else "")
+            if len(merged) > 1:  # several estimates with a CI each: say whose CI it is
+                ci_head = f"{header.removesuffix(' ' + unit) if unit else header}: {ci_head}"
             out[ci_head] = pd.Series([
                 "n/a" if not (np.isfinite(a) and np.isfinite(b)) else f"{fmt_number(a, digits)}\u00a0–\u00a0{fmt_number(b, digits)}"
                 for a, b in zip(lo_s, hi_s, strict=True)], index=data.index)
             fmts[ci_head] = str
     frame = pd.DataFrame(out)
+    # formatter output is not escaped by pandas: "< 1e-06" and text cells are escaped here
+    safe = {h: (lambda v, f=f: html.escape(str(f(v)), quote=False)) for h, f in fmts.items()}
     styler = Styler(frame, cell_ids=False, na_rep=na_rep)
-    styler = styler.format(fmts).hide(axis="index").set_table_attributes('class="sb-table"')
+    styler = styler.format(safe).format_index(escape="html", axis=1).hide(axis="index").set_table_attributes('class="sb-table"')
     text_cols = [i for i, c in enumerate(frame.columns)
                  if not pd.api.types.is_numeric_dtype(frame[c]) and " CI" not in c]
     styles = [{"selector": f"td.col{i}", "props": "text-align: left;"} for i in text_cols]

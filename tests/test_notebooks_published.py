@@ -55,7 +55,10 @@ def test_notebook_is_stored_clean_with_an_annotated_parameters_cell(path):
 
 
 RUNS = {  # notebook -> parameters (small defaults: the published tables, at most 288 rows)
-    "compare": ("compare.ipynb", lambda d: {"out": str(d / "cmp.csv"), "metric": "bw_bytes_per_s", "adjust": "fdr_bh"}),
+    "compare": ("compare.ipynb", lambda d: {"out": str(d / "cmp.csv"), "metric": "bw_bytes_per_s", "adjust": "fdr_bh",
+                                            "table": "published:vsan_stripe", "factor": "stripe_width",
+                                            "by": ["pattern", "direction"], "pair_on": ["vms", "source_tool"],
+                                            "unit": "(VM count, tool) cell"}),
     "hdd": ("studies/hdd_iops.ipynb", lambda d: {"out_dir": str(d / "hdd")}),
     "vsan": ("studies/vsan_stripe.ipynb", lambda d: {"out_dir": str(d / "vsan")}),
 }
@@ -78,7 +81,10 @@ def _outputs_text(path: Path) -> str:
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             assert out.get("output_type") != "error", out
-            parts.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
+            data = out.get("data", {})
+            parts.append(out.get("text", "") or data.get("text/html", "") or data.get("text/plain", ""))
+            if "text/markdown" in data:
+                parts.append(data["text/markdown"])
     return "\n".join(parts)
 
 
@@ -92,7 +98,7 @@ def test_compare_notebook_writes_the_library_comparison(executed):
     np.testing.assert_allclose(got["ratio"], want["ratio"], rtol=1e-12)
     np.testing.assert_allclose(got["p_adjusted"], want["p_adjusted"], rtol=1e-12)
     assert list(got["pattern"]) == list(want["pattern"]) and set(got["n_baseline"]) == {24}
-    assert "Benjamini & Hochberg" in text and "288 rows" in text
+    assert "Benjamini &amp; Hochberg" in text and "288 rows" in text and 'id="findings"' in text
 
 
 def test_hdd_notebook_checks_littles_law_on_the_published_rows(executed):
@@ -170,4 +176,6 @@ def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
     assert (agreement["loa_low_ci_low"] < agreement["loa_low"]).all()
     assert (agreement["loa_high"] < agreement["loa_high_ci_high"]).all()
     assert agreement["method"].str.contains("Bland & Altman 1986").all()
-    assert "HOLDS" in text or "CONTRADICTED" in text
+    # the verdicts are an HTML table (not printed text), and the findings state each pattern's verdict
+    assert "The article&#x27;s claims, checked" in text or "The article's claims, checked" in text
+    assert "<pre" not in text and text.count("verdict: ") >= 7

@@ -79,7 +79,15 @@ from .saturation import (
     recommend_parameters,
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
-from .sweep import CACHE_LATENCY_MS, SweepPoint, SweepSummary, completed_runs, sweep_summary
+from .sweep import (
+    CACHE_LATENCY_MS,
+    SweepPoint,
+    SweepSummary,
+    completed_runs,
+    half_revolution_ms,
+    rotational_findings,
+    sweep_summary,
+)
 from .variance import VarianceComponents, variance_components
 from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
 
@@ -142,6 +150,8 @@ __all__ = [
     "SweepSummary",
     "completed_runs",
     "sweep_summary",
+    "half_revolution_ms",
+    "rotational_findings",
     "NO_CI_VERDICT",
     "NO_DIFFERENCE",
     "interaction",

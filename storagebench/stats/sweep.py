@@ -19,7 +19,8 @@ from ._common import _check_confidence
 from .points import point_means, point_percentiles
 from .saturation import Recommendation, per_run, recommend_parameters
 
-__all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS"]
+__all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS", "half_revolution_ms",
+           "rotational_findings"]
 
 #: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
 #: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
@@ -255,3 +256,102 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
                         runs_per_point=(int(pts["n"].min()), int(pts["n"].max())), confidence=confidence,
                         peak=point(top["numjobs"], top["iodepth"]), recommended=point(rec.numjobs, rec.iodepth),
                         recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts)
+
+
+def half_revolution_ms(rpm: float) -> float:
+    """Mean rotational latency of a disk, ms: half a revolution, ``30,000 / rpm`` (4.17 ms at 7,200 rpm).
+
+    Raises
+    ------
+    StatsError
+        ``rpm`` is not a positive number.
+    """
+    from ..errors import StatsError
+
+    if isinstance(rpm, bool) or not isinstance(rpm, (int, float)) or not rpm > 0:
+        raise StatsError(f"rpm must be a positive number of revolutions per minute, got {rpm!r}")
+    return 30_000.0 / float(rpm)
+
+
+def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: str = "",
+                        cache_ms: float = CACHE_LATENCY_MS,
+                        unit_of_replication: str = "published cells, one value each (no repetitions)",
+                        title: str = "", provenance: str = "") -> tuple[Findings, pd.Series]:
+    """What a rotating disk's IOPS table says: the IOPS it delivers from its platters, and which cells a cache served.
+
+    With one I/O outstanding, a mean response below ``cache_ms`` (1 ms) is faster than any mechanical
+    access: a random I/O waits half a revolution on average (:func:`half_revolution_ms`, 4.2 ms at 7,200
+    rpm) plus a seek, and even a track-to-track seek takes about a millisecond; such a cell was served from
+    a buffer or cache (the drive's read-ahead, a controller, the host). Those cells are set apart; the range
+    of IOPS over the others answers "how many IOPS does it do".
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per workload: ``iops`` (1/s), ``lat_mean_ns`` (ns); optionally ``bs_bytes``, ``random_pct``,
+        ``rwmixread_pct`` to name the cache-served cells.
+    rpm : float
+        Spindle speed (7,200 for the seed 001 drive), for the sentence.
+    cache_ms : float
+        Response time (ms) below which a cell counts as cache-served (default :data:`CACHE_LATENCY_MS`).
+    device : str
+        The device in words, for the sentence ("a Dell/WD 1 TB 7,200 rpm SATA HDD").
+    claim : str, optional
+        A claim about cache-served cells to give a verdict on (from the source's metadata).
+    unit_of_replication : str
+        What one row is.
+    title, provenance : str
+        As in :class:`~storagebench.findings.Findings`.
+
+    Returns
+    -------
+    (Findings, pandas.Series of bool)
+        The findings, and per row whether a cache served it.
+
+    Raises
+    ------
+    SchemaError
+        ``iops`` or ``lat_mean_ns`` is missing, or no row is left for the platters.
+    """
+    for c in ("iops", "lat_mean_ns"):
+        if c not in table.columns:
+            raise SchemaError(f"`table` has no column {c!r}; it has {sorted(map(str, table.columns))}")
+    half = half_revolution_ms(rpm)
+    lat_ms = table["lat_mean_ns"].astype(float) * 1e-6
+    cached = lat_ms < cache_ms
+    platters = table.loc[~cached, "iops"].astype(float)
+    if platters.empty:
+        raise SchemaError(f"every row of `table` responds in less than {cache_ms:g} ms: nothing came from the platters")
+    n = len(platters)
+    items = [Finding(
+        f"{device[0].upper() + device[1:]} does {fmt_number(platters.min())} to {fmt_number(platters.max())} IOPS "
+        f"(median {fmt_number(platters.median())}) over the {n} workloads it serves from its platters; "
+        f"{int(cached.sum())} more cell(s) were served from a cache.",
+        estimate=float(platters.median()), n=n, unit_of_replication=unit_of_replication, unit="IOPS",
+        method=f"range and median of the table's IOPS over the cells that respond in {fmt_number(cache_ms)} ms or "
+               "more; no CI: one value per cell", key="platter_iops")]
+    if claim:
+        def where(i) -> str:
+            r = table.loc[i]
+            parts = []
+            if "bs_bytes" in table.columns:
+                parts.append(f"{int(r['bs_bytes']) // 1024} KiB")
+            if "random_pct" in table.columns:
+                parts.append(f"{100 - float(r['random_pct']):g}% sequential")
+            if "rwmixread_pct" in table.columns:
+                parts.append(f"{float(r['rwmixread_pct']):g}% read")
+            return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {fmt_number(lat_ms[i])} ms"
+
+        hits = [where(i) for i in table.index[cached]]
+        if hits:
+            verdict = (f"holds: {len(hits)} cell(s) respond in under {fmt_number(cache_ms)} ms ({'; '.join(hits)}), "
+                       f"faster than any mechanical access (half a revolution alone is {fmt_number(half)} ms at "
+                       f"{rpm:,.0f} rpm), so a buffer or cache served them; the table cannot say which one "
+                       "(the drive's read-ahead, a controller or the host)")
+        else:
+            verdict = f"is not supported: no cell responds in under {fmt_number(cache_ms)} ms"
+        items.append(Finding(f"The article's claim \u201c{claim.strip()}\u201d {verdict}.", n=len(table),
+                             unit_of_replication=unit_of_replication, key="claim_cache",
+                             method=f"response time against {fmt_number(cache_ms)} ms, below any mechanical access "
+                                    "time (rotational latency 30,000 / rpm ms, seek >= ~1 ms)"))
+    return Findings(tuple(items), title=title, provenance=provenance), cached

@@ -210,12 +210,14 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
         conf = f"{r.confidence:.0%}"
         ci = (f"{conf} CI {_fmt(r.ci_low, digits)} to {_fmt(r.ci_high, digits)}" if np.isfinite(r.ci_low)
               and np.isfinite(r.ci_high) else "CI not estimable")
+        p_text = fmt_p(r.p_adjusted)
         sentence = (f"{(where[0].upper() + where[1:] + ': ') if where else ''}{r.metric} at {r.factor or 'level'} "
-                    f"{r.level} is {_fmt(r.ratio, digits)} times that at {r.baseline} ({ci}; adjusted p = "
-                    f"{fmt_p(r.p_adjusted)}); verdict: {v.verdict}.")
+                    f"{r.level} is {_fmt(r.ratio, digits)} times that at {r.baseline} ({ci}; adjusted p "
+                    f"{p_text if p_text.startswith('<') else '= ' + p_text}); verdict: {v.verdict}.")
         items.append(Finding(sentence, estimate=r.ratio, ci=(r.ci_low, r.ci_high), confidence=r.confidence,
                              n=r.n_baseline if r.paired else min(r.n_baseline, r.n_other),
-                             unit_of_replication=(f"pairs of {unit}" if r.paired else f"{unit} per arm"),
+                             unit_of_replication=(f"matched pairs, unit: {unit}" if r.paired else
+                                                  f"per arm, unit: {unit}"),
                              method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; family: {r.family}",
                              unit="ratio", key=f"{r.metric}:{where}:{r.level}"))
     return Findings(tuple(items), title=title, provenance=provenance)
