@@ -968,8 +968,8 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"p{v * 100:.6g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_minor_locator(FixedLocator([]))
-        ax.set_ylabel("percentile of I/Os completed within (CDF, tail scale)")
-        what = "percentiles (CDF on a tail scale)"
+        ax.set_ylabel("percentile (CDF, tail scale)")
+        what = "percentiles"
     else:
         ax.set_yscale("log")
         ax.set_ylabel("fraction of I/Os slower than (1 - CDF)")

@@ -397,7 +397,8 @@ details.sb-details > summary { cursor: pointer; color: #0969da; }
   tr, figure.sb-figure, .sb-findings li { break-inside: avoid; }
   h1, h2, h3 { break-after: avoid; }
   figure.sb-figure img { max-height: 200mm; width: auto; }
-  details.sb-details > summary { color: inherit; }
+  details.sb-details > summary { color: inherit; font-weight: 600; list-style: none; }
+  details.sb-details::details-content { content-visibility: visible; }  /* paper cannot be clicked open */
   a { color: inherit; text-decoration: none; }
 }
 """
@@ -488,6 +489,8 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     findings = []
     for path in notebooks:
         nb = nbformat.read(str(path), as_version=4)
+        # a cell tagged "nbval-only" holds a check for the tests (a gold value printed for nbval), not content
+        nb.cells = [c for c in nb.cells if "nbval-only" not in c.metadata.get("tags", [])]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 # progress bars and warnings on stderr, and stray matplotlib reprs, are noise in a write-up
@@ -552,8 +555,8 @@ def notebooks_to_html(notebooks: Sequence[str | os.PathLike], title: str | None 
     -------
     str
         HTML (nbconvert ``lab`` template without CDN scripts, with :data:`REPORT_CSS` for screen and
-        print): code cells and prompts hidden, stderr streams and stray matplotlib reprs dropped, figures
-        embedded. The page opens with the first heading and then a *Findings* section made of every
+        print): code cells and prompts hidden, stderr streams, stray matplotlib reprs and cells tagged
+        ``nbval-only`` (checks printed for the tests) dropped, figures embedded. The page opens with the first heading and then a *Findings* section made of every
         :class:`storagebench.findings.Findings` the notebooks displayed (taken out of their cells);
         ``storagebench.display`` figures are numbered again in page order.
     """
