@@ -295,9 +295,9 @@ class Findings:
         p.text(self.text())
 
     def text(self) -> str:
-        """Plain text: one ``- sentence`` line per finding (caveats marked ``note:``)."""
+        """Plain text: one ``- sentence`` line per finding (caveats marked ``caveat:``)."""
         lines = [self.title] if self.title else []
-        lines += [("note: " if f.caveat else "- ") + f.sentence for f in self.findings]
+        lines += [("caveat: " if f.caveat else "- ") + f.sentence for f in self.findings]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

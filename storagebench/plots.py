@@ -1193,7 +1193,8 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
         if np.isfinite(lo) and np.isfinite(hi):
             ax.axhspan(lo, hi, color="crimson", alpha=0.10, lw=0, zorder=0)
         ax.annotate(f"{words[gid]} {fmt(value)}", (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, 3),
-                    textcoords="offset points", ha="right", va="bottom", fontsize="x-small", color="crimson")
+                    textcoords="offset points", ha="right", va="bottom", fontsize="x-small", color="crimson",
+                    zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
     u = f" ({unit})" if unit else ""
     if log:
         ax.set_xscale("log")

@@ -192,9 +192,33 @@ def notebook_parameters(notebook: str | os.PathLike) -> dict[str, dict[str, Any]
 
     path = _resolve_notebook(notebook)
     try:
-        return dict(papermill.inspect_notebook(str(path)))
+        found = dict(papermill.inspect_notebook(str(path)))
     except Exception as exc:  # papermill/nbformat raise many kinds for an unreadable notebook
         raise PublishError(f"cannot read the parameters of {path}: {type(exc).__name__}: {exc}") from exc
+    lost = sorted(_assigned_parameters(path) - set(found))
+    if lost:  # papermill skips a line it cannot parse (e.g. "x: int | str = 1"): the parameter would vanish
+        raise PublishError(f"papermill cannot read the parameter line(s) of {lost} in {path.name}; write the "
+                           "annotation as one name (int, float, str, bool, list, dict, object) or Optional[...]")
+    return found
+
+
+def _assigned_parameters(path: Path) -> set[str]:
+    """Names assigned in the cell tagged ``parameters`` (empty when the notebook has none or it does not parse)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    try:
+        tree = ast.parse(cell.source) if cell is not None else None
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
 
 
 def _kernel_manager_class():

@@ -128,3 +128,33 @@ def test_site_lists_nothing_in_an_empty_dir_and_refuses_a_file(tmp_path):
     (tmp_path / "f").write_text("x")
     res = CliRunner().invoke(app, ["site", str(tmp_path / "f")])
     assert res.exit_code == 1 and "is not a directory" in res.output
+
+
+def test_readme_publish_and_compare_examples_run_on_the_demo_table(tmp_path, monkeypatch):
+    """The README's examples, as written, from a checkout's root after `make demo` (here: the committed demo study
+    as results/demo, its tidy table written by `storagebench report`)."""
+    import re
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "study_demo", results / "demo",
+                    ignore=shutil.ignore_patterns("tidy", "notebooks", "report.*", ".gitignore"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(app, ["report", "results/demo"]).exit_code == 0
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("After `make demo`", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = [" ".join(c.replace("\\\n", " ").split()) for c in re.split(r"(?<!\\)\n", block) if c.strip()]
+    commands = [re.sub(r"\s+#.*$", "", c) for c in commands]
+    import shlex
+
+    ran = 0
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        assert argv[0] == "storagebench", cmd
+        res = runner.invoke(app, argv[1:])
+        assert res.exit_code == 0, (cmd, res.output)
+        ran += 1
+    assert ran == 4
+    page = (results / "demo-compare" / "report.html").read_text()
+    assert 'id="findings"' in page and "iodepth" in page and "numjobs" in page
+    assert "demo-compare" in (results / "index.html").read_text()

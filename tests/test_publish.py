@@ -218,7 +218,8 @@ def test_sweep_notebook_runs_a_study(tmp_path, fio_bin):
     assert "nb_tiny: 2 runs (2 points x 1 repetitions)" in json.dumps([c.get("outputs", []) for c in nbformat.read(str(plan), as_version=4).cells])
 
 
-@pytest.mark.parametrize("name", ["analyze.ipynb", "sweep.ipynb"])
+@pytest.mark.parametrize("name", ["analyze.ipynb", "sweep.ipynb", "compare.ipynb", "studies/hdd_iops.ipynb",
+                                  "studies/vsan_stripe.ipynb", "studies/scaling.ipynb"])
 def test_shipped_notebooks_declare_every_parameter(name):
     """papermill must parse every line of the parameters cell (a quote in a comment can break it)."""
     import ast
@@ -234,6 +235,16 @@ def test_shipped_notebooks_declare_every_parameter(name):
     assert all(p["help"] for p in params.values())  # every parameter says what it is
     # stored without outputs, but for the expected stdout of the cells nbval checks
     assert all(not c.get("outputs") for c in code if not c.source.startswith("# NBVAL_CHECK_OUTPUT"))
+
+
+def test_a_parameter_line_papermill_cannot_read_is_refused(tmp_path):
+    """papermill silently skips ``x: int | str = 1``; the parameter would vanish from -p and batch checks."""
+    path = _notebook(tmp_path / "union.ipynb", "print(level)")
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[1].source += "\nlevel: int | str = 1  # a level"
+    nbformat.write(nb, str(path))
+    with pytest.raises(PublishError, match=r"papermill cannot read the parameter line\(s\) of \['level'\]"):
+        notebook_parameters(path)
 
 
 def test_parameter_of_the_wrong_type_is_refused(tmp_path):

@@ -616,7 +616,7 @@ _SCHEMA_FACTORS = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "
 
 
 def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
-                   keys: Sequence[str] = ()) -> dict[str, list]:
+                   keys: Sequence[str] = (), unit: Sequence[str] = ()) -> dict[str, list]:
     """The factor columns whose levels vary within the levels of ``factor`` and are not named.
 
     Parameters
@@ -630,6 +630,9 @@ def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
     keys : sequence of str
         Key columns (``pair_on``, ``unit``): a column constant within each key (``rw`` of a ``pattern``) is
         accounted for by it.
+    unit : sequence of str
+        The experimental unit's columns: a column that varies within a unit (its repetitions) is averaged
+        within the unit by design, not pooled.
 
     Returns
     -------
@@ -652,6 +655,8 @@ def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
                                                               and values.nunique() > 8):
             continue
         if keys and (df.groupby(list(keys), dropna=False)[col].nunique() <= 1).all():
+            continue
+        if unit and (df.groupby(list(unit), dropna=False)[col].nunique() > 1).any():
             continue
         per_level = df.groupby(factor, dropna=False)[col].agg(["nunique", "size"])
         if (per_level["size"] > 4).all() and (per_level["nunique"] == per_level["size"]).all():
@@ -807,7 +812,8 @@ def compare(
     _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
     averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
     if not by_l:
-        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l], [*pair_l, *unit_l])
+        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l], [*pair_l, *unit_l],
+                                unit_l)
         if pooled:
             levels_text = "; ".join(f"{c} {v}" for c, v in pooled.items())
             warnings.warn(
