@@ -19,7 +19,11 @@ Reported per round and as the median over rounds, in % of the bare fio wall time
   outside fio, free of fio's run-to-run noise. The same accounting for the bare loop
   (loop wall minus its ``subprocess.run`` times) is printed as the floor.
 
-Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2]``
+``--quiet-window S`` sets the runner's quiet-host sample window (``run_study(quiet_window_s=)``;
+default 1 % of runtime + ramp_time, 0.02 s here; 0 reads the device counters back to back), to see
+what the check costs.
+
+Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--quiet-window S]``
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtime", type=float, default=2.0, help="fio runtime per run, s")
     ap.add_argument("--dir", default=None, help="scratch directory on a disk filesystem (default: a temp dir in /var/tmp)")
     ap.add_argument("--fio", default=shutil.which("fio") or "fio")
+    ap.add_argument("--quiet-window", type=float, default=None,
+                    help="run_study(quiet_window_s=...), s (default: the runner's default)")
     args = ap.parse_args(argv)
+    extra = {} if args.quiet_window is None else {"quiet_window_s": args.quiet_window}
 
     scratch = Path(tempfile.mkdtemp(prefix="sb-bench-", dir=args.dir or "/var/tmp"))
     try:
@@ -73,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def storagebench_way(r: int) -> tuple[float, float]:
             t0 = time.perf_counter()
-            res = run_study(study, target=target, out_dir=scratch / f"results-{r}", fio_bin=args.fio, progress=False)
+            res = run_study(study, target=target, out_dir=scratch / f"results-{r}", fio_bin=args.fio, progress=False,
+                            **extra)
             dt = time.perf_counter() - t0
             assert res.ok and len(res.completed) == len(plan), res.errors
             in_fio = sum(json.loads((d / "provenance.json").read_text())["duration_s"] for d in res.run_dirs())
@@ -105,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 "acc_pct": 100.0 * (sb - sb_fio) / bare, "acc_ms": 1000.0 * (sb - sb_fio) / n,
                 "floor_ms": 1000.0 * (bare - bare_fio) / n,
             })
-        print(f"sweep overhead: {n} runs x {args.runtime:g} s, fio {args.fio}")
+        print(f"sweep overhead: {n} runs x {args.runtime:g} s, fio {args.fio}"
+              + (f", quiet window {args.quiet_window:g} s" if args.quiet_window is not None else ""))
         print(f"{'round':>5} {'first':>12} {'storagebench_s':>14} {'bare_fio_s':>10} {'A/B_%':>7} {'A/B_ms/run':>10} "
               f"{'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16}")
         for w in rows:

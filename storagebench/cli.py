@@ -158,6 +158,12 @@ def run_cmd(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar with ETA on stderr")] = True,
     max_runs: Annotated[Optional[int], typer.Option(
         "--max-runs", min=1, help="refuse a plan of more runs than this (default 100,000)")] = None,
+    wait_quiet: Annotated[float, typer.Option(
+        "--wait-quiet", help="before each run, wait up to this many s for a quiet host (no other fio, no I/O on the "
+        "target's device); 0 only records the check in provenance.json")] = 0.0,
+    quiet_window: Annotated[Optional[float], typer.Option(
+        "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
+        "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
 
@@ -172,13 +178,28 @@ def run_cmd(
 
     spec = load_study(study, max_runs=max_runs)
     res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
-                    stop_on_error=stop_on_error, overwrite=overwrite, progress=progress)
+                    stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
+                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
+    _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
     for run_id, msg in res.errors.items():
         typer.secho(f"  failed {run_id}: {msg}", err=True, fg="red")
     if res.failed:
         raise typer.Exit(1)
+
+
+def _report_guards(res) -> None:
+    """What the runner's guards found: fio left running by a killed sweep, runs started on a busy host."""
+    for s in res.stale_stopped:
+        pids = ", ".join(str(p["pid"]) for p in s["processes"])
+        typer.secho(f"storagebench: stopped {len(s['processes'])} fio process(es) (pid {pids}) that a killed sweep "
+                    f"(pid {s.get('parent_pid')}) had left running, job file {s['marker']}", err=True, fg="yellow")
+    if res.not_quiet:
+        first_id, first = next(iter(res.not_quiet.items()))
+        typer.secho(f"storagebench: warning: {len(res.not_quiet)} run(s) started on a busy host, e.g. {first_id}: "
+                    f"{'; '.join(first)}; see quiet_host in their provenance.json (--wait-quiet SECONDS waits "
+                    "for a quiet host)", err=True, fg="yellow")
 
 
 _DEMO_STUDY = Path(__file__).resolve().parents[1] / "data" / "studies" / "demo.yaml"
@@ -245,6 +266,7 @@ def demo_cmd(
     target = scratch / "target.dat"
     try:
         sweep = run_study(study, target=str(target), out_dir=out, progress=progress)
+        _report_guards(sweep)
         if not sweep.completed and not sweep.skipped:
             raise StorageBenchError(f"no run of {study.name} completed: {sweep.errors}")
         result = ingest_study(study_dir)
@@ -615,7 +637,8 @@ def hosts_cmd(
 
       storagebench hosts --hostfile hosts.list
     """
-    from .servers import check_versions, exposure, fio_version, parse_host, parse_hostfile, server_versions
+    from .fio.process import fio_version
+    from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
     hs = [parse_host(h) for h in (hosts or [])] + (parse_hostfile(hostfile) if hostfile else [])
     if not hs:

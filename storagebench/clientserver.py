@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -27,8 +26,10 @@ import orjson
 import pandas as pd
 
 from .errors import FioError, HostError
+from .fio import process
 from .fio.hosts import Host, host_label, parse_host
-from .servers import _fio, check_versions, fio_version, host_error, server_versions
+from .fio.process import find_fio, fio_version
+from .servers import check_versions, host_error, server_versions
 
 __all__ = [
     "ClientRunResult",
@@ -253,7 +254,7 @@ def client_command(jobfile, hosts: Sequence["str | Host"], output_path, fio_bin:
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
         raise HostError(f"hosts must be distinct, got {dup} more than once")
-    cmd = [_fio(fio_bin), "--output-format=json+", f"--output={output_path}"]
+    cmd = [find_fio(fio_bin), "--output-format=json+", f"--output={output_path}"]
     for h, j in zip(hs, _jobfiles(jobfile, hs), strict=True):
         cmd += [f"--client={h.fio_arg}", str(j)]
     return cmd
@@ -300,12 +301,14 @@ def _versions(hosts: list[Host], fio_bin: str, timeout_s: float) -> dict[str, st
 
 def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fio", *,
                 check_version: bool = True, reuse_versions: bool = True,
-                span_log_msec: int | None = 50, probe_timeout_s: float = 20.0) -> ClientRunResult:
+                span_log_msec: int | None = 50, probe_timeout_s: float = 20.0,
+                record_path=None) -> ClientRunResult:
     """Run one point on several fio servers at once and check that every server reported.
 
     Runs ``fio --output-format=json+ --output=OUTPUT --client=H1 JOB1 --client=H2 JOB2 ...``
-    in its own process group; on timeout or Ctrl-C the whole group is killed, and on Linux the
-    client gets ``PR_SET_PDEATHSIG`` (``setpriv --pdeathsig KILL``) so it dies with a killed sweep.
+    through :func:`storagebench.fio.process.spawn` (a session of its own, the parent-death
+    signal and the watchdog: the client dies with a killed sweep); on timeout or Ctrl-C the
+    client's processes are stopped. The ``--output=OUTPUT`` argument tells them apart.
 
     Parameters
     ----------
@@ -337,6 +340,9 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
         log is ``<prefix>_iops.0.log.sock`` (one job's; see ``_with_span_logs``).
     probe_timeout_s : float
         Seconds a server gets to answer the version probe (not part of ``timeout_s``).
+    record_path : path, optional
+        Keep the client's process record there while it runs
+        (:func:`storagebench.fio.process.spawn`).
 
     Returns
     -------
@@ -370,34 +376,20 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
         versions = _versions(hs, fio_bin, probe_timeout_s)
         check_versions(versions, client_version)
 
-    from .runner import _pdeathsig_prefix  # lazily: the runner imports this module lazily too
-
-    def _kill() -> None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     with open(stderr_path, "wb") as err:
-        # setpriv --pdeathsig KILL: a SIGKILLed sweep does not leave the fio client running
-        proc = subprocess.Popen([*_pdeathsig_prefix(), *cmd], stdout=err, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=output_path.parent)
+        fp = process.spawn(cmd, marker=f"--output={output_path}", stdout=err, stderr=subprocess.STDOUT,
+                           cwd=output_path.parent, record_path=record_path)
         try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill()
-            raise FioError(f"fio client timed out after {timeout_s} s on hosts "
-                           f"{[h.label for h in hs]}; killed", returncode=None,
-                           stderr=stderr_path.read_text(errors="replace")) from None
-        except BaseException:  # KeyboardInterrupt, SystemExit: never leave the fio client running
-            _kill()
-            raise
+            with fp:  # any exception (KeyboardInterrupt, SystemExit): the client is stopped
+                try:
+                    rc = fp.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    fp.stop()
+                    raise FioError(f"fio client timed out after {timeout_s} s on hosts "
+                                   f"{[h.label for h in hs]}; killed", returncode=None,
+                                   stderr=stderr_path.read_text(errors="replace")) from None
         finally:
             if span_log_msec:
                 _collect_socket_span_logs(hs, output_path.parent)

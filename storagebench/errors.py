@@ -23,6 +23,8 @@ __all__ = [
     "StatsError",
     "PublishError",
     "HostError",
+    "NotWritableError",
+    "ResultsBusyError",
     "StorageBenchWarning",
 ]
 
@@ -137,3 +139,38 @@ def shown(value: Any, limit: int = 80) -> str:
     except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class NotWritableError(StorageBenchError):
+    """A path storagebench or fio must write is full (ENOSPC, EDQUOT), read-only (EROFS) or not
+    permitted (EACCES, EPERM): the results directory or the target.
+
+    Attributes
+    ----------
+    path : str
+        The path that could not be written.
+    errno : int or None
+        The error number (``errno.ENOSPC`` ...).
+    """
+
+    def __init__(self, message: str, *, path: str = "", errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class ResultsBusyError(StorageBenchError):
+    """Another storagebench run holds the lock of a study's results directory.
+
+    Attributes
+    ----------
+    path : str
+        The lock file.
+    pid : int or None
+        The holder's pid, as it wrote it in the lock file.
+    """
+
+    def __init__(self, message: str, *, path: str = "", pid: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.pid = pid

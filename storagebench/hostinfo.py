@@ -18,24 +18,19 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["collect_provenance", "block_device_info", "sysfs_block_dir", "filesystem_of", "fio_version", "git_revision"]
+from .fio.process import fio_version, other_fio_processes
+
+__all__ = [
+    "collect_provenance", "block_device_info", "sysfs_block_dir", "filesystem_of", "git_revision",
+    "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S",
+]
 
 _PROJECT_DIR = Path(__file__).resolve().parents[1]
-
-
-@functools.lru_cache(maxsize=8)
-def fio_version(fio_bin: str = "fio") -> str | None:
-    """``fio --version`` (``"fio-3.33"``), or ``None`` when fio cannot be run."""
-    try:
-        out = subprocess.run([fio_bin, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = out.stdout.strip()
-    return text or None
 
 
 @functools.lru_cache(maxsize=4)
@@ -233,7 +228,7 @@ def collect_provenance(
     spec_hash : str, optional
         :attr:`storagebench.study.Study.spec_hash`.
     fio_bin : str
-        fio executable, asked for ``--version``.
+        fio executable, asked for ``--version`` (:func:`storagebench.fio.process.fio_version`).
     started_at : datetime, optional
         Start time; default now (UTC).
 
@@ -247,6 +242,11 @@ def collect_provenance(
         ``None`` with ``device_note``), ``filesystem`` (``fstype``, ``mountpoint``, ``source``;
         ``None`` for a raw block device), ``spec_hash``, ``git_rev``, ``git_dirty`` (``None``
         when not a git checkout), ``started_at`` (UTC, ISO 8601).
+
+    Raises
+    ------
+    FioNotFoundError, FioError
+        fio is not installed or gives no version.
     """
     from . import __version__
 
@@ -298,3 +298,151 @@ def collect_provenance(
             + (f" (filesystem {fs['fstype']} from {fs['source']})" if fs else "")
         )
     return prov
+
+
+# ---------------------------------------------------------------------------------------------
+# is the host quiet before a run?
+
+#: A device is busy when, in the sample window, it completed more I/Os than this per second ...
+QUIET_MAX_IOPS = 50.0
+#: ... or moved more than this many bytes per second (reads + writes + discards) ...
+QUIET_MAX_BYTES_PER_S = float(1 << 20)
+#: ... or had more I/Os than this in flight at the end of the window.
+QUIET_MAX_IN_FLIGHT = 0
+
+
+def device_stat_path(target: str | os.PathLike[str]) -> tuple[str, Path] | None:
+    """The block device that holds ``target`` and its I/O counters file.
+
+    For a block device, itself; for a file (or a file fio will create), the device of its
+    filesystem (the mount's source device when ``st_dev`` is anonymous, as on btrfs).
+
+    Returns
+    -------
+    (str, Path) or None
+        Device name (``vda``, ``loop3``, ``vda1``) and ``/sys/dev/block/MAJ:MIN/stat`` resolved
+        (Linux ``Documentation/block/stat.rst``); ``None`` when no block device is behind
+        ``target`` (tmpfs, overlay without a block source ...).
+    """
+    real = os.path.realpath(_existing(os.fspath(target)))
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    key = (real, st.st_dev, st.st_rdev if stat.S_ISBLK(st.st_mode) else -1)
+    return _device_stat_path(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_stat_path(key: tuple[str, int, int]) -> tuple[str, Path] | None:
+    real, _dev, rdev = key
+    fs = None if rdev >= 0 else filesystem_of(real)
+    info = _device_of(real, fs)
+    if info is None:
+        return None
+    major, minor = (int(x) for x in info["devno"].split(":"))
+    path = sysfs_block_dir(major, minor) / "stat"
+    return (info["name"], path) if path.exists() else None
+
+
+def read_io_counters(path: str | os.PathLike[str]) -> dict[str, float] | None:
+    """One reading of a block device's ``stat`` file (Linux ``Documentation/block/stat.rst``).
+
+    Returns
+    -------
+    dict or None
+        ``t_s`` (monotonic clock, s), ``ios`` (read + write + discard I/Os completed),
+        ``sectors`` (512-byte sectors read + written + discarded), ``in_flight`` (I/Os in flight),
+        ``io_ticks_ms`` (ms the device had I/O in flight); ``None`` when it cannot be read.
+    """
+    try:
+        with open(path, "rb") as fh:
+            f = [int(x) for x in fh.read().split()]
+    except (OSError, ValueError):
+        return None
+    if len(f) < 11:
+        return None
+    disc_ios, disc_sectors = (f[11], f[13]) if len(f) >= 15 else (0, 0)
+    return {"t_s": time.monotonic(), "ios": f[0] + f[4] + disc_ios, "sectors": f[2] + f[6] + disc_sectors,
+            "in_flight": f[8], "io_ticks_ms": f[9]}
+
+
+class QuietProbe:
+    """Is the host quiet before a run? Another fio, or I/O on the target's device.
+
+    :meth:`__init__` takes the first reading of the device's counters; :meth:`finish`, called
+    just before fio starts, waits until ``window_s`` has passed since then, takes the second
+    reading and lists the fio processes on this host that are not this process's runs
+    (:func:`storagebench.fio.process.other_fio_processes`). Whatever the caller does in between
+    (the job file, the safety check) is inside the window, so the window costs only what it
+    exceeds that.
+
+    Parameters
+    ----------
+    target : str, path-like or None
+        The run's fio ``filename`` (its device is sampled); ``None``: no device (client/server).
+    """
+
+    def __init__(self, target: str | os.PathLike[str] | None):
+        self.target = None if target is None else os.fspath(target)
+        self.device = None if target is None else device_stat_path(target)
+        self.before = None if self.device is None else read_io_counters(self.device[1])
+        self.t0 = time.monotonic()
+
+    def finish(self, window_s: float = 0.05) -> dict[str, Any]:
+        """Second reading and verdict.
+
+        Parameters
+        ----------
+        window_s : float
+            Shortest sample window, s, counted from the first reading.
+
+        Returns
+        -------
+        dict
+            The ``quiet_host`` record of ``provenance.json``: ``quiet`` (bool), ``reasons`` (list of
+            str), ``window_s`` (s), ``other_fio`` (``pid``, ``pgid``, ``state``, ``cmdline`` of each
+            other fio process), ``device`` (``name``, ``stat_path``, ``ios``, ``bytes``, ``iops``
+            (1/s), ``bytes_per_s``, ``in_flight_start``, ``in_flight_end``, ``busy_pct`` (% of the
+            window with I/O in flight)) or ``None`` with ``device_note``, ``thresholds``
+            (``max_iops``, ``max_bytes_per_s``, ``max_in_flight``), ``check_cost_s`` (s spent reading
+            /proc and sysfs, the window's wait excluded).
+        """
+        left = window_s - (time.monotonic() - self.t0)
+        if left > 0:
+            time.sleep(left)
+        c0 = time.perf_counter()
+        after = None if self.device is None else read_io_counters(self.device[1])
+        others = other_fio_processes()
+        reasons = []
+        if others:
+            reasons.append(f"{len(others)} other fio process(es) running: "
+                           + ", ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in others[:3]))
+        rec: dict[str, Any] = {"quiet": True, "reasons": reasons, "window_s": None, "other_fio": [
+            {k: v for k, v in p.to_json().items() if k in ("pid", "pgid", "state", "cmdline")} for p in others],
+            "device": None,
+            "thresholds": {"max_iops": QUIET_MAX_IOPS, "max_bytes_per_s": QUIET_MAX_BYTES_PER_S,
+                           "max_in_flight": QUIET_MAX_IN_FLIGHT}}
+        if self.before is not None and after is not None:
+            dt = max(after["t_s"] - self.before["t_s"], 1e-9)
+            ios = int(after["ios"] - self.before["ios"])
+            nbytes = int(after["sectors"] - self.before["sectors"]) * 512
+            dev = {"name": self.device[0], "stat_path": str(self.device[1]), "ios": ios, "bytes": nbytes,
+                   "iops": round(ios / dt, 1), "bytes_per_s": round(nbytes / dt, 1),
+                   "in_flight_start": int(self.before["in_flight"]), "in_flight_end": int(after["in_flight"]),
+                   "busy_pct": round(min(100.0, 100.0 * (after["io_ticks_ms"] - self.before["io_ticks_ms"])
+                                         / (dt * 1000.0)), 1)}
+            rec["device"] = dev
+            rec["window_s"] = round(dt, 6)
+            if (dev["iops"] > QUIET_MAX_IOPS or dev["bytes_per_s"] > QUIET_MAX_BYTES_PER_S
+                    or dev["in_flight_end"] > QUIET_MAX_IN_FLIGHT):
+                reasons.append(f"device {dev['name']}: {ios} I/Os and {nbytes} bytes in {dt:.3f} s "
+                               f"({dev['iops']:g} IOPS, {dev['bytes_per_s'] / 1048576:.2f} MiB/s), "
+                               f"{dev['in_flight_end']} in flight, busy {dev['busy_pct']:g} %")
+        else:
+            rec["device_note"] = ("no local target (client/server run)" if self.target is None
+                                  else f"no block device behind {self.target} (tmpfs, overlay ...)"
+                                  if self.device is None else f"cannot read {self.device[1]}")
+        rec["quiet"] = not reasons
+        rec["check_cost_s"] = round(time.perf_counter() - c0, 6)
+        return rec

@@ -10,10 +10,12 @@ the same command resumes a sweep that was interrupted or killed.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import math
 import os
-import select
+import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -27,15 +29,15 @@ from typing import Any
 
 import orjson
 
-from .errors import FioError, FioNotFoundError, HostError, StudyError
-from .hostinfo import collect_provenance
+from .errors import FioError, HostError, NotWritableError, StudyError
+from .fio import process
+from .fio.process import find_fio, fio_message
+from .hostinfo import QuietProbe, collect_provenance
 from .jobfile import render_jobfile
 from .store import StudyStore
 from .study import RunPoint, Study, load_study
 
-__all__ = ["SweepResult", "FioRun", "run_study", "run_point", "run_fio", "find_fio", "fio_message"]
-
-_KILL_GRACE_S = 5.0
+__all__ = ["SweepResult", "FioRun", "run_study", "run_point", "run_fio", "quiet_window_for"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,12 @@ class SweepResult:
         Runs that failed in this call (kept under ``failed/``).
     errors : dict of str to str
         run id -> fio's message, for the failed runs.
+    stale_stopped : tuple of dict
+        fio processes a killed sweep had left running into this study, stopped before the first
+        run (see :meth:`storagebench.store.StudyStore.stop_stale_runs`).
+    not_quiet : dict of str to list of str
+        run id -> why the host was not quiet when that run started (another fio, I/O on the
+        target's device); the numbers are in the run's ``provenance.json`` (``quiet_host``).
     """
 
     study: str
@@ -66,6 +74,8 @@ class SweepResult:
     skipped: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     errors: dict[str, str] = field(default_factory=dict)
+    stale_stopped: tuple[dict[str, Any], ...] = ()
+    not_quiet: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def raw_dir(self) -> Path:
@@ -98,129 +108,6 @@ class FioRun:
     duration_s: float
 
 
-def find_fio(fio_bin: str = "fio") -> str:
-    """Absolute path of the fio executable.
-
-    Raises
-    ------
-    FioNotFoundError
-        Not installed / not executable, with what to install.
-    """
-    path = shutil.which(fio_bin)
-    if path is None:
-        raise FioNotFoundError(
-            f"fio executable not found: {fio_bin!r} (install it: 'apt-get install fio' on Debian/Ubuntu, "
-            "'dnf install fio' on Fedora, or run 'make test' / 'make demo' as root, which installs it)"
-        )
-    return path
-
-
-def fio_message(stderr: str, output: str = "") -> str:
-    """fio's own error lines: ``fio: ...``, ``err=``, ``error=`` and job lines before them.
-
-    Parameters
-    ----------
-    stderr : str
-        fio's stderr.
-    output : str
-        The ``--output`` file (fio writes some errors before the JSON).
-    """
-    lines: list[str] = []
-    for text in (stderr, output.split("{", 1)[0] if output else ""):
-        for line in text.splitlines():
-            line = line.strip()
-            if line and line not in lines:
-                lines.append(line)
-    keep = [ln for ln in lines if ln.startswith("fio:") or "err=" in ln or "error" in ln.lower()]
-    picked = keep or lines
-    return "; ".join(picked[:8])
-
-
-_PRCTL: Any = None
-
-
-def _prctl():
-    """libc ``prctl``, resolved in the parent: the forked child must not import or dlopen anything."""
-    global _PRCTL
-    if _PRCTL is None:
-        try:
-            import ctypes
-
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            _PRCTL = False
-    return _PRCTL
-
-
-_SETPRIV: list[str] | None = None
-
-
-def _pdeathsig_prefix() -> list[str]:
-    """``setpriv --pdeathsig KILL`` (util-linux >= 2.33) when available, else ``[]``.
-
-    Setting PR_SET_PDEATHSIG through ``setpriv`` lets Python spawn fio with vfork (about
-    1.5 ms) instead of fork + ``preexec_fn`` (about 30 ms in a large process), per run.
-    """
-    global _SETPRIV
-    if _SETPRIV is None:
-        exe = shutil.which("setpriv")
-        ok = False
-        if exe and sys.platform.startswith("linux"):
-            try:
-                out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10)
-                ok = "--pdeathsig" in out.stdout
-            except (OSError, subprocess.TimeoutExpired):
-                ok = False
-        _SETPRIV = [exe, "--pdeathsig", "KILL"] if ok and exe else []
-    return _SETPRIV
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Have the kernel SIGKILL fio when storagebench dies, even by SIGKILL (prctl PR_SET_PDEATHSIG)."""
-    if _PRCTL:
-        _PRCTL(1, 9)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
-
-
-def _wait(proc: subprocess.Popen, timeout_s: float | None) -> int:
-    """Block until ``proc`` exits; ``subprocess.TimeoutExpired`` after ``timeout_s``.
-
-    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, which a sweep would pay on every
-    run; a pidfd (Linux >= 5.3) wakes up the moment fio exits.
-    """
-    if timeout_s is None:
-        return proc.wait()
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        return proc.wait(timeout=timeout_s)
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        deadline = time.monotonic() + timeout_s
-        while proc.poll() is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(proc.args, timeout_s)
-            poller.poll(max(1.0, left * 1000.0))  # readable when fio has exited
-        return proc.returncode
-    finally:
-        os.close(fd)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM fio's process group, SIGKILL after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, _KILL_GRACE_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_fio(
     jobfile: str | os.PathLike[str],
     output_path: str | os.PathLike[str],
@@ -230,13 +117,16 @@ def run_fio(
     timeout_s: float | None = None,
     cwd: str | os.PathLike[str] | None = None,
     extra_args: Sequence[str] = (),
+    record_path: str | os.PathLike[str] | None = None,
 ) -> FioRun:
     """Run ``fio --output-format=json+ --output=OUTPUT JOBFILE`` with a wall-clock limit.
 
-    fio runs in a new session (its own process group), so a terminal's Ctrl-C reaches only
-    storagebench, which then ends fio: SIGTERM to the group, SIGKILL after 5 s. On Linux fio
-    also gets ``PR_SET_PDEATHSIG``: if storagebench is killed outright (SIGKILL, OOM), the
-    kernel kills fio too instead of leaving it writing into a dead sweep's staging directory.
+    fio is started by :func:`storagebench.fio.process.spawn`: in a session of its own, so a
+    terminal's Ctrl-C reaches only storagebench, which then ends fio (SIGTERM, SIGKILL to every
+    process of the run after 5 s, and a wait until none is left); tied to storagebench by the
+    parent-death signal and the watchdog, so that neither fio nor its workers (one process per
+    job, each in a session of its own) outlive a storagebench killed outright (SIGKILL, OOM).
+    The run's processes are told apart by the job file's path in their command line.
 
     Parameters
     ----------
@@ -245,11 +135,15 @@ def run_fio(
     fio_bin : str
         fio executable.
     timeout_s : float, optional
-        Limit, s; the process group is killed when it is reached.
+        Limit, s; the run's processes are killed when it is reached.
     cwd : path, optional
         Working directory (fio's relative log files land there).
     extra_args : sequence of str
         More fio arguments, before the job file.
+    record_path : path, optional
+        Where to keep the run's process record while fio runs (see
+        :func:`storagebench.fio.process.spawn`), so that a later sweep can stop what a killed one
+        left running.
 
     Returns
     -------
@@ -261,7 +155,9 @@ def run_fio(
         fio is not installed.
     FioError
         Non-zero exit (message: fio's ``fio: ...``/``err=`` lines), a timeout (``returncode``
-        ``None``), or output that holds no JSON, or a job with ``error`` != 0.
+        ``None``), output that holds no JSON, a job with ``error`` != 0, a fatal message fio
+        prints while exiting 0 (``failed allocating random map`` ...,
+        :func:`storagebench.fio.process.fatal_lines`), or 0 completed I/Os in every job.
     KeyboardInterrupt
         After fio was ended.
     """
@@ -269,35 +165,29 @@ def run_fio(
     # fio may run in another cwd (the run's staging dir): relative paths would point elsewhere.
     output_path, stderr_path = Path(output_path).absolute(), Path(stderr_path).absolute()
     jobfile = Path(jobfile).absolute()
-    prefix = _pdeathsig_prefix()
-    cmd = [*prefix, exe, "--output-format=json+", f"--output={output_path}", *extra_args, os.fspath(jobfile)]
+    cmd = [exe, "--output-format=json+", f"--output={output_path}", *extra_args, os.fspath(jobfile)]
     start = time.monotonic()
     with open(stderr_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(cmd, stdout=err, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
-                                    start_new_session=True,
-                                    preexec_fn=None if prefix or not _prctl() else _die_with_parent)
-        except FileNotFoundError as exc:
-            raise FioNotFoundError(f"cannot run fio {exe!r}: {exc.strerror}; install it: apt-get install fio") from exc
-        try:
-            rc = _wait(proc, timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            stderr = stderr_path.read_text(errors="replace")
-            raise FioError(
-                f"fio did not finish within {timeout_s:g} s and was killed"
-                + (f" ({fio_message(stderr)})" if stderr.strip() else ""),
-                returncode=None, stderr=stderr,
-            ) from None
-        except BaseException:  # KeyboardInterrupt, SystemExit: never leave fio running
-            _kill_group(proc)
-            raise
-    duration = time.monotonic() - start
+        fp = process.spawn(cmd, marker=os.fspath(jobfile), stdout=err, stderr=err, cwd=cwd,
+                           record_path=record_path)
+        with fp:  # any exception (KeyboardInterrupt, SystemExit): fio and its workers are stopped
+            try:
+                rc = fp.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                fp.stop()
+                stderr = stderr_path.read_text(errors="replace")
+                raise FioError(
+                    f"fio did not finish within {timeout_s:g} s and was killed"
+                    + (f" ({fio_message(stderr)})" if stderr.strip() else ""),
+                    returncode=None, stderr=stderr,
+                ) from None
+            duration = time.monotonic() - start
     _check_output(output_path, stderr_path, rc)
     return FioRun(returncode=rc, duration_s=duration)
 
 
 def _check_output(output_path: Path, stderr_path: Path, rc: int) -> None:
+    """fio's exit status, its JSON, each job's ``error``, fatal messages and runs of 0 I/Os."""
     stderr = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
     output = output_path.read_text(errors="replace") if output_path.exists() else ""
     if rc != 0:
@@ -319,6 +209,21 @@ def _check_output(output_path: Path, stderr_path: Path, rc: int) -> None:
                 f"{fio_message(stderr, output)}",
                 returncode=rc, stderr=stderr,
             )
+    _check_measured(data, stderr, output[:start], rc)
+
+
+def _check_measured(doc: Mapping[str, Any], stderr: str, head: str, rc: int | None) -> None:
+    """A run that printed a fatal message or completed 0 I/Os measured nothing: :class:`FioError`."""
+    fatal = process.fatal_lines(stderr, head)
+    idle = process.zero_io_jobs(doc)
+    if not fatal and idle is None:
+        return
+    why = []
+    if idle is not None:
+        why.append(f"fio completed 0 I/Os in every job ({', '.join(idle)})")
+    if fatal:
+        why.append("fio reported: " + "; ".join(fatal[:4]))
+    raise FioError("run measured nothing: " + "; ".join(why), returncode=rc, stderr=stderr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,6 +408,8 @@ def run_study(
     timeout_s: float | None = None,
     stop_on_error: bool = False,
     overwrite: bool = False,
+    wait_quiet_s: float = 0.0,
+    quiet_window_s: float | None = None,
 ) -> SweepResult:
     """Run every run of a study's plan that is not complete yet.
 
@@ -530,6 +437,14 @@ def run_study(
         Stop at the first failed run (after recording it) and raise its :class:`FioError`.
     overwrite : bool
         When ``<out_dir>/<study>`` holds a different spec, move it aside and start afresh.
+    wait_quiet_s : float
+        Before each run, when the host is not quiet (another fio, or I/O on the target's
+        device: :class:`storagebench.hostinfo.QuietProbe`), wait up to this long, s, for it to
+        become quiet; 0 only records the check in ``provenance.json`` (``quiet_host``).
+    quiet_window_s : float, optional
+        Sample window of the device counters before each run, s (the run's preparation is
+        inside it); 0 reads them back to back. Default :func:`quiet_window_for`: 1 % of a
+        run's runtime + ramp_time, between 0.02 and 0.5 s.
 
     Returns
     -------
@@ -539,6 +454,13 @@ def run_study(
     ------
     FioNotFoundError
         fio is not installed (checked before anything is written).
+    ResultsBusyError
+        Another sweep is measuring into ``<out_dir>/<study>`` (it holds the lock); its pid is named.
+    NotWritableError
+        The results directory is full (ENOSPC, EDQUOT), read-only or not writable, or fio could
+        not write the target for one of these reasons (that run is kept under ``failed/``). The
+        run in progress is discarded; complete runs are kept. The message is one line naming
+        the path and what to do.
     StudyError
         No target, a different spec is stored under the same study name, or a ``clients``
         level exceeds the number of hosts (of a host file).
@@ -552,6 +474,9 @@ def run_study(
 
     Notes
     -----
+    The sweep holds ``<out_dir>/<study>/.sweep.lock`` (:meth:`StudyStore.lock`) from start to
+    end. At the start it stops fio processes a killed sweep left running into this study
+    (:meth:`StudyStore.stop_stale_runs`; listed in ``SweepResult.stale_stopped``).
     fio runs with the run's staging directory as its working directory, so fio logs with
     relative names (``write_lat_log=lat``, ``write_iops_log=iops`` in ``fixed``) end up in
     ``raw/<run_id>/`` with the rest of the run. A ``target`` factor wins over ``target``.
@@ -569,24 +494,63 @@ def run_study(
     hosts = _hosts_list(study.hosts)
     for point in plan if hosts else ():
         study.hosts_for(point, hosts)  # a clients level above len(hosts) is refused before anything runs
+    if quiet_window_s is None:
+        quiet_window_s = quiet_window_for(study)
+    for name, value in (("wait_quiet_s", wait_quiet_s), ("quiet_window_s", quiet_window_s)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise StudyError(f"{name} (--{name[:-2].replace('_', '-')}) must be a finite number of seconds >= 0, "
+                             f"got {value!r}")
     store = StudyStore.for_study(out_dir, study)
-    store.ensure_spec(study, overwrite=overwrite)
-    store.cleanup_stale()
+    completed: list[str] = []
+    try:
+        with store.lock():
+            store.ensure_spec(study, overwrite=overwrite)
+            stale = store.stop_stale_runs()
+            store.cleanup_stale()
+            return _sweep(study, plan, store, stale, completed, target=target, targets=targets, fio_exe=fio_exe,
+                          allow_devices=allow_devices, timeout_s=timeout_s, stop_on_error=stop_on_error,
+                          progress=progress, wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s)
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS and not _inside(exc.filename, Path(out_dir).absolute()):
+            raise
+        raise _not_writable(exc, store, _kept(store, completed)) from None
+    except NotWritableError as exc:
+        raise NotWritableError(f"{exc}{_kept(store, completed)}", path=exc.path, errno=exc.errno) from None
+
+
+def quiet_window_for(study: Study) -> float:
+    """The default quiet-host sample window of ``study``'s runs, s.
+
+    1 % of a run's nominal duration (runtime + ramp_time), at least 0.02 s and at most 0.5 s: the
+    window is time the sweep waits before each run (beyond the run's own preparation), so it
+    costs at most 1 % of the sweep, and a longer run, which more I/O of others would disturb,
+    gets a longer look. A device is busy above 50 IOPS (:data:`storagebench.hostinfo.QUIET_MAX_IOPS`):
+    a 0.02 s window sees that as 2 I/Os or more.
+    """
+    return min(0.5, max(0.02, 0.01 * study.run_duration_s))
+
+
+def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], completed: list[str], *,
+           target, targets, fio_exe: str, allow_devices: Sequence[str], timeout_s: float | None,
+           stop_on_error: bool, progress: bool, wait_quiet_s: float, quiet_window_s: float) -> SweepResult:
+    """The loop of :func:`run_study`, with the study's lock held."""
     done = store.completed_run_ids()
     limit = float(timeout_s) if timeout_s is not None else study.timeout_s
     skipped = [p.run_id for p in plan if p.run_id in done]
-    completed: list[str] = []
     failed: list[str] = []
     errors: dict[str, str] = {}
+    not_quiet: dict[str, list[str]] = {}
     bar = _Progress(len(plan), len(skipped), study.run_duration_s, study.name, progress)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-runner")
     try:
         for point in plan:
             if point.run_id in done:
                 continue
+            report: dict[str, Any] = {}
             try:
                 duration = run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
-                                      allow_devices=allow_devices, timeout_s=limit, pool=pool)
+                                      allow_devices=allow_devices, timeout_s=limit, pool=pool,
+                                      wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report)
             except (FioError, HostError) as exc:
                 failed.append(point.run_id)
                 errors[point.run_id] = getattr(exc, "message", str(exc))
@@ -594,14 +558,99 @@ def run_study(
                 if stop_on_error:
                     raise
                 continue
+            finally:
+                quiet = report.get("quiet_host")
+                if quiet and not quiet.get("quiet", True):
+                    not_quiet[point.run_id] = list(quiet.get("reasons", []))
             completed.append(point.run_id)
             bar.step(duration, failed=len(failed))
     finally:
         pool.shutdown(wait=True)  # pending fsyncs of completed runs
-        store.sync_raw_dir()
+        with contextlib.suppress(OSError):
+            store.sync_raw_dir()
         bar.close()
     return SweepResult(study=study.name, root=store.root, planned=plan.run_ids, completed=tuple(completed),
-                       skipped=tuple(skipped), failed=tuple(failed), errors=errors)
+                       skipped=tuple(skipped), failed=tuple(failed), errors=errors, stale_stopped=tuple(stale),
+                       not_quiet=not_quiet)
+
+
+#: errno values that mean "this path cannot be written": full, over quota, read-only, not permitted.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _errno_hint(err: int | None, where: str, what: str) -> str:
+    """What to do about ``err`` on ``where`` (the results directory or the target)."""
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        return f"free space on the filesystem holding {where} (df -h {where}) or choose another {what}"
+    if err == errno.EROFS:
+        return f"the filesystem holding {where} is read-only: remount it read-write or choose another {what}"
+    if err in (errno.EACCES, errno.EPERM):
+        return f"make {where} writable for uid {os.geteuid()} or choose another {what}"
+    return f"choose another {what}"
+
+
+def _inside(path: Any, root: Path) -> bool:
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = Path(os.fspath(path)).absolute()
+    return p == root or root in p.parents
+
+
+def _not_writable(exc: OSError, store: StudyStore, suffix: str = "") -> NotWritableError:
+    """A results-directory :class:`OSError` (ENOSPC, EROFS, EACCES, ENOTDIR ...) as a one-line message."""
+    path = os.fspath(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else str(store.root)
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return NotWritableError(
+        f"cannot write the results: {path}: {exc.strerror or os.strerror(exc.errno or 0)} ({name}); "
+        f"{_errno_hint(exc.errno, _where(path, store), '--out')}{suffix}", path=path, errno=exc.errno)
+
+
+def _where(path: str, store: StudyStore) -> str:
+    """The directory to act on: the study's directory for a path inside it (a staging directory is
+    gone by the time the message is read), and the nearest existing directory above one that
+    could not be created."""
+    p = store.root if _inside(path, store.root) else Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while p != p.parent and not p.is_dir():
+        p = p.parent
+    return str(p)
+
+
+def _kept(store: StudyStore, completed: Sequence[str]) -> str:
+    try:
+        n = len(store.completed_run_ids())
+    except OSError:
+        return ""
+    if not n:
+        return ""
+    return (f"; the run in progress was discarded, the {n} complete run(s) in {store.raw_dir} are kept"
+            f" ({len(completed)} measured by this call): rerun the same command to resume")
+
+
+def _results_full(store: StudyStore) -> bool:
+    """The results filesystem has (almost) no space left: fio's output was cut there."""
+    try:
+        st = os.statvfs(store.root)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < _MIN_FREE_BYTES
+
+
+#: Below this many free bytes on the results filesystem, a fio output that is missing or cut
+#: short is put down to the full disk (fio exits 0 when it cannot write its --output).
+_MIN_FREE_BYTES = 256 * 1024
+
+_FIO_ERR_RE = re.compile(r"\berr(?:or)?\s*=\s*(\d+)")
+
+
+def _fio_errno(exc: FioError) -> int | None:
+    """The errno of a failed fio run: the first ``err=N`` of its message or stderr."""
+    for text in (exc.message, exc.stderr):
+        m = _FIO_ERR_RE.search(text or "")
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def run_point(
@@ -615,13 +664,17 @@ def run_point(
     allow_devices: Sequence[str],
     timeout_s: float,
     pool: ThreadPoolExecutor | None = None,
+    wait_quiet_s: float = 0.0,
+    quiet_window_s: float | None = None,
+    report: dict[str, Any] | None = None,
 ) -> float:
     """Measure one point of a plan and store it (the step :func:`run_study` repeats).
 
-    Checks the target (:func:`storagebench.safety.check_run`), renders ``job.fio``, runs fio
-    (or ``clientserver.run_clients`` when the study has ``hosts``) and commits
-    ``raw/<run_id>/`` atomically. Safe to call from several threads at once for different
-    points (concurrent workloads).
+    Checks the target (:func:`storagebench.safety.check_run`), renders ``job.fio``, checks
+    that the host is quiet (:class:`storagebench.hostinfo.QuietProbe`), runs fio (or
+    ``clientserver.run_clients`` when the study has ``hosts``) and commits ``raw/<run_id>/``
+    atomically. Safe to call from several threads at once for different points (concurrent
+    workloads); callers other than :func:`run_study` should hold :meth:`StudyStore.lock`.
 
     Parameters
     ----------
@@ -632,12 +685,16 @@ def run_point(
     target, targets
         As in :func:`run_study`.
     fio_exe : str
-        fio executable (:func:`find_fio`).
+        fio executable (:func:`storagebench.fio.process.find_fio`).
     allow_devices : sequence of str
     timeout_s : float
         Wall-clock limit of the fio process, s.
     pool : ThreadPoolExecutor, optional
         Helper thread for provenance and fsyncs while fio runs; default a private one.
+    wait_quiet_s, quiet_window_s : float
+        As in :func:`run_study`, s.
+    report : dict, optional
+        Receives ``quiet_host``: the quiet-host record of this run (also in ``provenance.json``).
 
     Returns
     -------
@@ -647,69 +704,135 @@ def run_point(
     Raises
     ------
     FioError, HostError
-        After the attempt was kept under ``failed/<run_id>/<utc>/``.
+        After the attempt was kept under ``failed/<run_id>/<utc>/``. A run that completed 0
+        I/Os in every job, or after which fio printed a fatal message (``failed allocating``
+        ...), is such a failure.
+    NotWritableError
+        The results directory cannot be written (nothing of the run is kept), or fio could not
+        write a local target (the attempt is kept under ``failed/``).
     UnsafeTargetError
         Before anything is written.
     """
     if pool is None:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-point") as own:
             return run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
-                             allow_devices=allow_devices, timeout_s=timeout_s, pool=own)
+                             allow_devices=allow_devices, timeout_s=timeout_s, pool=own,
+                             wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report)
+    if quiet_window_s is None:
+        quiet_window_s = quiet_window_for(study)
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
     tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
+    if not hosts:
+        pool.submit(_noop).result()  # the previous run's fsyncs must not count as another's I/O
+    probe = None if hosts else QuietProbe(tgt)  # the window starts here: the preparation is inside it
     checked = _check_safety(point, study, store, tgt, hosts, allow_devices)  # relative paths: in our cwd
     if not hosts:
         tgt = _absolute_targets(tgt)  # fio runs in the staging dir: a relative path would mean another file
     existed = hosts or _existing_files(tgt)
-    staging = store.staging_dir(point.run_id)
     try:
-        job_text = render_jobfile(point, study, tgt)
-        job_path = staging / "job.fio"
-        job_path.write_text(job_text)
-        _verify_with_fio(job_path, point, tgt, fio_exe)
-        (staging / "point.json").write_bytes(
-            orjson.dumps(point.to_dict(study.name), option=orjson.OPT_INDENT_2)
-        )
-        started = datetime.now(timezone.utc)
-
-        def _before() -> dict[str, Any]:
-            # off the critical path, while fio starts: provenance (sysfs, mountinfo) and the
-            # fsync of the files written so far
-            prov = collect_provenance(None if hosts else tgt, spec_hash=study.spec_hash, fio_bin=fio_exe,
-                                      started_at=started)
-            store.sync_files([job_path, staging / "point.json"])
-            return prov
-
-        pending = pool.submit(_before)
-        output, stderr = staging / "output.json", staging / "stderr.txt"
-        t0 = time.monotonic()
+        staging = store.staging_dir(point.run_id)
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS:
+            raise _not_writable(exc, store) from None
+        raise
+    try:
         try:
-            try:
-                if hosts:
-                    from . import clientserver  # another module owns fio --client
-
-                    clientserver.run_clients(job_path, hosts, output, stderr, timeout_s, fio_exe)
-                else:
-                    run_fio(job_path, output, stderr, fio_bin=fio_exe, timeout_s=timeout_s, cwd=staging)
-            finally:
-                duration = time.monotonic() - t0
-                prov = pending.result()
-                prov.update(finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked)
-                if hosts:
-                    prov["hosts"] = hosts
-                    prov["target"] = tgt
-                (staging / "provenance.json").write_bytes(orjson.dumps(prov, option=orjson.OPT_INDENT_2))
-        except (FioError, HostError) as exc:
-            store.record_failure(point.run_id, error=exc, staging=staging)
+            duration = _measure(point, study, store, staging, tgt, hosts, checked, existed, fio_exe, timeout_s,
+                                pool, probe, wait_quiet_s, quiet_window_s, report)
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS:
+                raise _not_writable(exc, store) from None
             raise
-        if not hosts:
-            _note_created(store, tgt, existed)
-        store.commit_run(point.run_id, staging, synced=[job_path, staging / "point.json"], sync_parent=False)
-        pool.submit(store.sync_raw_dir)  # makes the rename durable while the next run starts
         return duration
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # an interrupted or failed run leaves nothing in raw/
         raise
+
+
+def _noop() -> None:
+    return None
+
+
+def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float, wait_s: float) -> dict[str, Any]:
+    """The ``quiet_host`` record; waits up to ``wait_s`` for a quiet host."""
+    if probe is None:
+        return {"quiet": None, "note": "client/server run: the target and its device are on the servers"}
+    rec = probe.finish(window_s)
+    t0 = time.monotonic()
+    while not rec["quiet"] and time.monotonic() - t0 < wait_s:
+        time.sleep(min(1.0, max(0.0, wait_s - (time.monotonic() - t0))))
+        rec = QuietProbe(tgt).finish(max(window_s, 0.25))
+    rec["waited_s"] = round(time.monotonic() - t0, 3) if wait_s > 0 else 0.0
+    rec["own_fio_runs"] = len(process.live_markers())  # this process's other runs (concurrent workloads)
+    return rec
+
+
+def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tgt: str, hosts, checked, existed,
+             fio_exe: str, timeout_s: float, pool: ThreadPoolExecutor, probe: QuietProbe | None,
+             wait_quiet_s: float, quiet_window_s: float, report: dict[str, Any] | None) -> float:
+    job_text = render_jobfile(point, study, tgt)
+    job_path = staging / "job.fio"
+    job_path.write_text(job_text)
+    _verify_with_fio(job_path, point, tgt, fio_exe)
+    (staging / "point.json").write_bytes(
+        orjson.dumps(point.to_dict(study.name), option=orjson.OPT_INDENT_2)
+    )
+    quiet = _quiet_record(probe, tgt, quiet_window_s, wait_quiet_s)
+    if report is not None:
+        report["quiet_host"] = quiet
+    started = datetime.now(timezone.utc)
+
+    def _before() -> dict[str, Any]:
+        # off the critical path, while fio starts: provenance (sysfs, mountinfo) and the
+        # fsync of the files written so far
+        prov = collect_provenance(None if hosts else tgt, spec_hash=study.spec_hash, fio_bin=fio_exe,
+                                  started_at=started)
+        store.sync_files([job_path, staging / "point.json"])
+        return prov
+
+    pending = pool.submit(_before)
+    output, stderr = staging / "output.json", staging / "stderr.txt"
+    t0 = time.monotonic()
+    try:
+        try:
+            if hosts:
+                from . import clientserver  # another module owns fio --client
+
+                res = clientserver.run_clients(job_path, hosts, output, stderr, timeout_s, fio_exe,
+                                               record_path=staging / process.RECORD_NAME)
+                doc, head = clientserver.read_client_output(output)
+                _check_measured(doc or {}, stderr.read_text(errors="replace"), head, res.returncode)
+            else:
+                run_fio(job_path, output, stderr, fio_bin=fio_exe, timeout_s=timeout_s, cwd=staging,
+                        record_path=staging / process.RECORD_NAME)
+        finally:
+            duration = time.monotonic() - t0
+            prov = pending.result()
+            prov.update(finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked, quiet_host=quiet)
+            if hosts:
+                prov["hosts"] = hosts
+                prov["target"] = tgt
+            (staging / "provenance.json").write_bytes(orjson.dumps(prov, option=orjson.OPT_INDENT_2))
+    except (FioError, HostError) as exc:
+        if isinstance(exc, FioError) and _results_full(store):
+            # fio exits 0 when it cannot write its --output: a cut or missing output on a full disk
+            raise NotWritableError(
+                f"cannot write the results: {output}: {os.strerror(errno.ENOSPC)} (ENOSPC: fio's output is missing "
+                f"or cut short); {_errno_hint(errno.ENOSPC, str(store.root), '--out')}", path=str(output),
+                errno=errno.ENOSPC) from None
+        store.record_failure(point.run_id, error=exc, staging=staging)
+        err = _fio_errno(exc) if isinstance(exc, FioError) and not hosts else None
+        if err in _WRITE_ERRNOS:
+            raise NotWritableError(
+                f"fio cannot write the target {tgt}: {os.strerror(err)} ({errno.errorcode.get(err, err)}); "
+                f"{_errno_hint(err, tgt, '--target')}; the attempt is kept in {store.failed_dir / point.run_id}",
+                path=tgt, errno=err) from exc
+        raise
+    if not hosts:
+        _note_created(store, tgt, existed)
+    store.commit_run(point.run_id, staging, synced=[job_path, staging / "point.json"], sync_parent=False)
+    pool.submit(store.sync_raw_dir)  # makes the rename durable while the next run starts
+    return duration
 
 
 _run_point = run_point  # the name other modules used before it was public

@@ -32,7 +32,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -43,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from .errors import FioNotFoundError, HostError, TestbedError
+from .errors import HostError, TestbedError
+from .fio import process
 from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, local_addresses, parse_host, parse_hostfile
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "parse_host",
     "parse_hostfile",
     "write_hostfile",
-    "fio_version",
     "server_version",
     "server_versions",
     "check_versions",
@@ -109,19 +108,6 @@ def host_error(message: str, hosts: Sequence[str], output_path: "Path | None" = 
     return exc
 
 
-def _fio(fio_bin: str) -> str:
-    path = shutil.which(fio_bin)
-    if path is None:
-        raise FioNotFoundError(f"fio executable {fio_bin!r} not found on PATH")
-    return path
-
-
-def fio_version(fio_bin: str = "fio") -> str:
-    """Version string of the local fio (``fio --version``), e.g. ``"fio-3.33"``."""
-    out = subprocess.run([_fio(fio_bin), "--version"], capture_output=True, text=True, timeout=30)
-    return out.stdout.strip()
-
-
 def server_version(host: "str | Host", fio_bin: str = "fio", timeout_s: float = 20.0) -> str:
     """Ask a running fio server for its fio version.
 
@@ -146,16 +132,16 @@ def server_version(host: "str | Host", fio_bin: str = "fio", timeout_s: float = 
     ------
     HostError
         The server cannot be reached, does not answer within ``timeout_s``, or gives no version.
+    FioNotFoundError
+        The controller's fio is not installed.
     """
     h = parse_host(host)
     with tempfile.TemporaryDirectory(prefix="sb-probe-") as tmp:
         job = Path(tmp) / "probe.fio"
         job.write_text(_PROBE_JOB)
         try:
-            out = subprocess.run(
-                [_fio(fio_bin), f"--client={h.fio_arg}", "--output-format=normal", str(job)],
-                capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
-            )
+            out = process.run([process.find_fio(fio_bin), f"--client={h.fio_arg}", "--output-format=normal", str(job)],
+                              timeout_s=timeout_s, cwd=tmp)
         except subprocess.TimeoutExpired:
             raise host_error(f"fio server {h.label} did not answer a version probe within {timeout_s} s",
                              [h.label]) from None
@@ -324,6 +310,7 @@ class FioServer:
     netns: str | None = None
     log_path: Path | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
+    exe_name: str = "fio"
 
     @property
     def label(self) -> str:
@@ -336,8 +323,8 @@ class FioServer:
         so killing only :attr:`pid` does not stop a run that is going: the group is killed.
         A socket server leaves its socket file behind, as after a crash.
         """
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        if self._proc is not None or _is_our_server(self):
+            process.stop_processes(_server_marker(self.host), self.exe_name, root_pid=self.pid)
         if self._proc is not None:
             self._proc.wait(timeout=10)
 
@@ -494,13 +481,16 @@ def start_server(
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
     log_path = wd / "fio-server.log"
-    cmd = [_fio(fio_bin), f"--server={h.fio_arg}"]
+    exe = process.find_fio(fio_bin)
+    cmd = [exe, _server_marker(h)]
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=wd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    srv = FioServer(h, proc.pid, wd, netns, log_path, proc)
+        # not tied to this process: runners/test_hosts.py start leaves its servers running
+        fp = process.spawn(cmd, marker=_server_marker(h), stdout=log, stderr=subprocess.STDOUT, cwd=wd,
+                           die_with_parent=False, exe_name=os.path.basename(exe))
+    proc = fp.popen
+    srv = FioServer(h, proc.pid, wd, netns, log_path, proc, os.path.basename(exe))
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -516,29 +506,39 @@ def start_server(
 
 
 def stop_server(server: FioServer, timeout_s: float = 5.0) -> None:
-    """Stop a server started by :func:`start_server`: SIGTERM to its process group, then SIGKILL.
+    """Stop a server started by :func:`start_server`: SIGTERM, then SIGKILL, until none of its processes is left.
 
-    The process group holds the server and the job processes it forked, and nothing else
-    (it was started in its own session). Stopping a server that already exited is a no-op.
-    A socket server's socket file is removed (fio leaves it), by exact path, once nothing
-    listens on it.
+    The server forks a child per client connection and that child the job processes, each in a
+    session of its own (fio ``backend.c`` ``thread_main``: ``setsid()``), so the process group
+    does not hold them all: every descendant of the server's pid that runs its command line
+    (``fio --server=ADDR``) is stopped (:func:`storagebench.fio.process.stop_processes`), and
+    this returns only when none is left, so nothing listens on the address any more. Stopping a
+    server that already exited is a no-op. A socket server's socket file is removed (fio leaves
+    it), by exact path, once nothing listens on it.
+
+    Parameters
+    ----------
+    server : FioServer
+    timeout_s : float
+        Grace after SIGTERM, s, before SIGKILL.
+
+    Raises
+    ------
+    FioError
+        A process of the server survived SIGKILL for 30 s.
     """
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(server.pid, sig)
-        if server._proc is not None:
-            try:
-                server._proc.wait(timeout=timeout_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        else:  # started by another process (runners/test_hosts.py stop): poll until gone
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and _is_our_server(server):
-                time.sleep(0.05)
-            if not _is_our_server(server):
-                break
+    if server._proc is not None or _is_our_server(server):
+        # SIGTERM, then SIGKILL, to the server and every process it forked (seen before any signal)
+        process.stop_processes(_server_marker(server.host), server.exe_name, root_pid=server.pid, grace_s=timeout_s)
+    if server._proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server._proc.wait(timeout=timeout_s)
     _remove_socket(server.host)
+
+
+def _server_marker(host: Host) -> str:
+    """The argument that names a server in its command line: ``--server=ADDR``."""
+    return f"--server={host.fio_arg}"
 
 
 def _run(cmd: list[str], stdin: str | None = None) -> None:
@@ -839,7 +839,7 @@ def _is_our_server(server: FioServer) -> bool:
         cmd = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return f"--server={server.host.fio_arg}".encode() in cmd
+    return _server_marker(server.host).encode() in cmd
 
 
 def start_test_hosts(n: int, mode: str = "socket", *, workdir: "str | os.PathLike[str] | None" = None,

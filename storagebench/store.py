@@ -4,8 +4,10 @@
 
     results/<study>/
       study.yaml               the spec as run (a different spec under the same name is refused)
+      .sweep.lock              held (flock) by the sweep measuring into this directory; holds its pid
       raw/<run_id>/            one completed run: job.fio, output.json, stderr.txt, point.json, provenance.json
-      raw/.tmp-<run_id>-<pid>/ a run being measured (renamed to raw/<run_id>/ when complete)
+      raw/.tmp-<run_id>-<pid>/ a run being measured (renamed to raw/<run_id>/ when complete); while
+                               fio runs it holds .fio-process.json (fio's pid, argv, job file)
       failed/<run_id>/<utc>/   failed attempts: the same files + error.json
       tidy/                    parquet tables (ingest)
       report.html
@@ -13,13 +15,20 @@
 A run is complete when ``raw/<run_id>/`` exists. It appears in one ``rename(2)`` of a
 directory whose files and which itself were ``fsync``\\ ed first, so a sweep killed at any
 moment (Ctrl-C, SIGKILL, power loss) leaves either the whole run or nothing of it.
+
+One sweep at a time measures into a study's directory (:meth:`StudyStore.lock`): two sweeps
+on one ``--out`` would measure the same points at the same time and disturb each other.
+Reading (ingest, report) needs no lock: it sees complete runs only.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import json
 import os
 import shutil
+import socket
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -29,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
-from .errors import StudyError
+from .errors import ResultsBusyError, StudyError
+from .fio import process
 
 if TYPE_CHECKING:  # pragma: no cover
     from .study import Study
@@ -37,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["StudyStore", "utc_stamp"]
 
 _TMP_PREFIX = ".tmp-"
+LOCK_NAME = ".sweep.lock"
 FileContent = Union[str, bytes, Path]
 
 
@@ -83,6 +94,82 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class StudyLock:
+    """An exclusive ``flock`` on ``<root>/.sweep.lock``, held by one sweep (see :meth:`StudyStore.lock`).
+
+    The kernel releases it when the holder exits, however it exits, so a killed sweep never
+    leaves a stale lock. The file holds the holder's pid, host and start time (JSON) for the
+    message another sweep gets.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> StudyLock:
+        """Take the lock (without waiting).
+
+        Raises
+        ------
+        ResultsBusyError
+            Another process holds it; the message names its pid.
+        OSError
+            The lock file cannot be created (read-only, full ...).
+        """
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            pid = holder.get("pid")
+            who = (f"pid {pid}" + (f" on {holder['host']}" if holder.get("host") else "")
+                   + (f", since {holder['since']}" if holder.get("since") else "")) if pid else "another process"
+            stop = f", stop it (kill {pid})" if pid else ""
+            raise ResultsBusyError(
+                f"{self.path.parent} is being measured by another storagebench run ({who}): two sweeps on one "
+                f"--out would measure the same points at the same time and disturb each other; wait for it to "
+                f"finish{stop}, or pass another --out", path=str(self.path), pid=pid) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_stamp()}).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        except OSError:
+            pass  # the lock holds without the note (a full disk): the message then names no pid
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Release the lock (the file stays; it is empty of meaning without the flock)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor of the open file releases the flock
+            self._fd = None
+
+    def __enter__(self) -> StudyLock:
+        return self if self.held else self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> dict[str, Any]:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    pid = data.get("pid")
+    return {**data, "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None}
+
+
 class StudyStore:
     """The directory of one study: ``results/<study>/``.
 
@@ -94,6 +181,29 @@ class StudyStore:
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).absolute()  # fio runs with the staging dir as cwd
+        self._lock: StudyLock | None = None
+
+    def lock(self) -> StudyLock:
+        """The exclusive lock of this study's directory (created when needed); use as a context manager.
+
+        :func:`storagebench.runner.run_study` holds it for the whole sweep. While it is held,
+        every staging directory of another pid is a dead sweep's (:meth:`cleanup_stale`).
+
+        Raises
+        ------
+        ResultsBusyError
+            Another sweep holds it (the message names its pid).
+        OSError
+            The directory or lock file cannot be created.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = StudyLock(self.root / LOCK_NAME)
+        return self._lock.acquire()
+
+    @property
+    def locked(self) -> bool:
+        """This store object holds its directory's lock."""
+        return self._lock is not None and self._lock.held
 
     @classmethod
     def for_study(cls, out_dir: str | os.PathLike[str], study: Study) -> StudyStore:
@@ -167,6 +277,10 @@ class StudyStore:
                 )
             aside = self.root.with_name(f"{self.root.name}.superseded-{utc_stamp()}")
             os.rename(self.root, aside)
+            if self.locked:  # the lock file went aside too: the same lock object now locks the new directory
+                self._lock.release()  # type: ignore[union-attr]
+                self.root.mkdir(parents=True, exist_ok=True)
+                self._lock.acquire()  # type: ignore[union-attr]
         self.root.mkdir(parents=True, exist_ok=True)
         self.raw_dir.mkdir(exist_ok=True)
         text = f"# spec_hash: {study.spec_hash}\n" + study.to_yaml()
@@ -183,24 +297,66 @@ class StudyStore:
             return set()
         return {p.name for p in self.raw_dir.iterdir() if not p.name.startswith(".") and p.is_dir()}
 
+    def _stale_staging(self) -> list[Path]:
+        """``raw/.tmp-*`` directories of sweeps that are gone: their pid is dead, or, while this
+        store holds the lock, any pid but ours (a reused pid is not a sweep of this study)."""
+        if not self.raw_dir.is_dir():
+            return []
+        out = []
+        for p in sorted(self.raw_dir.iterdir()):
+            if not p.name.startswith(_TMP_PREFIX):
+                continue
+            pid_text = p.name.rsplit("-", 1)[-1]
+            pid = int(pid_text) if pid_text.isdigit() else None
+            if pid == os.getpid():
+                continue
+            if pid is not None and not self.locked and _pid_alive(pid):
+                continue  # another sweep may be measuring it right now
+            out.append(p)
+        return out
+
+    def stop_stale_runs(self) -> list[dict[str, Any]]:
+        """Stop fio processes that a killed sweep left running into this study.
+
+        A sweep killed outright leaves its run's staging directory with fio's process record
+        (:data:`storagebench.fio.process.RECORD_NAME`). Normally the sweep's watchdog has already
+        killed fio and its workers; when it could not (it was killed too), this stops every
+        process whose command line names that run's job file (and nothing else).
+
+        Returns
+        -------
+        list of dict
+            One per run whose processes were stopped: ``staging`` (path), ``marker`` (the job
+            file), ``parent_pid`` (the dead sweep), ``processes`` (``pid``, ``ppid``, ``pgid``,
+            ``sid``, ``state``, ``cmdline`` of each).
+
+        Raises
+        ------
+        FioError
+            A process survived SIGKILL (uninterruptible I/O) for 30 s.
+        """
+        stopped = []
+        for p in self._stale_staging():
+            rec = process.stop_recorded(p / process.RECORD_NAME)
+            if rec is not None:
+                stopped.append({"staging": str(p), **rec})
+        return stopped
+
     def cleanup_stale(self) -> list[Path]:
-        """Remove ``raw/.tmp-*`` directories left by sweeps that died (their pid is gone).
+        """Remove ``raw/.tmp-*`` directories left by sweeps that died, after stopping what they
+        left running (:meth:`stop_stale_runs`).
+
+        A directory is stale when its pid is gone; while this store holds the lock
+        (:meth:`lock`), when its pid is not ours.
 
         Returns
         -------
         list of Path
             The directories removed.
         """
+        self.stop_stale_runs()
         removed = []
-        if not self.raw_dir.is_dir():
-            return removed
-        for p in self.raw_dir.iterdir():
-            if not p.name.startswith(_TMP_PREFIX):
-                continue
-            pid_text = p.name.rsplit("-", 1)[-1]
-            pid = int(pid_text) if pid_text.isdigit() else None
-            if pid is not None and pid != os.getpid() and _pid_alive(pid):
-                continue  # another sweep is measuring it right now
+        for p in self._stale_staging():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
         return removed

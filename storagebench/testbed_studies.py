@@ -275,16 +275,19 @@ _BEDS = {
 
 def _prefill(paths: Sequence[str], size: int, allow: Sequence[str], fio_bin: str = "fio") -> None:
     """Write ``size`` bytes to each target sequentially (fio, 1 MiB, O_DIRECT) so reads hit data."""
-    from .runner import find_fio
+    from .fio import process
     from .safety import check_run
 
-    exe = find_fio(fio_bin)
+    exe = process.find_fio(fio_bin)
     for path in paths:
         opts = {"rw": "write", "bs": "1m", "size": str(size), "direct": 1, "ioengine": "libaio", "iodepth": 8}
         check_run(path, opts, allow_devices=allow)
         cmd = [exe, "--name=prefill", f"--filename={path}", "--rw=write", "--bs=1m", f"--size={size}",
                "--direct=1", "--ioengine=libaio", "--iodepth=8", "--output-format=terse"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        try:  # its own session, tied to this process, stopped on timeout or Ctrl-C
+            proc = process.run(cmd, timeout_s=600, marker=f"--filename={path}")
+        except subprocess.TimeoutExpired:
+            raise FioError(f"prefill of {path} did not finish within 600 s and was killed", returncode=None) from None
         if proc.returncode != 0:
             raise FioError(f"prefill of {path} failed: {proc.stderr.strip()[-500:]}", returncode=proc.returncode,
                            stderr=proc.stderr)
@@ -334,12 +337,18 @@ def _run_consolidation(study: Study, bed: _Bed, out_dir: Path, fio_bin: str, pro
     Each run goes through :func:`storagebench.runner.run_point` (safety check, job file,
     provenance, atomic commit); only the scheduling differs: the two runs of a pair start together.
     """
-    from .runner import find_fio, run_point
+    from .fio.process import find_fio
+    from .runner import run_point
     from .store import StudyStore
 
     exe = find_fio(fio_bin)
     plan = study.expand()
     store = StudyStore.for_study(out_dir, study)
+    with store.lock():  # one sweep at a time in this study's directory
+        return _run_pairs(study, bed, store, plan, exe, progress, run_point)
+
+
+def _run_pairs(study: Study, bed: _Bed, store, plan, exe: str, progress: bool, run_point) -> tuple[int, int, int]:
     store.ensure_spec(study)
     store.cleanup_stale()
     done = store.completed_run_ids()

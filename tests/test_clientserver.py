@@ -13,7 +13,8 @@ import pytest
 from storagebench.clientserver import client_command, read_client_output, run_clients
 from storagebench.errors import FioError, HostError
 from storagebench.fio.hosts import host_label
-from storagebench.servers import fio_servers, fio_version, start_server, stop_server
+from storagebench.fio.process import fio_version
+from storagebench.servers import fio_servers, start_server, stop_server
 
 JOB = """[global]
 ioengine=psync

@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from storagebench.errors import HostError, TestbedError
+from storagebench.fio.process import fio_version
 from storagebench.servers import (
     GUARD_PREFIX,
     Host,
@@ -24,7 +25,6 @@ from storagebench.servers import (
     connect_as,
     exposure,
     fio_servers,
-    fio_version,
     parse_host,
     parse_hostfile,
     private_dir,

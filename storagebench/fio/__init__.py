@@ -7,6 +7,7 @@
 ``hosts``
     fio's host grammar (``--client``/``--server`` addresses, host files).
 ``process``
-    find fio, read its version, spawn it in its own process group so that nothing it forks
-    outlives storagebench, wait on it, kill the group.
+    find fio, read its version, spawn it in a session of its own so that nothing it forks outlives
+    storagebench (its workers call ``setsid()``: they are told by their command line, and a
+    watchdog kills them when storagebench dies), wait on it, stop every process of a run.
 """
