@@ -27,6 +27,11 @@ Modules, one per concept:
     :func:`fit_model` (OLS + type-II ANOVA with interactions), :func:`fit_mixed` (MixedLM, repeated measures).
 ``steady``
     :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
+``points``
+    :func:`point_means` (mean and t CI per sweep point), :func:`point_percentiles` (merged json+ bins).
+``sweep``
+    :func:`sweep_summary`: peak, recommended point, cache caveat and n per point of a numjobs x iodepth
+    sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI prints and the report shows.
 ``saturation``
     :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
@@ -59,6 +64,7 @@ from .equivalence import (
     tost_sample_size,
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
+from .points import attach_factors, point_means, point_percentiles
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .saturation import (
     Knee,
@@ -73,8 +79,17 @@ from .saturation import (
     recommend_parameters,
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
+from .sweep import (
+    CACHE_LATENCY_MS,
+    SweepPoint,
+    SweepSummary,
+    completed_runs,
+    half_revolution_ms,
+    rotational_findings,
+    sweep_summary,
+)
 from .variance import VarianceComponents, variance_components
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_words
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
 
 __all__ = [
     "Agreement",
@@ -127,9 +142,20 @@ __all__ = [
     "fio_steadystate",
     "steady_state",
     "steady_state_timeseries",
+    "attach_factors",
+    "point_means",
+    "point_percentiles",
+    "CACHE_LATENCY_MS",
+    "SweepPoint",
+    "SweepSummary",
+    "completed_runs",
+    "sweep_summary",
+    "half_revolution_ms",
+    "rotational_findings",
     "NO_CI_VERDICT",
     "NO_DIFFERENCE",
     "interaction",
     "verdict",
+    "verdict_findings",
     "verdict_words",
 ]
