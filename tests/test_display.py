@@ -136,3 +136,13 @@ def test_collapsed_keeps_the_detail_behind_one_line(tables):
     box = display.collapsed(f"All {len(checked)} runs", plots.littles_law_table(checked))
     page = box._repr_html_()
     assert page.startswith('<details class="sb-details"><summary>All 12 runs</summary>') and page.count("<tr") == 13
+
+
+def test_findings_of_several_parts_name_each_source_once():
+    from storagebench.published import load_published
+    from storagebench.stats import cross_tool, cross_tool_findings
+
+    parts = [cross_tool_findings(cross_tool(load_published(name), tool_col="source_tool", baseline="DiskSPD"),
+                                 provenance="seed 002 (StarWind)") for name in ("vsan_qd_threads", "vsan_stripe")]
+    both = Findings.concat([*parts, Findings((Finding("x"),), provenance="seed 001")])
+    assert both.provenance == "seed 002 (StarWind); seed 001" and len(both) == len(parts[0]) + len(parts[1]) + 1
