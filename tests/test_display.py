@@ -142,7 +142,8 @@ def test_findings_of_several_parts_name_each_source_once():
     from storagebench.published import load_published
     from storagebench.stats import cross_tool, cross_tool_findings
 
-    parts = [cross_tool_findings(cross_tool(load_published(name), tool_col="source_tool", baseline="DiskSPD"),
-                                 provenance="seed 002 (StarWind)") for name in ("vsan_qd_threads", "vsan_stripe")]
+    parts = [cross_tool_findings(cross_tool(load_published(name), tool_col="source_tool", baseline="DiskSPD",
+                                            match_on=match), provenance="seed 002 (StarWind)")
+             for name, match in (("vsan_qd_threads", None), ("vsan_stripe", ["stripe_width", "vms"]))]
     both = Findings.concat([*parts, Findings((Finding("x"),), provenance="seed 001")])
     assert both.provenance == "seed 002 (StarWind); seed 001" and len(both) == len(parts[0]) + len(parts[1]) + 1
