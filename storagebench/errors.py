@@ -27,6 +27,7 @@ __all__ = [
     "NotWritableError",
     "ResultsBusyError",
     "display_path",
+    "StorageBenchWarning",
 ]
 
 
@@ -46,6 +47,11 @@ def display_path(path: object) -> str:
 
 class StorageBenchError(Exception):
     """Base class of every error storagebench raises on purpose."""
+
+
+class StorageBenchWarning(UserWarning):
+    """A result was computed, but the caller should know something about it (e.g. which factors
+    ``compare`` pooled). The CLI prints these as ``storagebench: warning: ...``."""
 
 
 class StudyError(StorageBenchError, ValueError):

@@ -17,7 +17,9 @@ Modules, one per concept:
     :func:`bland_altman`: bias and limits of agreement of two methods, with CIs (Bland & Altman 1986).
 ``crosstool``
     :func:`cross_tool`: two load generators (DiskSPD, Iometer, fio) on the same configurations:
-    matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group.
+    matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group;
+    :func:`cross_tool_table` / :func:`cross_tool_findings` (verdicts and sentences for a write-up),
+    :func:`tool_littles_law` (does each tool's latency fit its own IOPS?).
 ``equivalence``
     :func:`tost` ("within 1%"), :func:`tost_plan` / :func:`tost_sample_size` (planned at the CV's upper
     confidence bound, :func:`cv_upper_bound`, :func:`pilot_cv`), :func:`tost_power`, :func:`mean_ci`.
@@ -27,6 +29,11 @@ Modules, one per concept:
     :func:`fit_model` (OLS + type-II ANOVA with interactions), :func:`fit_mixed` (MixedLM, repeated measures).
 ``steady``
     :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
+``points``
+    :func:`point_means` (mean and t CI per sweep point), :func:`point_percentiles` (merged json+ bins).
+``sweep``
+    :func:`sweep_summary`: peak, recommended point, cache caveat and n per point of a numjobs x iodepth
+    sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI prints and the report shows.
 ``saturation``
     :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
@@ -44,7 +51,15 @@ from .compare import (
     compare,
     summary_table,
 )
-from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
+from .crosstool import (
+    CONFIG_COLUMNS,
+    CrossTool,
+    cell_words,
+    cross_tool,
+    cross_tool_findings,
+    cross_tool_table,
+    tool_littles_law,
+)
 from .equivalence import (
     Equivalence,
     Estimate,
@@ -59,6 +74,7 @@ from .equivalence import (
     tost_sample_size,
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
+from .points import attach_factors, point_means, point_percentiles
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .saturation import (
     Knee,
@@ -73,15 +89,28 @@ from .saturation import (
     recommend_parameters,
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
+from .sweep import (
+    CACHE_LATENCY_MS,
+    SweepPoint,
+    SweepSummary,
+    completed_runs,
+    half_revolution_ms,
+    rotational_findings,
+    sweep_summary,
+)
 from .variance import VarianceComponents, variance_components
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_words
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
 
 __all__ = [
     "Agreement",
     "bland_altman",
     "CONFIG_COLUMNS",
     "CrossTool",
+    "cell_words",
     "cross_tool",
+    "cross_tool_findings",
+    "cross_tool_table",
+    "tool_littles_law",
     "ADJUST_METHODS",
     "Comparison",
     "ComparisonTable",
@@ -127,9 +156,20 @@ __all__ = [
     "fio_steadystate",
     "steady_state",
     "steady_state_timeseries",
+    "attach_factors",
+    "point_means",
+    "point_percentiles",
+    "CACHE_LATENCY_MS",
+    "SweepPoint",
+    "SweepSummary",
+    "completed_runs",
+    "sweep_summary",
+    "half_revolution_ms",
+    "rotational_findings",
     "NO_CI_VERDICT",
     "NO_DIFFERENCE",
     "interaction",
     "verdict",
+    "verdict_findings",
     "verdict_words",
 ]
