@@ -461,6 +461,9 @@ RUN_FIELDS: tuple[str, ...] = (
     "fio_version", "started_at", "hostname", "kernel", "source_file",
 )
 _RUN_FIELD_SET = frozenset(RUN_FIELDS)
+#: Keys of a runner's ``point.json`` beside the factors that become columns of ``runs`` when present:
+#: the set-up and block of the run in the study's design (``storagebench.study.DESIGN_COLUMNS``).
+_DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 _NAN = math.nan
 _UTC = timezone.utc
@@ -646,6 +649,9 @@ def _emit_rows(
     run_id = str(ident.get("run_id") or file_run_id(data))
     factors = ident.get("factors") or {}
     extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else {}
+    for key in _DESIGN_KEYS:  # the plan's design (storagebench.study.DESIGN_COLUMNS): columns like factors
+        if ident.get(key) is not None:
+            extra[key] = ident[key]
     gopts = _global_options(doc)
     if ident.get("options"):  # a runner run: point.json's options are what every host ran (see module doc)
         gopts = {**gopts, **{k: v for k, v in ident["options"].items() if v is not None}}
