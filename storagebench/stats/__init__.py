@@ -27,6 +27,10 @@ Modules, one per concept:
     :func:`fit_model` (OLS + type-II ANOVA with interactions), :func:`fit_mixed` (MixedLM, repeated measures).
 ``steady``
     :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
+``drift``
+    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
+``regime``
+    :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
 ``saturation``
     :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
@@ -45,6 +49,7 @@ from .compare import (
     summary_table,
 )
 from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
+from .drift import Drift, drift_check
 from .equivalence import (
     Equivalence,
     Estimate,
@@ -60,6 +65,7 @@ from .equivalence import (
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
+from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import (
     Knee,
     QosResult,
@@ -95,6 +101,11 @@ __all__ = [
     "ratio_ci",
     "ratio_tost",
     "summary_table",
+    "Drift",
+    "drift_check",
+    "CACHE_CAVEAT",
+    "ROTATIONAL_FLOOR_NS",
+    "cache_caveats",
     "Equivalence",
     "Estimate",
     "PlanningCV",
