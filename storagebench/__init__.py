@@ -11,7 +11,8 @@ matplotlib; the CLI should not pay for that), so ``import storagebench`` stays c
 
 Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
 ``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``plots``, ``publish``,
-``testbed``, ``hoststeps``, ``testbed_studies``, ``servers``, ``clientserver``, ``batch``, ``cli``.
+``testbed``, ``hoststeps``, ``studies`` (the testbed studies: one module each), ``servers``, ``clientserver``,
+``batch``, ``cli``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ _LAZY: dict[str, str] = {
     "notebooks_to_html": "publish",
     # testbeds (root)
     "DropPageCache": "hoststeps", "DropFileCache": "hoststeps", "SetScheduler": "hoststeps",
-    "run_testbed_study": "testbed_studies",
+    "SetUp": "runner",
     # scale-out
     "fio_servers": "servers", "run_clients": "clientserver", "run_batch": "batch",
     "scaling_study": "clientserver", "run_scaling": "clientserver", "measure_scaling": "clientserver",
@@ -65,7 +66,7 @@ _LAZY: dict[str, str] = {
 }
 _MODULES = (
     "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
-    "aggregate", "stats", "published", "plots", "publish", "testbed", "hoststeps", "testbed_studies",
+    "aggregate", "stats", "published", "plots", "publish", "testbed", "hoststeps", "studies",
     "servers", "clientserver", "batch",
 )
 
