@@ -632,7 +632,6 @@ def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], c
                                 "and measured again as a whole (runs of two builds are never mixed in one set-up)",
                                 setup=unit.setup, block=unit.block, arm=unit.arm)
                 tally.set_aside.extend(have)
-                skipped.difference_update(have)
                 done.difference_update(have)
                 bar.remaining += len(have)
             _run_unit(unit, done, testbed, targets=targets, allow_devices=allow_devices, **common)
@@ -642,7 +641,8 @@ def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], c
             store.sync_raw_dir()
         bar.close()
     return SweepResult(study=study.name, root=store.root, planned=plan.run_ids, completed=tuple(tally.completed),
-                       skipped=tuple(r for r in plan.run_ids if r in skipped), failed=tuple(tally.failed),
+                       skipped=tuple(r for r in plan.run_ids if r in skipped and r not in tally.set_aside),
+                       failed=tuple(tally.failed),
                        errors=tally.errors, stale_stopped=tuple(stale), not_quiet=tally.not_quiet,
                        set_aside=tuple(tally.set_aside), builds=tuple(tally.builds))
 

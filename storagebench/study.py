@@ -1096,6 +1096,8 @@ class Study(BaseModel):
         names = list(self.factors)
         grids = [self.factors[n] for n in names]
         concurrent = set(self.concurrent)
+        if any(isinstance(lv, dict) and "target" in lv for f in self.concurrent for lv in self.factors[f]):
+            concurrent.add("target")  # the target a concurrent factor picks differs within its group
         # unit key -> group key -> [(rank, run_id, rep, factors, options)]
         units: dict[tuple, dict[tuple, list]] = {}
         for rank, combo in enumerate(itertools.product(*grids)):
@@ -1149,7 +1151,9 @@ class Study(BaseModel):
         if len(set(ids)) != len(ids):  # pragma: no cover - distinct levels make distinct ids
             raise StudyError(f"study {self.name}: two runs got the same run_id; make factor levels distinct")
         return RunPlan(study=self.name, spec_hash=self.spec_hash, points=run_points,
-                       setup_factors=tuple(self.setup_factors), concurrent=tuple(self.concurrent))
+                       setup_factors=tuple(self.setup_factors),
+                       concurrent=tuple(self.concurrent) + (("target",) if "target" in concurrent
+                                                            and "target" not in self.concurrent else ()))
 
 
 def _num(x: float) -> int | float:
@@ -1245,6 +1249,7 @@ class RunPlan:
     spec_hash: str
     points: tuple[RunPoint, ...]
     setup_factors: tuple[str, ...] = ()
+    #: The study's ``concurrent`` factors (plus ``target`` when their levels pick the target).
     concurrent: tuple[str, ...] = ()
 
     def __len__(self) -> int:
