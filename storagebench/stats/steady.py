@@ -196,8 +196,9 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
             rec.update(steady=False, first_round=None, steady_at_s=math.nan, mean=math.nan,
                        data_range_pct=math.nan, fit_range_pct=math.nan, slope=math.nan, note=str(exc))
         else:
-            end = per_round.index[r.first_round] + (0 if align == "nearest" else 1)  # the round's end
-            at = end * round_s if r.steady else math.nan
+            at = math.nan
+            if r.steady:  # the end of the round at which the window was first steady
+                at = (per_round.index[r.first_round] + (0 if align == "nearest" else 1)) * round_s
             rec.update(steady=r.steady, first_round=r.first_round, steady_at_s=float(at), mean=r.mean,
                        data_range_pct=r.data_range_pct, fit_range_pct=r.fit_range_pct, slope=r.slope, note="")
         out.append(rec)
