@@ -45,6 +45,8 @@ __all__ = [
 
 #: Round of the per-second IOPS log (fio ``log_avg_msec=1000``), s.
 ROUND_S = 1.0
+#: SNIA PTS steady-state window: rounds, data excursion and fitted-line excursion (fractions of the mean).
+PTS_WINDOW, PTS_DATA_LIMIT, PTS_FIT_LIMIT = 5, 0.20, 0.10
 #: Columns of a fio IOPS log series that add up to a run's total IOPS in one round.
 _LOG_PARTS = ("host", "job", "log_index", "direction")
 
@@ -319,7 +321,8 @@ def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
     if timeseries.empty or "metric" not in timeseries.columns or not (timeseries["metric"] == "iops").any():
         return pd.DataFrame(columns=cols)
     out = stats.steady_state_timeseries(timeseries, metric="iops", round_s=ROUND_S, by=["run_id"],
-                                        sum_over=list(_LOG_PARTS), align="nearest")
+                                        sum_over=list(_LOG_PARTS), align="nearest", window=PTS_WINDOW,
+                                        data_limit=PTS_DATA_LIMIT, fit_limit=PTS_FIT_LIMIT)
     return out.rename(columns={"rounds": "steady_rounds", "note": "steady_note"})[cols]
 
 
@@ -364,7 +367,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     if "write_iops_log" in study.fixed:  # logged, but not one sample: shorter than a round
         pr.loc[missing, "steady"] = False
         pr.loc[missing, "steady_rounds"] = 0
-        pr.loc[missing, "steady_note"] = "0 rounds logged: steady state needs at least window=5 rounds"
+        pr.loc[missing, "steady_note"] = f"0 rounds logged: steady state needs at least window={PTS_WINDOW} rounds"
     pr["steady"] = pr["steady"].astype(object).where(pr["steady"].notna(), None)
     pr["steady_note"] = pr["steady_note"].fillna("no per-second IOPS log (write_iops_log) in this run")
     prov = _provenance(sdir, pr["run_id"])
@@ -458,7 +461,7 @@ def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: 
     Returns
     -------
     pandas.DataFrame
-        ``*by, level, units_now, cv_pct, cv_upper_pct, cv_df, units_needed`` (NaN when no plan can be
+        ``*by, level, units_now, cv_pct, cv_upper_pct, cv_df, cv_confidence, units_needed`` (NaN when no plan can be
         made: fewer than 2 units, no spread, or more than the planner's limit) and ``plan_note``.
     """
     u = unit_values(data, metric, [*by, factor])
@@ -481,10 +484,10 @@ def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: 
                 pcv = stats.pilot_cv(pilot)
                 plan = stats.tost_plan(pcv, margin, alpha=1 - confidence, power=power, paired=data.paired)
                 rec.update(units_now=now, cv_pct=pcv.cv * 100, cv_upper_pct=pcv.cv_upper * 100, cv_df=pcv.df,
-                           units_needed=float(plan.n), plan_note="")
+                           cv_confidence=pcv.confidence, units_needed=float(plan.n), plan_note="")
             except StatsError as exc:
                 rec.update(units_now=min(len(b), len(o)), cv_pct=math.nan, cv_upper_pct=math.nan, cv_df=math.nan,
-                           units_needed=math.nan, plan_note=str(exc))
+                           cv_confidence=math.nan, units_needed=math.nan, plan_note=str(exc))
             rows.append(rec)
     return pd.DataFrame(rows)
 
@@ -537,9 +540,10 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
     bad = int((pr["steady"] == False).sum())  # noqa: E712
     short = int(pr["steady_note"].str.contains("at least window", na=False).sum())
     if checked.any():
-        sentence = (f"Steady state (SNIA PTS window of 5 one-second rounds: range <= 20% and fitted-line excursion "
-                    f"<= 10% of the window mean, on each run's per-second IOPS): {bad} of {int(checked.sum())} runs "
-                    "not steady" + (f" ({short} of them too short to test: fewer than 5 rounds)" if short else "")
+        sentence = (f"Steady state (SNIA PTS window of {PTS_WINDOW} one-second rounds: range <= {PTS_DATA_LIMIT:.0%} "
+                    f"and fitted-line excursion <= {PTS_FIT_LIMIT:.0%} of the window mean, on each run's per-second "
+                    f"IOPS): {bad} of {int(checked.sum())} runs not steady"
+                    + (f" ({short} of them too short to test: fewer than {PTS_WINDOW} rounds)" if short else "")
                     + "; they are flagged in the verdict table (runs_not_steady).")
     else:
         sentence = ("Steady state not checked: the runs logged no per-second IOPS (add write_iops_log and "

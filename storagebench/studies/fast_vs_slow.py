@@ -140,7 +140,8 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
                       f"{_load_words(row['max_load_confident'], q.max_load_confident)} when the upper "
                       f"{conf_text(confidence)} confidence bound must meet it (the defensible claim)."),
             estimate=float(q.max_load) if q.max_load is not None else math.nan, confidence=confidence,
-            n=f"{int(t['n'].min()) if 'n' in t and len(t) else 0}+ units per load", unit=data.unit_words(),
+            n=f"{int(t['n'].min())} to {int(t['n'].max())} set-ups per load" if len(t) else "none",
+            unit=data.unit_words(),
             method=q.method, kind="qos"))
     qos = pd.DataFrame(qos_rows)
     lat_t = pd.concat(lat, ignore_index=True) if lat else pd.DataFrame()

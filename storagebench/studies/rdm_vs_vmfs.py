@@ -114,10 +114,11 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
             findings.append(Finding(
                 sentence=(f"{lev} vs raw: showing \"within {margin:.0%}\" at every point with {power:.0%} power would "
                           f"need up to {int(need.max())} {what} (now {int(g['units_now'].max())}), planned at the "
-                          f"80% upper confidence bound of the CV between units ({worst['cv_upper_pct']:.2f}% at "
-                          f"{worst['mix']}, {int(worst['bs_bytes']) // 1024} KiB; point estimate "
-                          f"{worst['cv_pct']:.2f}%)."),
-                estimate=float(need.max()), confidence=0.8, n=f"{int(g['units_now'].max())} units now",
+                          f"{conf_text(worst['cv_confidence'])} upper confidence bound of the CV between units "
+                          f"({worst['cv_upper_pct']:.2f}% at {worst['mix']}, {int(worst['bs_bytes']) // 1024} KiB; "
+                          f"point estimate {worst['cv_pct']:.2f}%)."),
+                estimate=float(need.max()), confidence=float(worst["cv_confidence"]),
+                n=f"{int(g['units_now'].max())} units now",
                 unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
                 kind="plan"))
     units = unit_values(data, "iops", [ARM, "mix", "bs_bytes"])
