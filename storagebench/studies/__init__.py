@@ -23,6 +23,9 @@ The protocol: a study module defines
     Returns a :class:`TestbedResult` from a :class:`StudyData` (:func:`load_data`). Keyword-only
     parameters with defaults are the study's analysis parameters (``storagebench testbed NAME -p
     key=value``, the notebook's ``params``).
+``check_parameters(**parameters)`` (optional)
+    Raises :class:`~storagebench.errors.StatsError` for parameter values ``analyse`` would refuse, so that
+    they are refused before anything is built or measured.
 
 The spec, ``<name>.yaml``, sits beside the module or in ``data/studies/`` of the source tree; its
 ``test_factors``/``test_settings`` give the quick variant (``--quick``).
@@ -42,6 +45,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 import pkgutil
 import sys
@@ -54,7 +58,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import StudyError
+from ..errors import StatsError, StudyError
 from ..records import TestbedRecord
 from ..runner import SetUp, SweepResult
 from ..store import StudyStore
@@ -144,12 +148,41 @@ class TestbedStudy:
         return {p.name: p.default for p in sig.parameters.values()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "confidence"}
 
-    def check_parameters(self, params: Mapping[str, Any]) -> None:
-        """Refuse parameters ``analyse`` does not take (:class:`StudyError` naming the allowed ones)."""
-        unknown = sorted(set(params) - set(self.parameters()))
+    def check_parameters(self, params: Mapping[str, Any], confidence: float | None = None) -> None:
+        """Refuse, before anything is measured, parameters ``analyse`` does not take or of another type than
+        their default (a number for a number), and a ``confidence`` outside (0, 1).
+
+        Raises
+        ------
+        StudyError
+            Naming the parameter, the value and what is allowed.
+        """
+        known = self.parameters()
+        unknown = sorted(set(params) - set(known))
         if unknown:
-            allowed = ", ".join(f"{k} (default {v!r})" for k, v in self.parameters().items()) or "none"
+            allowed = ", ".join(f"{k} (default {v!r})" for k, v in known.items()) or "none"
             raise StudyError(f"study {self.name}: unknown analysis parameter(s) {unknown}; allowed: {allowed}")
+        for key, value in params.items():
+            default = known[key]
+            number = (int, float)
+            if isinstance(default, bool) or default is None or isinstance(default, str):
+                ok = default is None or isinstance(value, type(default))
+            elif isinstance(default, number):
+                ok = isinstance(value, number) and not isinstance(value, bool) and math.isfinite(value)
+            else:
+                ok = True
+            if not ok:
+                raise StudyError(f"study {self.name}: analysis parameter {key} must be like its default {default!r} "
+                                 f"({type(default).__name__}), got {type(value).__name__} {value!r}")
+        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                       or not 0 < confidence < 1):
+            raise StudyError(f"confidence must be a number in (0, 1), e.g. 0.95, got {confidence!r}")
+        rules = getattr(self.module, "check_parameters", None)
+        if rules is not None:
+            try:
+                rules(**{**known, **params})
+            except StatsError as exc:
+                raise StudyError(f"study {self.name}: {exc}") from None
 
 
 def _check_module(module: ModuleType, where: str) -> str:
@@ -374,7 +407,8 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
     Raises
     ------
     StudyError
-        Unknown study or parameter, invalid spec.
+        Unknown study, unknown parameter or one of the wrong type, a confidence outside (0, 1), invalid
+        spec: all before anything is built.
     TestbedError
         Not root, no loop devices, a tool missing (nothing is left behind).
     UnsafeTargetError, FioError
@@ -382,7 +416,7 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
     """
     ts = get(name)
     params = dict(params or {})
-    ts.check_parameters(params)
+    ts.check_parameters(params, confidence)
     study = ts.spec(quick=quick)
     from .. import testbed as tb
     from ..runner import run_study
@@ -442,7 +476,7 @@ def analyse(name: str, study_dir: str | os.PathLike[str], *, confidence: float =
         From the statistics (e.g. a bad ``confidence``).
     """
     ts = get(name)
-    ts.check_parameters(params)
+    ts.check_parameters(params, confidence)
     data = load_data(name, study_dir)
     return ts.module.analyse(data, confidence=confidence, **params)
 

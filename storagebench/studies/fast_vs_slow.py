@@ -72,6 +72,13 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
                     notes=tuple(notes))
 
 
+def check_parameters(*, qos_p99_ms: float) -> None:
+    """``qos_p99_ms`` must be a positive, finite number of ms (:class:`StatsError` otherwise)."""
+    if isinstance(qos_p99_ms, bool) or not (isinstance(qos_p99_ms, (int, float)) and math.isfinite(qos_p99_ms)
+                                            and qos_p99_ms > 0):
+        raise StatsError(f"qos_p99_ms must be a positive number of ms, got {qos_p99_ms!r}")
+
+
 def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DEFAULT_QOS_P99_MS) -> TestbedResult:
     """% improvement of fast over slow per load, normalised scores, highest load within the QoS limit.
 
@@ -98,9 +105,7 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
     StatsError
         ``qos_p99_ms`` not a positive number.
     """
-    if isinstance(qos_p99_ms, bool) or not (isinstance(qos_p99_ms, (int, float)) and math.isfinite(qos_p99_ms)
-                                            and qos_p99_ms > 0):
-        raise StatsError(f"qos_p99_ms must be a positive number of ms, got {qos_p99_ms!r}")
+    check_parameters(qos_p99_ms=qos_p99_ms)
     pr = data.per_run
     order = pr.groupby(LOAD)["outstanding_ios"].first().sort_values()
     _, v, findings = compare_arms(data, ARM, BASELINE, "iops", by=LOAD, up="fast is faster", down="fast is slower",

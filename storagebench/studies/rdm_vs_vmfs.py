@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .. import testbed as tb
+from ..errors import StatsError
 from ..runner import SetUp
 from ..study import SetUpUnit, Study
 from ._base import (
@@ -68,6 +69,13 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
         yield SetUp(targets=targets, allow_devices=tuple(allow), devices=tuple(devices), notes=(note,))
 
 
+def check_parameters(*, margin: float, power: float) -> None:
+    """``margin`` and ``power`` must be fractions in (0, 1) (:class:`StatsError` otherwise)."""
+    for key, value in (("margin", margin), ("power", power)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise StatsError(f"{key} must be a fraction in (0, 1), got {value!r}")
+
+
 def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, power: float = 0.8) -> TestbedResult:
     """fs/raw IOPS ratio per (mix, I/O size) with its CI, TOST for "within ``margin``", set-ups needed.
 
@@ -89,6 +97,7 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
         TOST to show "within margin" with ``power`` at the CV's 80% upper bound); ``tables``: ``units``
         (the set-up means), ``plan``. IOPS only: at a fixed I/O size MB/s is IOPS x size, the same ratio.
     """
+    check_parameters(margin=margin, power=power)
     table, v, findings = compare_arms(data, ARM, BASELINE, "iops", by=["mix", "bs_bytes"], up="faster",
                                       down="slower", confidence=confidence, margin=margin)
     v["p_equivalence"] = [r.p_equivalence for r in table.rows]
