@@ -150,3 +150,41 @@ def test_concurrent_groups_run_together_and_resume_whole(tmp_path, fio_bin):
     assert group[1].run_id in store.set_aside_runs()
     reason = json.loads((store.set_aside_runs()[group[1].run_id][0].parent / "reason.json").read_text())
     assert "measured again as a whole" in reason["reason"]
+
+
+def test_study_data_and_the_set_up_analysis_on_a_file_testbed(tmp_path, fio_bin):
+    """load_data/compare_arms/setup_variance (storagebench.studies) on real runs: the set-up is the unit."""
+    import numpy as np
+
+    from storagebench.stats import variance_components
+    from storagebench.studies import load_data
+    from storagebench.studies._base import compare_arms, setup_variance
+
+    spec = {**SPEC, "factors": {"arm": SPEC["factors"]["arm"], "rw": ["randread"]}, "repetitions": 2}
+    study = load_study(spec)
+    run_study(study, out_dir=tmp_path, fio_bin=fio_bin, progress=False, testbed=FileBed(tmp_path / "bed"))
+    data = load_data("designrun", tmp_path / "designrun")
+    pr = data.per_run
+    assert len(pr) == 8 and set(pr["setup"]) == {1, 2} and set(pr["block"]) == {1, 2}
+    assert pr.groupby(["arm", "setup"])["build_id"].nunique().eq(1).all() and pr["build_id"].nunique() == 4
+    assert (pr["steady"] == False).all()  # noqa: E712  1 s runs: no per-second round to test
+    assert data.design() == {"unit": "setup", "pair_on": "block", "blocks": ["block"]}
+    table, v, findings = compare_arms(data, "arm", "a", "iops", up="faster", down="slower")
+    g = pr.assign(lg=np.log(pr["iops"])).groupby(["arm", "block"])["lg"].mean().unstack(0)
+    assert v.loc[0, "ratio"] == np.exp((g["b"] - g["a"]).mean()) and v.loc[0, "n"] == "2"
+    assert findings[0].n == "2 blocks" and findings[0].unit.startswith("set-up")
+    assert v.loc[0, "runs"] == 8 and v.loc[0, "runs_not_steady"] == 8
+    var, f = setup_variance(data, "iops", ["arm"])
+    for _, row in var.iterrows():
+        vc = variance_components(pr[pr["arm"] == row["arm"]], ["setup", "repetition"], "iops")
+        t2 = np.clip(vc.t2, 0, None)
+        assert row["setup_share"] == t2[0] / t2.sum() and (row["setups"], row["reps"]) == (2, 2)
+    assert len(f) == 1 and f[0].kind == "variance" and "Kalibera & Jones" in f[0].sentence
+    # a set-up holding runs of two builds (raw/ edited by hand) is refused
+    rid = pr.loc[0, "run_id"]
+    prov_path = tmp_path / "designrun" / "raw" / rid / "provenance.json"
+    prov = json.loads(prov_path.read_text())
+    prov["set_up"]["build_id"] = "000000000000"
+    prov_path.write_text(json.dumps(prov))
+    with pytest.raises(StudyError, match="holds runs of 2 testbed builds"):
+        load_data("designrun", tmp_path / "designrun")

@@ -33,6 +33,7 @@ __all__ = [
     "compare_arms",
     "unit_values",
     "tost_plans",
+    "setup_variance",
     "common_findings",
     "finish",
     "ratio_figure",
@@ -74,7 +75,7 @@ class Finding:
     method : str
         How the estimate was computed (estimand, test, CI, adjustment), with its source.
     kind : str
-        ``verdict``, ``equivalence``, ``plan``, ``qos``, ``drift``, ``steady`` or ``caveat``.
+        ``verdict``, ``equivalence``, ``plan``, ``qos``, ``variance``, ``drift``, ``steady`` or ``caveat``.
     """
 
     sentence: str
@@ -490,6 +491,60 @@ def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: 
                            cv_confidence=math.nan, units_needed=math.nan, plan_note=str(exc))
             rows.append(rec)
     return pd.DataFrame(rows)
+
+
+def setup_variance(data: StudyData, metric: str, cells: Sequence[str], *,
+                   confidence: float = 0.95) -> tuple[pd.DataFrame, list[Finding]]:
+    """How much of the variation is between set-ups, and how many runs per set-up are worth it.
+
+    Per cell (``cells`` levels), :func:`storagebench.stats.variance_components` of ``metric`` with the
+    levels set-up > repetition (Kalibera & Jones 2013), and the repetitions per set-up that minimise the
+    cost of a given precision with the measured costs: a set-up costs its build and preconditioning
+    (``testbed.json``), a run its runtime + ramp_time. Needs >= 2 set-ups and >= 2 repetitions.
+
+    Returns
+    -------
+    (DataFrame, list of Finding)
+        ``*cells, setups, reps, mean, cv_setups_pct`` (sqrt of the set-up component over the mean),
+        ``cv_runs_pct``, ``setup_share`` (share of the set-up component in the total),
+        ``optimal_runs_per_setup``; and one finding (empty without the design for it).
+    """
+    pr = data.per_run
+    if data.setups < 2 or data.study.repetitions < 2:
+        return pd.DataFrame(), []
+    build = [sum(r.phases_s.values()) for r in data.set_ups if r.phases_s]
+    costs = [float(np.mean(build)) if build else math.nan, float(data.study.run_duration_s)]
+    rows = []
+    for key, g in pr.groupby(list(cells), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        try:
+            vc = stats.variance_components(g, ["setup", "repetition"], metric,
+                                           costs=costs if np.isfinite(costs[0]) and costs[0] > 0 else None,
+                                           confidence=confidence)
+        except StatsError:
+            continue
+        t2 = np.clip(np.array(vc.t2), 0, None)
+        rows.append({**dict(zip(cells, key, strict=True)), "setups": vc.reps[0], "reps": vc.reps[1], "mean": vc.mean,
+                     "cv_setups_pct": 100 * math.sqrt(t2[0]) / vc.mean, "cv_runs_pct": 100 * math.sqrt(t2[1]) / vc.mean,
+                     "setup_share": t2[0] / t2.sum() if t2.sum() > 0 else math.nan,
+                     "optimal_runs_per_setup": vc.optimal_reps[0] if vc.optimal_reps else math.nan,
+                     "method": vc.method})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table, []
+    opt = table["optimal_runs_per_setup"]
+    sentence = (f"Variance components of {metric} (set-up > run, Kalibera & Jones 2013) in {len(table)} cells: the "
+                f"set-up level holds {table['setup_share'].median():.0%} of the variance (median; from "
+                f"{table['setup_share'].min():.0%} to {table['setup_share'].max():.0%}); set-up CV "
+                f"{table['cv_setups_pct'].median():.1f}% vs run-to-run CV {table['cv_runs_pct'].median():.1f}% "
+                "within a set-up (medians)")
+    if opt.notna().any():
+        sentence += (f"; with a set-up costing {costs[0]:.0f} s and a run {costs[1]:.0f} s, the cheapest precision "
+                     f"comes from {np.nanmedian(opt):.1f} run(s) per set-up (median over cells; more set-ups beyond that)")
+    finding = Finding(sentence=sentence + ".", estimate=float(table["setup_share"].median()),
+                      n=f"{int(table['setups'].iloc[0])} set-ups x {int(table['reps'].iloc[0])} runs per cell",
+                      unit="set-up and run", method=str(table["method"].iloc[0]), kind="variance")
+    return table, [finding]
 
 
 def conf_text(confidence: float) -> str:

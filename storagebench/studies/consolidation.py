@@ -28,6 +28,7 @@ from ._base import (
     finish,
     loop_size,
     ratio_figure,
+    setup_variance,
     unit_values,
 )
 
@@ -115,7 +116,8 @@ def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
         ``verdicts``: per (workload, metric) the verdict row (ratio of geometric means of the set-ups,
         each set-up's value the geometric mean of its runs; Holm over the workloads of one metric);
         ``tables``: ``pooled`` (per workload and layout, percentiles of all completions from merged bins,
-        descriptive) and ``units``.
+        descriptive), ``units`` and ``variance`` (set-up vs run variance components per workload and
+        layout, and the runs per set-up worth making; :func:`setup_variance`).
     """
     frames, findings = [], []
     for metric, (up, down) in _METRICS.items():
@@ -125,11 +127,14 @@ def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
     v = pd.concat(frames, ignore_index=True)
     pooled = pooled_percentiles(data, [WORKLOAD, ARM])
     units = unit_values(data, "iops", [WORKLOAD, ARM])
+    variance, f = setup_variance(data, "iops", [WORKLOAD, ARM], confidence=confidence)
+    findings += f
     figures = {"ratios": lambda: ratio_figure(v, [WORKLOAD, "metric"], title=f"shared / isolated per workload "
                                                                             f"and metric, {conf_text(confidence)} CI"),
                "tails": lambda: _tails(data)}
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
-                  tables={"pooled": pooled, "units": units}, figures=figures, confidence=confidence)
+                  tables={"pooled": pooled, "units": units, "variance": variance}, figures=figures,
+                  confidence=confidence)
 
 
 def _tails(data: StudyData):
