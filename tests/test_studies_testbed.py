@@ -374,7 +374,7 @@ def test_publish_report_and_cli(quick, tmp_path):
     assert "ratio [95% CI]" in res.output and "report:" in res.output
     text = (out.study_dir / "report.html").read_text()
     assert "Findings" in text and "<img" in text and "Drift check" in text and "Steady state" in text
-    assert "Experimental unit: set-up" in text
+    assert "Experimental unit of the comparisons: set-up" in text
     bad = runner.invoke(app, ["testbed", "nope", "--out", str(tmp_path)])
     assert bad.exit_code == 1 and "must be one of" in bad.output
     badp = runner.invoke(app, ["testbed", "fast_vs_slow", "--quick", "--out", str(tmp_path), "-p", "margin=0.1"])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from .. import stats
@@ -220,6 +221,19 @@ class TestbedResult:
         """The findings as Markdown bullets (every number generated from the statistics)."""
         return "\n".join(f"- {f.sentence}" for f in self.findings)
 
+    @property
+    def methods_text(self) -> str:
+        """Markdown: the experimental unit, then each distinct method once, with the kinds of finding it gave."""
+        seen: dict[str, list[str]] = {}
+        for f in self.findings:
+            if f.method:
+                seen.setdefault(f.method, [])
+                if f.kind not in seen[f.method]:
+                    seen[f.method].append(f.kind)
+        lines = [f"- Experimental unit of the comparisons: {self.unit}."]
+        lines += [f"- *{', '.join(kinds)}*: {method}" for method, kinds in seen.items()]
+        return "\n".join(lines)
+
     def verdict_summary(self, digits: int = 3) -> pd.DataFrame:
         """The verdict table in short: the study's keys, ``level``, ``metric``, ``ratio [CI]`` (at
         :attr:`confidence`), ``n``, ``p_adjusted``, ``verdict`` and the flagged-run counts."""
@@ -304,12 +318,11 @@ def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def _provenance(study_dir: Path, run_ids) -> dict[str, Provenance]:
+    """Run id -> its typed ``provenance.json`` (unreadable ones are left out: no device, no build)."""
     out = {}
     for rid in run_ids:
         path = study_dir / "raw" / str(rid) / "provenance.json"
         try:
-            import orjson
-
             out[str(rid)] = Provenance.from_json(orjson.loads(path.read_bytes()), path=str(path))
         except (OSError, ValueError):
             continue
