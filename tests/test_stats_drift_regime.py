@@ -48,10 +48,12 @@ def test_no_drift_and_the_runs_test(rng):
     assert d.ci_low_pct < 0 < d.ci_high_pct and not d.drift
     assert "99% CI" in d.text() and "no drift shown" in d.text()
     assert 0 <= d.runs_p <= 1
-    # residuals alternating above/below in run order: far too many runs for chance
+    # residuals alternating above/below in run order: far too many runs for chance; no trend
     n = 40
     alt = pd.DataFrame({"cell": "a", "run_order": np.arange(n), "iops": 1000 * np.where(np.arange(n) % 2, 1.01, 0.99)})
-    assert drift_check(alt, "iops", cells="cell").runs_p < 1e-6
+    a = drift_check(alt, "iops", cells="cell")
+    assert a.runs_p < 1e-6 and a.clustered and not a.drift
+    assert "no drift shown" in a.text() and "they cluster in run order" in a.text()
 
 
 def test_drift_bad_input_and_no_df():

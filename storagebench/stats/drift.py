@@ -55,7 +55,10 @@ class Drift:
         Runs test of the residual signs in run order (NaN with fewer than 2 runs on either side).
     confidence : float
     drift : bool
-        True when the slope's CI excludes 0 (``p < 1 - confidence``).
+        A trend: the slope's CI excludes 0 (``p < 1 - confidence``).
+    clustered : bool
+        The runs test finds the residual signs clustered in run order (``runs_p < 1 - confidence``):
+        neighbouring runs are more alike than chance allows, trend or not.
     residuals : pandas.DataFrame
         ``order``, ``residual`` (log scale, from the cell means) and ``cell``, in run order (for a figure).
     method : str
@@ -79,6 +82,7 @@ class Drift:
     drift: bool
     residuals: pd.DataFrame
     method: str
+    clustered: bool = False
 
     @property
     def alpha(self) -> float:
@@ -92,13 +96,18 @@ class Drift:
         if not np.isfinite(self.slope):
             return (f"Drift check ({what} vs {self.order}): not estimable with {self.n} runs in "
                     f"{self.n - self.df - 1 if self.df >= 0 else '?'} cells (no residual degrees of freedom).")
-        runs = ("runs test not estimable" if not np.isfinite(self.runs_p)
-                else f"runs test of the residual signs p = {self.runs_p:.2g}")
+        if not np.isfinite(self.runs_p):
+            runs = "runs test not estimable"
+        elif self.clustered:
+            runs = (f"runs test of the residual signs p = {self.runs_p:.2g}: they cluster in run order (neighbouring "
+                    "runs are not independent)")
+        else:
+            runs = f"runs test of the residual signs p = {self.runs_p:.2g}: no clustering shown"
         word = "drift shown" if self.drift else "no drift shown"
         return (f"Drift check ({what} against the run order, after each cell's mean): {self.pct_over_span:+.3g}% "
                 f"from the first run to the last ({conf} CI {self.ci_low_pct:+.3g}% to {self.ci_high_pct:+.3g}%; "
-                f"{self.pct_per_100:+.3g}% per 100 runs), n = {self.n} runs, {self.df} residual df; {runs}; at "
-                f"alpha = {self.alpha:g}: {word}.")
+                f"{self.pct_per_100:+.3g}% per 100 runs), n = {self.n} runs, {self.df} residual df: {word}; {runs}; "
+                f"alpha = {self.alpha:g}.")
 
 
 def _runs_test(x: np.ndarray) -> tuple[float, float]:
@@ -175,7 +184,7 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
     if dof < 1 or sxx <= 0:
         nan = math.nan
         return Drift(metric, order, tuple(cells_l), n, dof, nan, nan, span, nan, nan, nan, nan, runs_z, runs_p,
-                     confidence, False, residuals, method)
+                     confidence, False, residuals, method, bool(runs_p < 1 - confidence))
     slope = float((xc * resid0).sum() / sxx)
     e = resid0 - slope * xc
     s2 = float((e ** 2).sum()) / dof
@@ -188,4 +197,4 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
 
     return Drift(metric, order, tuple(cells_l), n, dof, slope, pct(slope, 100), span, pct(slope, span),
                  pct(slope - t * se, span), pct(slope + t * se, span), p, runs_z, runs_p, confidence,
-                 bool(p < 1 - confidence), residuals, method)
+                 bool(p < 1 - confidence), residuals, method, bool(runs_p < 1 - confidence))

@@ -164,7 +164,9 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
 
 
 def _load_words(name: str | None, oio) -> str:
-    return f"load {name} ({int(oio)} outstanding I/Os)" if name is not None else "no load tested"
+    if name is None:
+        return "no load tested"
+    return f"load {name} ({int(oio)} outstanding I/O{'' if int(oio) == 1 else 's'})"
 
 
 def _scores_figure(scores: pd.DataFrame, qos_p99_ms: float):
