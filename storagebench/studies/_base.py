@@ -487,21 +487,23 @@ def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: 
         for lev in [x for x in pd.unique(g[factor]) if x != base]:
             o = g[g[factor] == lev]
             rec = dict(zip(by, key, strict=True), level=lev)
+            if data.paired:
+                m = b.merge(o, on="block", suffixes=("_b", "_o"))
+                pilot = [(m[f"{metric}_o"] / m[f"{metric}_b"]).to_numpy(float)]
+                now = len(m)
+            else:
+                pilot = [b[metric].to_numpy(float), o[metric].to_numpy(float)]
+                now = min(len(b), len(o))
+            rec.update(units_now=now, cv_pct=math.nan, cv_upper_pct=math.nan, cv_df=math.nan, cv_confidence=math.nan,
+                       units_needed=math.nan, plan_note="")
             try:
-                if data.paired:
-                    m = b.merge(o, on="block", suffixes=("_b", "_o"))
-                    pilot = [(m[f"{metric}_o"] / m[f"{metric}_b"]).to_numpy(float)]
-                    now = len(m)
-                else:
-                    pilot = [b[metric].to_numpy(float), o[metric].to_numpy(float)]
-                    now = min(len(b), len(o))
                 pcv = stats.pilot_cv(pilot)
+                rec.update(cv_pct=pcv.cv * 100, cv_upper_pct=pcv.cv_upper * 100, cv_df=pcv.df,
+                           cv_confidence=pcv.confidence)
                 plan = stats.tost_plan(pcv, margin, alpha=1 - confidence, power=power, paired=data.paired)
-                rec.update(units_now=now, cv_pct=pcv.cv * 100, cv_upper_pct=pcv.cv_upper * 100, cv_df=pcv.df,
-                           cv_confidence=pcv.confidence, units_needed=float(plan.n), plan_note="")
-            except StatsError as exc:
-                rec.update(units_now=min(len(b), len(o)), cv_pct=math.nan, cv_upper_pct=math.nan, cv_df=math.nan,
-                           cv_confidence=math.nan, units_needed=math.nan, plan_note=str(exc))
+                rec["units_needed"] = float(plan.n)
+            except StatsError as exc:  # no spread, < 2 units, or beyond the planner's limit: no made-up number
+                rec["plan_note"] = str(exc)
             rows.append(rec)
     return pd.DataFrame(rows)
 

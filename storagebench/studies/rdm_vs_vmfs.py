@@ -118,10 +118,22 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
             method="TOST on the log ratio (Schuirmann 1987) per point; intersection-union over points (Berger & "
                    "Hsu 1996)", kind="equivalence"))
         need = g["units_needed"]
+        beyond = g[need.isna() & g["cv_upper_pct"].notna()]
+        if len(beyond):
+            findings.append(Finding(
+                sentence=(f"{lev} vs raw: at {len(beyond)} point(s) the CV between units (up to "
+                          f"{beyond['cv_upper_pct'].max():.0f}% at its {conf_text(beyond['cv_confidence'].iloc[0])} "
+                          f"upper confidence bound) is so large that no number of {what} the planner tries would show "
+                          f"\"within {margin:.0%}\" with {power:.0%} power ({beyond['plan_note'].iloc[0]})."),
+                confidence=float(beyond["cv_confidence"].iloc[0]), n=f"{int(g['units_now'].max())} units now",
+                unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
+                kind="plan"))
         if need.notna().any():
             worst = g.loc[need.idxmax()]
             findings.append(Finding(
-                sentence=(f"{lev} vs raw: showing \"within {margin:.0%}\" at every point with {power:.0%} power would "
+                sentence=(f"{lev} vs raw: showing \"within {margin:.0%}\" at "
+                          + (f"the other {int(need.notna().sum())} points" if len(beyond) else "every point")
+                          + f" with {power:.0%} power would "
                           f"need up to {int(need.max())} {what} (now {int(g['units_now'].max())}), planned at the "
                           f"{conf_text(worst['cv_confidence'])} upper confidence bound of the CV between units "
                           f"({worst['cv_upper_pct']:.2f}% at {worst['mix']}, {int(worst['bs_bytes']) // 1024} KiB; "
