@@ -12,17 +12,25 @@ STAMP  := $(VENV)/.storagebench-installed
 # filesystems, btrfs raid0, network namespaces for fio servers, and nftables, whose owner match
 # makes the namespaced fio servers root-only).
 SYSPKGS := fio xfsprogs btrfs-progs e2fsprogs util-linux iproute2 nftables
+# The tests also open the published write-ups in a real browser: Debian's chromium and its chromedriver
+# (tests/test_report_browser.py skips, with the reason, where they are missing). Only `make test` needs them.
+TESTPKGS := chromium chromium-driver
 
-.PHONY: demo test lab bench bench-quick sysdeps venv clean-venv
+.PHONY: demo test lab bench bench-quick sysdeps sysdeps-test venv clean-venv
 
 demo: venv sysdeps
 	$(VENV)/bin/storagebench demo
 
-test: venv sysdeps
+# The test suite (tests/) and every notebook of notebooks/ run top to bottom on its small committed-data
+# defaults with nbval (pyproject.toml: testpaths and --nbval-lax); the browser test saves its
+# screenshots under results/screenshots/.
+test: venv sysdeps sysdeps-test
 	$(PY) -m pytest -q
 
-# JupyterLab on notebooks/ with the venv registered as kernel "storagebench" (loopback only).
-lab: venv sysdeps
+# JupyterLab at the repository root (notebooks/, results/ and data/ in reach), loopback only, with the
+# venv's python as the notebooks' kernel "python3". Needs fio (sweep.ipynb), not the testbed packages.
+lab: venv
+	@runners/ensure_system_packages.sh fio
 	runners/lab.sh --no-browser
 
 # The committed benchmarks, full size (tens of minutes) or quick (a few minutes). They print ratios
@@ -50,6 +58,9 @@ $(STAMP): pyproject.toml
 
 sysdeps:
 	@runners/ensure_system_packages.sh $(SYSPKGS)
+
+sysdeps-test:
+	@runners/ensure_system_packages.sh $(TESTPKGS)
 
 clean-venv:
 	rm -rf $(VENV)

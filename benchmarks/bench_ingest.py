@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of fio JSON+ ingest (storagebench issue 2, item 5, benchmarks a and b).
+"""Benchmark of fio JSON+ ingest (storagebench issue 2, item 5, benchmarks a and b; issue 12, item 6).
 
 (a) Time to ingest N json+ files (default 2,000) into runs + histograms, against baselines measured
     in the same run on the same files:
@@ -14,12 +14,30 @@
     (default 20,000) to parquet, against the same subprocess that only imports storagebench.
     Target: < 1 GiB.
 
-The files are copies of one real fio 3.33 json+ output (``tests/fixtures/fio/single_jsonplus.json``),
-each with a different job name, iodepth, numjobs and IOPS so that no two are identical.
+Two corpora (``--corpus``):
+
+``multijob`` (the realistic one, issue 12 item 6)
+    the 36 real fio 3.33 json+ outputs in ``benchmarks/data/fio_multijob/`` (libaio randread 4k on a
+    file, iodepth 1..32, numjobs 1 and 2 *without* group_reporting, 1-second runs; captured by
+    ``benchmarks/make_fio_corpus.py``), replicated byte for byte to N files: nothing in a copy is
+    changed, so every file is a real fio output (a copy shares its original's ``run_id``).
+``single``
+    variants of one real single-job json+ output (``tests/fixtures/fio/single_jsonplus.json``),
+    each with a different job name, iodepth, numjobs and IOPS so that no two are identical.
+
+``--compare-ref REF`` also times the storagebench of git ref ``REF`` (e.g. ``main``: the code
+before a change) on the same files, in a child process that measures its own bare ``orjson`` in
+the same round-robin, so both ratios come from one run.
+
+(c) The decoder alone, on each corpus (how the typed decoder was chosen): bare ``orjson.loads``,
+    storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
+    ingest reads type- and range-checked while decoded) and pydantic v2 ``TypeAdapter.validate_json``
+    of an equivalent strict model (:class:`_PydanticDoc` below), CPU time, best of ``--repeat``.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_ingest.py                 # 2,000 files, memory test on 20,000
+    .venv/bin/python benchmarks/bench_ingest.py                 # both corpora, 2,000 files, memory test on 20,000
+    .venv/bin/python benchmarks/bench_ingest.py --corpus multijob --mem-files 0 --compare-ref main
     .venv/bin/python benchmarks/bench_ingest.py --files 200 --mem-files 2000 --repeat 1
 """
 
@@ -28,6 +46,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,7 +58,9 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "fio" / "single_jsonplus.json"
-sys.path.insert(0, str(ROOT))
+MULTIJOB = ROOT / "benchmarks" / "data" / "fio_multijob"
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
 
 
 def make_files(out: Path, n: int) -> list[Path]:
@@ -58,6 +80,21 @@ def make_files(out: Path, n: int) -> list[Path]:
         job["read"]["iops"] = 40960.0 + i / 7.0
         p = out / f"run_{i:06d}.json"
         p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        paths.append(p)
+    return paths
+
+
+def make_multijob_files(out: Path, n: int) -> list[Path]:
+    """n byte-for-byte copies of the real multi-job json+ outputs in ``benchmarks/data/fio_multijob``."""
+    sources = sorted(MULTIJOB.glob("*.json"))
+    if not sources:
+        raise SystemExit(f"no fio outputs in {MULTIJOB}: run benchmarks/make_fio_corpus.py")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        src = sources[i % len(sources)]
+        p = out / f"c{i:06d}_{src.name}"
+        shutil.copyfile(src, p)
         paths.append(p)
     return paths
 
@@ -135,43 +172,184 @@ def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool) -> tuple[int, 
     return int(runs), int(hist), int(rss_kib) * 1024, dt
 
 
+_COMPARE_CHILD = """
+import gc, json, sys, time
+from pathlib import Path
+sys.path.insert(0, {tree!r})
+import orjson
+import storagebench.ingest as ing
+assert ing.__file__.startswith({tree!r}), ing.__file__
+paths = sorted(Path({src!r}).iterdir())
+def bare(paths):
+    n = 0
+    for p in paths:
+        n += len(orjson.loads(p.read_bytes())["jobs"])
+    return n
+def sb(paths):
+    res = ing.ingest_paths([paths[0].parent])
+    assert res.ok, res.errors[:3]
+    return len(res.runs) + len(res.histograms)
+sb(paths[:1])
+best = {{"orjson": float("inf"), "sb": float("inf")}}
+for _ in range({repeat}):
+    for name, fn in (("orjson", bare), ("sb", sb)):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn(paths)
+        best[name] = min(best[name], time.perf_counter() - t0)
+print(json.dumps(best))
+"""
+
+
+def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> tuple[float, float]:
+    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process."""
+    tree = tmp / f"ref-{ref.replace('/', '_')}"
+    if not tree.exists():
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "storagebench"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    best = json.loads(out)
+    return best["orjson"], best["sb"]
+
+
+def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
+    size = sum(p.stat().st_size for p in paths)
+    print(f"(a) {label}: {len(paths)} json+ files ({size / 2**20:.1f} MiB), best of {args.repeat}")
+    methods = [("bare orjson.loads (lower bound)", bench_orjson),
+               ("json.load + pandas.json_normalize", bench_json_normalize),
+               ("fio-plot jsonimport + parse_json_data", bench_fio_plot),
+               ("storagebench ingest_paths (runs+histograms)", bench_storagebench)]
+    try:
+        import fio_plot  # noqa: F401
+    except ImportError:
+        print("  skipped: fio-plot is not installed (.venv/bin/pip install fio-plot)")
+        methods = [m for m in methods if m[1] is not bench_fio_plot]
+    bench_storagebench([paths[0]])  # warm imports (pandas, pyarrow compute)
+    # round-robin repeats, best of each: load on a shared machine drifts, this keeps ratios fair
+    best = {name: (float("inf"), None) for name, _ in methods}
+    for _ in range(args.repeat):
+        for name, fn in methods:
+            t, out = timed(fn, paths, 1)
+            if t < best[name][0]:
+                best[name] = (t, out)
+    rows = [(name, *best[name]) for name, _ in methods]
+    base = rows[0][1]
+    print(f"  {'method':46s} {'seconds':>8s} {'files/s':>9s} {'x orjson':>9s}  output")
+    for name, t, out in rows:
+        print(f"  {name:46s} {t:8.3f} {len(paths) / t:9.0f} {t / base:9.2f}  {out}")
+    sb = [t for name, t, _ in rows if name.startswith("storagebench")][0]
+    print(f"  storagebench / bare orjson = {sb / base:.2f} (target <= 2.0)")
+    if args.compare_ref:
+        o, t = compare_ref(args.compare_ref, paths[0].parent, tmp, args.repeat)
+        print(f"  storagebench at {args.compare_ref} (child process, its own bare orjson {o:.3f} s): "
+              f"{t:.3f} s = {t / o:.2f} x orjson")
+
+
+def _pydantic_adapter():
+    """pydantic v2 model of the fields storagebench reads, with the same types and bounds (strict)."""
+    from typing import Annotated, Optional, Union
+
+    from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+    count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+    amount = Annotated[float, Field(ge=0, lt=2.0**63)]
+    wide = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+    options = Optional[dict[str, Union[str, int, float]]]
+
+    class _M(BaseModel):
+        model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+    class _Lat(_M):
+        min: Optional[wide] = None
+        max: Optional[wide] = None
+        mean: Optional[float] = None
+        stddev: Optional[float] = None
+        N: Optional[count] = None
+        percentile: Optional[dict[str, wide]] = None
+        bins: Optional[dict[int, count]] = None
+
+    class _Dir(_M):
+        iops: amount
+        runtime: count
+        io_bytes: count
+        io_kbytes: Optional[count] = None
+        bw_bytes: Optional[count] = None
+        bw: Optional[count] = None
+        total_ios: Optional[count] = None
+        lat_ns: Optional[_Lat] = None
+        clat_ns: Optional[_Lat] = None
+        slat_ns: Optional[_Lat] = None
+
+    class _Job(_M):
+        jobname: str
+        error: count
+        elapsed: Optional[wide] = None
+        job_options: options = Field(None, alias="job options")
+        read: Optional[_Dir] = None
+        write: Optional[_Dir] = None
+        trim: Optional[_Dir] = None
+        mixed: Optional[_Dir] = None
+        usr_cpu: Optional[float] = None
+        sys_cpu: Optional[float] = None
+
+    class _PydanticDoc(_M):
+        fio_version: str = Field("", alias="fio version")
+        timestamp_ms: Optional[wide] = None
+        global_options: options = Field(None, alias="global options")
+        jobs: Optional[list[_Job]] = None
+
+    return TypeAdapter(_PydanticDoc)
+
+
+def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
+    from storagebench.ingest.fio import _DECODER
+
+    datas = [p.read_bytes() for p in paths]
+    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed (storagebench)", _DECODER.decode)]
+    try:
+        methods.append(("pydantic v2 validate_json (strict model)", _pydantic_adapter().validate_json))
+    except ImportError:
+        print("  skipped pydantic: not installed")
+    best = {name: float("inf") for name, _ in methods}
+    for _ in range(repeat):
+        for name, fn in methods:
+            gc.collect()
+            t0 = time.process_time()
+            for d in datas:
+                fn(d)
+            best[name] = min(best[name], time.process_time() - t0)
+    base = best["bare orjson.loads"]
+    print(f"(c) decoders alone, {label}: CPU seconds, best of {repeat}")
+    for name, _ in methods:
+        print(f"  {name:46s} {best[name]:8.3f} {best[name] / base:9.2f} x orjson")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="json+ files for the timing table (a)")
+    ap.add_argument("--corpus", choices=("multijob", "single", "both"), default="both",
+                    help="timing corpus: the real multi-job outputs, variants of one single-job output, or both")
     ap.add_argument("--mem-files", type=int, default=20000, help="json+ files for the memory test (b); 0 skips it")
     ap.add_argument("--repeat", type=int, default=5, help="timing repeats, round-robin (best of)")
     ap.add_argument("--batch-files", type=int, default=500, help="files per parquet batch in (b)")
+    ap.add_argument("--compare-ref", default="", help="also time the storagebench of this git ref (e.g. main)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="sb-bench-ingest-") as tmp:
         tmp = Path(tmp)
-        paths = make_files(tmp / "a", args.files)
-        size = sum(p.stat().st_size for p in paths)
-        print(f"(a) {args.files} json+ files ({size / 2**20:.1f} MiB) from {FIXTURE.name}, best of {args.repeat}")
-        methods = [("bare orjson.loads (lower bound)", bench_orjson),
-                   ("json.load + pandas.json_normalize", bench_json_normalize),
-                   ("fio-plot jsonimport + parse_json_data", bench_fio_plot),
-                   ("storagebench ingest_paths (runs+histograms)", bench_storagebench)]
-        try:
-            import fio_plot  # noqa: F401
-        except ImportError:
-            print("  skipped: fio-plot is not installed (.venv/bin/pip install fio-plot)")
-            methods = [m for m in methods if m[1] is not bench_fio_plot]
-        bench_storagebench([paths[0]])  # warm imports (pandas, pyarrow compute)
-        # round-robin repeats, best of each: load on a shared machine drifts, this keeps ratios fair
-        best = {name: (float("inf"), None) for name, _ in methods}
-        for _ in range(args.repeat):
-            for name, fn in methods:
-                t, out = timed(fn, paths, 1)
-                if t < best[name][0]:
-                    best[name] = (t, out)
-        rows = [(name, *best[name]) for name, _ in methods]
-        base = rows[0][1]
-        print(f"  {'method':46s} {'seconds':>8s} {'files/s':>9s} {'x orjson':>9s}  output")
-        for name, t, out in rows:
-            print(f"  {name:46s} {t:8.3f} {args.files / t:9.0f} {t / base:9.2f}  {out}")
-        sb = [t for name, t, _ in rows if name.startswith("storagebench")][0]
-        print(f"  storagebench / bare orjson = {sb / base:.2f} (target <= 2.0)")
+        if args.corpus in ("multijob", "both"):
+            paths = make_multijob_files(tmp / "m", args.files)
+            time_corpus(f"multijob corpus (copies of {len(list(MULTIJOB.glob('*.json')))} real fio 3.33 outputs, "
+                        "numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
+            time_decoders("multijob corpus", paths, args.repeat)
+        if args.corpus in ("single", "both"):
+            paths = make_files(tmp / "a", args.files)
+            time_corpus(f"single-job corpus (variants of {FIXTURE.name})", paths, args, tmp)
+            time_decoders("single-job corpus", paths, args.repeat)
 
         if args.mem_files > 0:
             src = tmp / "b"

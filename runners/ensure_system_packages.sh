@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the Debian packages named on the command line when their commands are missing.
-# fio is required; the others are needed only by the Linux testbeds, so failing to get
-# them is a warning, not an error. Without root, say exactly what to install.
+# fio is required; the others are needed only by the Linux testbeds or, for chromium and
+# chromium-driver, by the browser test of the write-ups, so failing to get them is a warning,
+# not an error. Without root, say exactly what to install.
 set -u
 declare -A probe=(
   [fio]=fio [xfsprogs]=mkfs.xfs [btrfs-progs]=mkfs.btrfs [e2fsprogs]=mkfs.ext4
   [util-linux]=losetup [iproute2]=ip [nftables]=nft [python3-venv]=__venv__ [python3-pip]=__pip__
+  [chromium]=chromium [chromium-driver]=chromedriver
 )
 missing=()
 for pkg in "$@"; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Open JupyterLab on notebooks/ with the project's venv registered as the kernel "storagebench".
+# Open JupyterLab at the repository root (notebooks/, results/ and data/ all in reach), with the
+# project's venv as the kernel the notebooks name: "python3".
 #
 #   runners/lab.sh                          # local browser
 #   runners/lab.sh --no-browser --ip 127.0.0.1 --port 8888
@@ -12,8 +13,11 @@
 #   --port N          port (default 8888, the next free one if taken)
 #   --allow-root      needed when running as root (added automatically below)
 #
-# The kernelspec is installed per user (`ipykernel install --user`, ~/.local/share/jupyter/kernels/storagebench)
-# and points at .venv/bin/python, so notebooks run the same storagebench code as `make test` and papermill.
+# Kernel: every notebook names "python3", the kernel papermill, nbval and `make test` use. It is
+# registered inside the venv (`ipykernel install --sys-prefix`: .venv/share/jupyter/kernels/python3,
+# pointing at .venv/bin/python), not per user, so two checkouts never share or overwrite a kernel and
+# nothing is left in ~/.local. A per-user "python3" kernelspec would still win over it (Jupyter looks
+# in the user's directory first): this script says so when it finds one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -25,8 +29,14 @@ if [[ ! -x "$VENV/bin/jupyter-lab" ]]; then
   echo "lab.sh: JupyterLab is not installed in $VENV; run: $VENV/bin/pip install -e '.[lab]'" >&2
   exit 1
 fi
-"$VENV/bin/python" -m ipykernel install --user --name storagebench --display-name "Python (storagebench)" >/dev/null
-echo "lab.sh: kernel 'storagebench' -> $(pwd)/$VENV/bin/python" >&2
+"$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (storagebench venv)" >/dev/null
+spec=$("$VENV/bin/jupyter" kernelspec list --json | "$VENV/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["kernelspecs"]["python3"]["resource_dir"])')
+case $spec in
+  "$(pwd)/$VENV"/*|"$(cd "$VENV" && pwd)"/*) echo "lab.sh: kernel 'python3' -> $(pwd)/$VENV/bin/python" >&2 ;;
+  *) echo "lab.sh: warning: kernel 'python3' resolves to $spec, not to this venv; remove that kernelspec" \
+          "(jupyter kernelspec remove python3) to use $VENV/bin/python" >&2 ;;
+esac
 extra=()
 [[ $(id -u) -eq 0 ]] && extra+=(--allow-root)
-exec "$VENV/bin/jupyter" lab --notebook-dir notebooks --ip 127.0.0.1 "${extra[@]}" "$@"
+exec "$VENV/bin/jupyter" lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks --ip 127.0.0.1 \
+  "${extra[@]}" "$@"

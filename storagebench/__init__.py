@@ -10,7 +10,8 @@ matplotlib; the CLI should not pay for that), so ``import storagebench`` stays c
     sb.stats.compare(tables.runs, "numjobs", 1, "iops", by=["iodepth"])
 
 Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
-``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``plots``, ``publish``,
+``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``findings``, ``tables``,
+``plots``, ``display``, ``publish``,
 ``testbed``, ``hoststeps``, ``studies`` (the testbed studies: one module each), ``servers``, ``clientserver``,
 ``batch``, ``cli``.
 """
@@ -55,7 +56,8 @@ _LAZY: dict[str, str] = {
     "list_published": "published", "load_published": "published", "load_table": "published",
     # figures and write-ups
     "execute_notebook": "publish", "publish_report": "publish", "parameter_type_ok": "publish",
-    "notebooks_to_html": "publish",
+    "notebooks_to_html": "publish", "build_site": "publish", "show_figure": "display",
+    "Finding": "findings", "Findings": "findings",
     # testbeds (root)
     "DropPageCache": "hoststeps", "DropFileCache": "hoststeps", "SetScheduler": "hoststeps",
     "SetUp": "runner",
@@ -66,8 +68,8 @@ _LAZY: dict[str, str] = {
 }
 _MODULES = (
     "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
-    "aggregate", "stats", "published", "plots", "publish", "testbed", "hoststeps", "studies",
-    "servers", "clientserver", "batch",
+    "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed", "hoststeps",
+    "studies", "servers", "clientserver", "batch",
 )
 
 __all__ = [

@@ -1,46 +1,157 @@
 """``storagebench`` command line: thin wrappers over the library.
 
-Library functions raise :class:`~storagebench.errors.StorageBenchError`; this module is the
-only place that turns them into messages on stderr and exit codes:
+Library functions raise :class:`~storagebench.errors.StorageBenchError` and warn with
+:class:`~storagebench.errors.StorageBenchWarning`; this module only parses arguments and prints.
+Every command runs behind ONE error decorator, :func:`cli_errors`, the only place that turns
+errors into messages on stderr and exit codes:
 
-* 0 success, 1 a command-level failure (bad input, fio failed, some files not ingested),
-* 2 usage errors (typer's own).
+* 0 success; 1 a command-level failure (bad input, fio failed, some files not ingested, a full
+  disk or a permission refused: one line naming the path); 2 usage errors (typer's own, and bad
+  batch input); 130 interrupted (Ctrl-C), with how to resume.
 """
 
 from __future__ import annotations
 
-import sys
+import errno
+import functools
+import warnings
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Callable, List, Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from .errors import StorageBenchError
+from .errors import StorageBenchError, StorageBenchWarning, display_path
+
+
+def _plain_type(self, ctx) -> str | None:
+    """Help shows ``PATH``, ``INTEGER``, ``TEXT`` (click's metavars), never ``<list[str]>`` or ``<bool>``."""
+    if not hasattr(self, "is_flag"):
+        return None  # an argument: its name is already its metavar
+    if self.is_flag or self.count:
+        return None
+    if self.metavar:
+        return self.metavar
+    label = str(self.display_type(ctx)).strip("<>")
+    many = label.startswith("list[")
+    label = label[5:-1] if many else label
+    return _METAVARS.get(label.lower(), label.upper()) + ("..." if many else "")
+
+
+_METAVARS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "bool": "BOOLEAN"}
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx) -> list:
+        params = super().get_params(ctx)
+        for p in params:
+            p.display_type_rich = _plain_type.__get__(p)
+        return params
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx) -> list:
+        params = super().get_params(ctx)
+        for p in params:
+            p.display_type_rich = _plain_type.__get__(p)
+        return params
+
 
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="storagebench: fio sweeps -> tidy tables -> statistics -> reproducible write-ups.",
 )
 
 
-def _fail(exc: BaseException, code: int = 1) -> None:
-    typer.secho(f"storagebench: error: {exc}", err=True, fg="red")
+def _command(name: str | None = None, **kw):
+    """``@app.command`` with the plain help formatter."""
+    return app.command(name, cls=_Command, **kw)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"storagebench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False) -> None:
+    """storagebench: fio sweeps -> tidy tables -> statistics -> reproducible write-ups.
+
+    Run `storagebench COMMAND -h` for a command's options and examples.
+    """
+
+
+_RESUME = "completed runs are kept; rerun the same command to resume"
+_OS_WORDS = {errno.ENOSPC: "no space left on the device", errno.EACCES: "permission denied",
+             errno.EPERM: "operation not permitted", errno.EROFS: "read-only file system",
+             errno.EDQUOT: "disk quota exceeded"}
+
+
+def _error(text: str, code: int = 1):
+    typer.secho(f"storagebench: error: {text}", err=True, fg="red")
     raise typer.Exit(code)
 
 
+def cli_errors(*, interrupted: str = _RESUME, error_code: int = 1) -> Callable:
+    """Decorator of every command: the one place errors become messages and exit codes.
+
+    Parameters
+    ----------
+    interrupted : str
+        What Ctrl-C leaves behind and how to go on (printed with exit status 130).
+    error_code : int
+        Exit status of a :class:`StorageBenchError` (1; 2 where bad input means nothing ran).
+
+    The command's :class:`StorageBenchWarning` warnings are printed as ``storagebench: warning: ...``
+    lines on stderr; other warnings keep Python's own display.
+    """
+    def wrap(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def run(*args, **kwargs):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", StorageBenchWarning)
+                try:
+                    return func(*args, **kwargs)
+                except StorageBenchError as exc:
+                    _error(str(exc), error_code)
+                except KeyboardInterrupt:
+                    typer.secho(f"storagebench: interrupted; {interrupted}", err=True, fg="yellow")
+                    raise typer.Exit(130) from None
+                except OSError as exc:
+                    if exc.errno not in _OS_WORDS:
+                        raise
+                    where = exc.filename or "?"
+                    _error(f"{_OS_WORDS[exc.errno]}: {where}" + (f" -> {exc.filename2}" if exc.filename2 else ""))
+                finally:
+                    for w in caught:
+                        if issubclass(w.category, StorageBenchWarning):
+                            typer.secho(f"storagebench: warning: {w.message}", err=True, fg="yellow")
+                        else:
+                            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return run
+    return wrap
+
+
 # ---- run / demo (runner) ---------------------------------------------------------------
-@app.command("run")
+@_command("run")
+@cli_errors()
 def run_cmd(
     study: Annotated[Path, typer.Argument(help="study spec (YAML), e.g. data/studies/demo.yaml")],
     target: Annotated[Optional[str], typer.Option(
-        "--target", help="fio filename: a file or block device (default: the study's target)")] = None,
-    out: Annotated[Path, typer.Option("--out", help="results root; the study goes to OUT/<study name>/")] = Path(
+        "--target", metavar="PATH", help="fio filename: a file or block device (default: the study's target)")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="results root; the study goes to OUT/<study name>/")] = Path(
         "results"),
     timeout: Annotated[Optional[float], typer.Option(
         "--timeout", help="per-run wall-clock limit, s (default: runtime + ramp + margin)")] = None,
     allow_device: Annotated[Optional[List[str]], typer.Option(
-        "--allow-device", help="allow writes to this block device (repeatable)")] = None,
+        "--allow-device", metavar="DEVICE", help="allow writes to this block device (repeatable)")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="stop at the first failed run")] = False,
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="a different spec is stored under this name: move it aside")] = False,
@@ -54,21 +165,21 @@ def run_cmd(
         "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
         "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
 ) -> None:
-    """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume."""
+    """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
+
+    Examples:
+
+      storagebench run data/studies/qd_threads.yaml --target /mnt/test/sb.dat
+
+      storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
+    """
     from .runner import run_study
     from .study import load_study
 
-    try:
-        spec = load_study(study, max_runs=max_runs)
-        res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
-                        stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
-                        wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
-    except KeyboardInterrupt:
-        typer.secho("storagebench: interrupted; completed runs are kept, rerun the same command to resume",
-                    err=True, fg="yellow")
-        raise typer.Exit(130) from None
-    except StorageBenchError as exc:
-        _fail(exc)
+    spec = load_study(study, max_runs=max_runs)
+    res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
+                    stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
+                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
     _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
@@ -108,9 +219,10 @@ def _demo_scratch_dir(out: Path) -> Path:
                             "are all tmpfs/ramfs (O_DIRECT needs a disk filesystem); pass --out on a disk")
 
 
-@app.command("demo")
+@_command("demo")
+@cli_errors(interrupted="completed runs are kept; rerun `storagebench demo` to resume")
 def demo_cmd(
-    out: Annotated[Path, typer.Option("--out", help="results root; the study goes to OUT/<study name>/")] = Path(
+    out: Annotated[Path, typer.Option("--out", "-o", help="results root; the study goes to OUT/<study name>/")] = Path(
         "results"),
     keep: Annotated[bool, typer.Option(
         "--keep", help="keep the temporary target file (default: it is removed at the end)")] = False,
@@ -120,23 +232,29 @@ def demo_cmd(
         "--study", help="study spec to run (default: data/studies/demo.yaml)")] = _DEMO_STUDY,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar with ETA on stderr")] = True,
 ) -> None:
-    """Measure this machine's local disk: run the demo study on a temp file (direct I/O), ingest, publish report.html."""
+    """Measure this machine's local disk: run the demo study on a temp file (direct I/O), ingest, publish report.html.
+
+    Prints the findings the report opens with: peak IOPS, the recommended numjobs x iodepth with its
+    mean and p99 latency, caveats, and how many runs each point rests on.
+
+    Examples:
+
+      storagebench demo
+
+      storagebench demo --out /var/tmp/results --fresh
+    """
     import shutil
     import time
 
     from .ingest import ingest_study
-    from .plots import per_point, summary_table
-    from .publish import publish_report
+    from .publish import publish_report, study_provenance
     from .runner import run_study
-    from .stats import recommend_parameters
+    from .stats import sweep_summary
     from .store import utc_stamp
     from .study import load_study
 
     t0 = time.monotonic()
-    try:
-        study = load_study(study_path)
-    except StorageBenchError as exc:
-        _fail(exc)
+    study = load_study(study_path)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     study_dir = out / study.name
@@ -144,53 +262,28 @@ def demo_cmd(
         aside = out / f"{study.name}.{utc_stamp()}"
         study_dir.rename(aside)
         typer.echo(f"earlier results moved to {aside}", err=True)
-    try:
-        scratch = _demo_scratch_dir(out)
-    except StorageBenchError as exc:
-        _fail(exc)
+    scratch = _demo_scratch_dir(out)
     target = scratch / "target.dat"
     try:
         sweep = run_study(study, target=str(target), out_dir=out, progress=progress)
         _report_guards(sweep)
         if not sweep.completed and not sweep.skipped:
-            _fail(StorageBenchError(f"no run of {study.name} completed: {sweep.errors}"))
+            raise StorageBenchError(f"no run of {study.name} completed: {sweep.errors}")
         result = ingest_study(study_dir)
         result.write_parquet(study_dir / "tidy")
         report = publish_report(study_dir)
-        runs, hist = result.runs, result.histograms
-        rec = recommend_parameters(runs)
-    except KeyboardInterrupt:
-        typer.secho("storagebench: interrupted; completed runs are kept, rerun to resume", err=True, fg="yellow")
-        raise typer.Exit(130) from None
-    except StorageBenchError as exc:
-        _fail(exc)
+        summary = sweep_summary(result.runs, result.histograms, provenance=study_provenance(study_dir))
     finally:
         if keep:
             typer.echo(f"target kept: {target}", err=True)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     wall = time.monotonic() - t0
-    table = summary_table(runs, hist, by=["numjobs", "iodepth"])
-    pts = per_point(runs, by=["numjobs", "iodepth"], metrics=("iops",))
-    peak = pts.loc[pts["iops"].idxmax()]
-    nj, qd = rec.numjobs, rec.iodepth
-    at = table.loc[(nj, qd)]
-    pk = table.loc[(int(peak["numjobs"]), int(peak["iodepth"]))]
     typer.echo(f"{study.name}: {len(sweep.planned)} runs ({len(sweep.completed)} measured now, {len(sweep.skipped)} "
                f"reused, {len(sweep.failed)} failed) in {wall / 60:.1f} min")
-    typer.echo(f"recommended (knee): numjobs={nj} x iodepth={qd}: {at['IOPS (1/s)']:,.0f} IOPS, "
-               f"mean lat {at['mean lat (ms)']:.3f} ms, p99 clat {at['p99 clat (ms)']:.3f} ms")
-    if rec.at_grid_edge:
-        typer.echo(f"note: no saturation within the grid: IOPS still reach their top at the largest load "
-                   f"({rec.outstanding_ios:.0f} outstanding I/Os), so this is the grid's edge, not a knee; "
-                   f"extend iodepth/numjobs (data/studies/qd_threads.yaml goes to 8 x 128)")
-    typer.echo(f"peak: {peak['iops']:,.0f} IOPS at numjobs={int(peak['numjobs'])} x iodepth={int(peak['iodepth'])} "
-               f"(p99 clat {pk['p99 clat (ms)']:.3f} ms)")
+    typer.echo(summary.findings().text())
     if sweep.skipped:
         typer.echo(f"note: {len(sweep.skipped)} run(s) were reused from {study_dir}; --fresh measures them again")
-    if int(table["runs"].max()) < 2:
-        typer.echo("note: 1 run per point, so no confidence intervals; set repetitions: 2 (or more) in the spec "
-                   "to see how much these numbers move between runs")
     typer.echo(f"report: {report}")
     if sweep.failed:
         raise typer.Exit(1)
@@ -199,52 +292,81 @@ def demo_cmd(
 # ---- end run / demo ----------------------------------------------------------------------
 
 # ---- ingest ------------------------------------------------------------------------------
-@app.command()
+@_command("ingest")
+@cli_errors()
 def ingest(
-    paths: List[Path] = typer.Argument(..., help="fio JSON/JSON+ outputs, fio logs, DiskSPD XML/text, Iometer CSV, "
-                                       "run or result directories"),
-    out: Path = typer.Option(..., "--out", help="directory for runs/histograms/all_clients/timeseries.parquet"),
-    batch_files: int = typer.Option(500, "--batch-files", help="files per parquet batch (bounds memory)"),
+    paths: Annotated[List[Path], typer.Argument(
+        help="fio JSON/JSON+ outputs, fio logs, DiskSPD XML/text, Iometer CSV, run or result directories")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for runs/histograms/all_clients/timeseries.parquet")],
+    batch_files: Annotated[int, typer.Option("--batch-files", help="files per parquet batch (bounds memory)")] = 500,
+    max_file_size: Annotated[int, typer.Option(
+        "--max-file-size", min=1, help="MiB: a larger input file is reported, not read")] = 512,
 ) -> None:
-    """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested."""
+    """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested.
+
+    Examples:
+
+      storagebench ingest results/qd_threads/raw --out results/qd_threads/tidy
+
+      storagebench ingest other/*.json diskspd.xml --out tidy/
+    """
     from .ingest import ingest_to_parquet
 
-    try:
-        summary = ingest_to_parquet(paths, out, batch_files=batch_files)
-    except StorageBenchError as exc:
-        _fail(exc)
-        return
+    summary = ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
     typer.echo(f"{summary.files} files ingested, {len(summary.errors)} not ingested")
     if summary.errors:
         for err in summary.errors:
-            typer.secho(f"not ingested: {err.path}: {err.reason}", err=True, fg="red")
+            typer.secho(f"not ingested: {display_path(err.path)}: {err.reason}", err=True, fg="red")
         raise typer.Exit(1)
 # ---- end ingest --------------------------------------------------------------------------
 
 # ---- report ------------------------------------------------------------------------------
-@app.command("report")
+@_command("report")
+@cli_errors()
 def report_cmd(
     study_dir: Annotated[Path, typer.Argument(help="results/<study>/ of a sweep (holds raw/)")],
     notebook: Annotated[Optional[List[str]], typer.Option(
-        "--notebook", help="notebook(s) to publish, in order (default: notebooks/analyze.ipynb)")] = None,
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="HTML file (default: STUDY_DIR/report.html)")] = None,
+        "--notebook", metavar="NOTEBOOK", help="notebook(s) to publish, in order (default: notebooks/analyze.ipynb)")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="HTML file (default: STUDY_DIR/report.html); its report.json sidecar goes beside it")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="deprecated: use --out")] = None,
 ) -> None:
-    """Ingest STUDY_DIR, execute the analysis notebook and write STUDY_DIR/report.html; print its path."""
+    """Ingest STUDY_DIR, execute the analysis notebook and write STUDY_DIR/report.html; print its path.
+
+    Examples:
+
+      storagebench report results/demo
+
+      storagebench report results/qd_threads --out /srv/www/qd_threads.html
+    """
     from .publish import publish_report
 
-    try:
-        path = publish_report(study_dir, notebooks=notebook or None, output=output)
-    except StorageBenchError as exc:
-        _fail(exc)
+    if output is not None:
+        typer.secho("storagebench: warning: --output is deprecated; use --out", err=True, fg="yellow")
+        if out is not None and out != output:
+            raise StorageBenchError(f"--out {out} and the deprecated --output {output} disagree; give --out only")
+        out = output
+    path = publish_report(study_dir, notebooks=notebook or None, output=out,
+                          parameters=_study_defaults(notebook or None))
     typer.echo(str(path))
 
 
+def _study_defaults(notebooks) -> dict:
+    """``write_tidy=True`` for the notebooks that declare it: `report` stores the tidy tables of a study."""
+    from .publish import DEFAULT_REPORT_NOTEBOOKS, _resolve_notebook, notebook_parameters
+
+    declared = set().union(*(notebook_parameters(_resolve_notebook(n)) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)))
+    return {"write_tidy": True} if "write_tidy" in declared else {}
+
 
 def _parse_params(items: List[str]) -> dict:
-    """``-p name=value`` pairs; values are read as YAML scalars/lists (``4`` -> int, ``[a, b]`` -> list)."""
+    """``-p name=value`` pairs; values are read as YAML scalars/lists (``4`` -> int, ``[a, b]`` -> list).
+
+    A string value naming an existing file or directory relative to the current directory is passed as an
+    absolute path: the notebook runs in its own directory, where the relative path would mean another file.
+    """
     import yaml
 
     from .errors import PublishError
@@ -255,33 +377,65 @@ def _parse_params(items: List[str]) -> dict:
         if not sep or not name.isidentifier():
             raise PublishError(f"-p must be NAME=VALUE with NAME a notebook parameter, got {item!r}")
         try:
-            params[name] = yaml.safe_load(text)
+            value = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise PublishError(f"-p {name}=: value {text!r} is not a YAML value: {exc}") from None
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            value = str(Path(value).resolve())
+        params[name] = value
     return params
 
 
-@app.command("publish")
+@_command("publish")
+@cli_errors()
 def publish_cmd(
     notebook: Annotated[List[str], typer.Argument(
         help="notebook(s), a path or a name under notebooks/ (e.g. studies/vsan_stripe.ipynb)")],
-    out: Annotated[Path, typer.Option("--out", help="directory for the executed notebooks and report.html")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for the executed notebooks, report.html and report.json")],
     param: Annotated[Optional[List[str]], typer.Option(
-        "--param", "-p", help="NAME=VALUE for the notebooks' parameters cell (repeat); checked before running")] = None,
+        "--param", "-p", metavar="NAME=VALUE",
+        help="a parameter of the notebooks' parameters cell (repeat); VALUE is YAML: 4, 0.5, text, [a, b]")] = None,
 ) -> None:
-    """Execute notebook(s) with papermill and publish OUT/report.html (e.g. the published-table studies)."""
+    """Execute notebook(s) with papermill and publish OUT/report.html (e.g. the published-table studies).
+
+    Examples:
+
+      storagebench publish studies/hdd_iops.ipynb --out results/hdd_iops
+
+      storagebench publish compare.ipynb --out results/demo-compare -p table=results/demo/tidy/runs.parquet \\
+          -p factor=iodepth -p baseline=1 -p metric=iops -p by='[numjobs]'
+    """
     from .publish import _resolve_notebook, notebook_parameters, publish_report
 
-    try:
-        params = _parse_params(param or [])
-        out.mkdir(parents=True, exist_ok=True)
-        declared = set().union(*(notebook_parameters(_resolve_notebook(n)) for n in notebook))
-        if "out_dir" in declared:
-            params.setdefault("out_dir", str(out.resolve()))
-        path = publish_report(out, notebooks=notebook, parameters=params)
-    except StorageBenchError as exc:
-        _fail(exc)
+    params = _parse_params(param or [])
+    out.mkdir(parents=True, exist_ok=True)
+    declared = set().union(*(notebook_parameters(_resolve_notebook(n)) for n in notebook))
+    if "out_dir" in declared:
+        params.setdefault("out_dir", str(out.resolve()))
+    path = publish_report(out, notebooks=notebook, parameters=params)
     typer.echo(str(path))
+
+
+@_command("site")
+@cli_errors()
+def site_cmd(
+    results_dir: Annotated[Path, typer.Argument(help="directory holding published write-ups (report.html + report.json)")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="index page (default: RESULTS_DIR/index.html)")] = None,
+) -> None:
+    """Write an offline index page of every write-up under RESULTS_DIR: title, date, headline findings.
+
+    Examples:
+
+      storagebench site results
+
+      storagebench site results --out results/index.html
+    """
+    from .publish import build_site
+
+    path, listed, skipped = build_site(results_dir, out)
+    for why in skipped:
+        typer.secho(f"storagebench: warning: not listed: {why}", err=True, fg="yellow")
+    typer.echo(f"{len(listed)} write-up(s) -> {path}")
 
 # ---- end report --------------------------------------------------------------------------
 
@@ -315,54 +469,58 @@ def _compare_filter(df, where: List[str]):
     return df
 
 
-@app.command("compare")
+@_command("compare")
+@cli_errors()
 def compare_cmd(
-    table: Annotated[str, typer.Argument(help="results table (.parquet/.csv, e.g. results/<study>/tidy/runs.parquet) "
-                                         "or published:<name> (storagebench.published.list_published)")],
+    table: Annotated[str, typer.Argument(help="results table (.parquet/.csv, e.g. results/<study>/tidy/runs.parquet), "
+                                         "a study directory, or published:<name>")],
     factor: Annotated[str, typer.Option("--factor", help="column whose levels are compared, e.g. stripe_width")],
     baseline: Annotated[str, typer.Option("--baseline", help="the reference level of --factor, e.g. 1")],
     metric: Annotated[str, typer.Option("--metric", help="metric column, > 0: iops, bw_bytes_per_s, lat_mean_ns ...")],
-    by: Annotated[Optional[List[str]], typer.Option("--by", help="group column (repeat): one comparison per group")] = None,
-    pair_on: Annotated[Optional[List[str]],
-                       typer.Option("--pair-on", help="column matching rows across levels (repeat)")] = None,
-    where: Annotated[Optional[List[str]], typer.Option("--where", help="keep rows with COLUMN=VALUE (repeat)")] = None,
+    by: Annotated[Optional[List[str]], typer.Option(
+        "--by", metavar="COLUMN", help="group column (repeat): one comparison per group")] = None,
+    pair_on: Annotated[Optional[List[str]], typer.Option(
+        "--pair-on", metavar="COLUMN", help="column matching rows across levels (repeat)")] = None,
+    where: Annotated[Optional[List[str]], typer.Option(
+        "--where", metavar="COLUMN=VALUE", help="keep rows with COLUMN=VALUE (repeat)")] = None,
     margin: Annotated[Optional[float],
                       typer.Option("--margin", help="equivalence margin as a fraction (0.01 = 1%): TOST")] = None,
     confidence: Annotated[float, typer.Option("--confidence", help="confidence level of the CIs")] = 0.95,
     adjust: Annotated[str, typer.Option("--adjust", help="p adjustment: holm, fdr_bh, bonferroni, hommel, none")] = "holm",
     estimand: Annotated[str, typer.Option(
         "--estimand", help="geometric (ratio of geometric means, log-scale t) or arithmetic (Fieller)")] = "geometric",
-    out: Annotated[Optional[Path], typer.Option("--out", help="write the full table here (.csv or .parquet)")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write the full table here (.csv or .parquet)")] = None,
 ) -> None:
-    """Compare each level of --factor with --baseline on --metric: ratio, CI, p, adjusted p, per group."""
+    """Compare each level of --factor with --baseline on --metric: ratio, CI, p, adjusted p, per group.
+
+    Without --by every other factor that varies is pooled into one comparison; a warning names them.
+
+    Examples:
+
+      storagebench compare results/demo --factor iodepth --baseline 1 --metric iops --by numjobs
+
+      storagebench compare published:vsan_stripe --factor stripe_width --baseline 1 --metric iops \\
+          --by pattern --by direction --pair-on vms --pair-on source_tool --out stripe.csv
+    """
     import pandas as pd
 
-    from .stats import compare
+    from .errors import StatsError
+    from .published import load_table
+    from .stats import ESTIMANDS, compare
 
-    try:
-        if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
-            from .errors import StatsError
-
-            raise StatsError(f"--out suffix must be one of ['.csv', '.parquet'], got {out.suffix!r}")
-        from .published import load_table
-
-        df = load_table(table)
-        df = _compare_filter(df, where or [])
-        if factor not in df.columns:
-            from .errors import StatsError
-
-            raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
-        level = _compare_match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
-        result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
-                         confidence=confidence, adjust=adjust, estimand=estimand)
-    except StorageBenchError as exc:
-        _fail(exc)
+    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
+        raise StatsError(f"--out suffix must be one of ['.csv', '.parquet'], got {out.suffix!r}")
+    df = load_table(table)
+    df = _compare_filter(df, where or [])
+    if factor not in df.columns:
+        raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
+    level = _compare_match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
+    result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
+                     confidence=confidence, adjust=adjust, estimand=estimand)
     frame = result.to_frame()
     shown = list(result.by) + ["level", "n_baseline", "n_other", "estimate", "ratio", "ci_low", "ci_high", "p",
                                "p_adjusted", "equivalent", "note"]
     pct = f"{result.confidence:.0%}"
-    from .stats import ESTIMANDS
-
     typer.echo(f"{metric}: {factor} levels vs baseline {factor}={level!r} ({table}, {len(df)} rows); "
                f"ratio = {ESTIMANDS[result.estimand]} with its {pct} CI and p from one test; "
                f"estimate = mean(other) - mean(baseline) in {metric}'s unit (descriptive); "
@@ -405,11 +563,13 @@ def _params(items: Optional[List[str]]) -> dict:
     return out
 
 
-@app.command("testbed")
+@_command("testbed")
+@cli_errors(interrupted="the testbed was torn down, completed runs are kept; rerun the same command to resume (a "
+                        "set-up measured in part is built and measured again as a whole)")
 def testbed_cmd(
     study: Annotated[Optional[str], typer.Argument(
         help="a testbed study (storagebench testbed --list names them)")] = None,
-    out: Annotated[Path, typer.Option("--out", help="results root; the study goes to OUT/<study>[-quick]/")] = Path(
+    out: Annotated[Path, typer.Option("--out", "-o", help="results root; the study goes to OUT/<study>[-quick]/")] = Path(
         "results"),
     quick: Annotated[bool, typer.Option("--quick", help="the spec's quick variant (test_factors, test_settings)")] = False,
     confidence: Annotated[float, typer.Option("--confidence", help="level of every CI; tests at 1 - confidence")] = 0.95,
@@ -420,28 +580,30 @@ def testbed_cmd(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar on stderr")] = True,
     list_: Annotated[bool, typer.Option("--list", help="list the testbed studies and their parameters")] = False,
 ) -> None:
-    """Build STUDY's testbed afresh for each set-up (root), measure, tear down, print the findings."""
+    """Build STUDY's testbed afresh for each set-up (root), measure, tear down, print the findings.
+
+    Examples:
+
+      storagebench testbed --list
+
+      storagebench testbed stripe_width --quick
+
+      storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 --out results
+    """
     import pandas as pd
 
     from . import studies
 
-    try:
-        if list_:
-            for name in studies.names():
-                ts = studies.get(name)
-                params = ", ".join(f"{k}={v!r}" for k, v in ts.parameters().items()) or "no parameters"
-                typer.echo(f"{name}: {ts.title} [{params}] ({ts.spec_path})")
-            return
-        if study is None:
-            raise typer.BadParameter(f"name a study: one of {', '.join(studies.names())}", param_hint="STUDY")
-        params = _params(param)
-        res = studies.run(study, out_dir=out, quick=quick, progress=progress, confidence=confidence, params=params)
-    except KeyboardInterrupt:
-        typer.secho("storagebench: interrupted; the testbed was torn down, completed runs are kept (a set-up "
-                    "measured in part is built and measured again on the next call)", err=True, fg="yellow")
-        raise typer.Exit(130) from None
-    except StorageBenchError as exc:
-        _fail(exc)
+    if list_:
+        for name in studies.names():
+            ts = studies.get(name)
+            params = ", ".join(f"{k}={v!r}" for k, v in ts.parameters().items()) or "no parameters"
+            typer.echo(f"{name}: {ts.title} [{params}] ({ts.spec_path})")
+        return
+    if study is None:
+        raise typer.BadParameter(f"name a study: one of {', '.join(studies.names())}", param_hint="STUDY")
+    params = _params(param)
+    res = studies.run(study, out_dir=out, quick=quick, progress=progress, confidence=confidence, params=params)
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in res.phases_s.items())
     sw = res.sweep
     typer.echo(f"{res.name}: {res.completed} run(s) measured, {res.skipped} already complete, {res.failed} failed, "
@@ -457,31 +619,33 @@ def testbed_cmd(
     if report:
         from .publish import publish_report
 
-        try:
-            html = publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
-                                  parameters={"study": study, "confidence": confidence, "params": params})
-        except StorageBenchError as exc:
-            _fail(exc)
+        html = publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
+                              parameters={"study": study, "confidence": confidence, "params": params})
         typer.echo(f"\nreport: {html}")
     if res.failed:
         raise typer.Exit(1)
 
 
-@app.command("testbed-leftovers")
+@_command("testbed-leftovers")
+@cli_errors()
 def testbed_leftovers_cmd(
     cleanup: Annotated[bool, typer.Option(
         "--cleanup", help="tear down the leftovers of storagebench processes that no longer run")] = False,
 ) -> None:
-    """List loop devices, mounts and zram devices created by storagebench testbeds that are still there."""
+    """List loop devices, mounts and zram devices created by storagebench testbeds that are still there.
+
+    Examples:
+
+      storagebench testbed-leftovers
+
+      storagebench testbed-leftovers --cleanup
+    """
     from . import testbed as tb
 
-    try:
-        if cleanup:
-            for r in tb.cleanup_stale():
-                typer.echo(f"removed {r['kind']} {r['path']} (process {r['pid']} is gone)")
-        rows = tb.leftovers(all_processes=True)
-    except StorageBenchError as exc:
-        _fail(exc)
+    if cleanup:
+        for r in tb.cleanup_stale():
+            typer.echo(f"removed {r['kind']} {r['path']} (process {r['pid']} is gone)")
+    rows = tb.leftovers(all_processes=True)
     for r in rows:
         state = "running" if r["alive"] else "gone: --cleanup removes it"
         typer.echo(f"{r['kind']} {r['path']} (process {r['pid']}, {state})")
@@ -492,31 +656,35 @@ def testbed_leftovers_cmd(
 # ---- end testbed studies -----------------------------------------------------------------
 
 # ---- hosts / batch (scale-out) -----------------------------------------------------------
-@app.command("hosts")
+@_command("hosts")
+@cli_errors()
 def hosts_cmd(
-    hosts: List[str] = typer.Argument(None, help="fio servers: sock:/path, host[,port] or host:port"),
-    hostfile: Optional[Path] = typer.Option(None, "--hostfile", help="fio host file (one host a line)"),
-    fio_bin: str = typer.Option("fio", "--fio", help="controller's fio executable"),
+    hosts: Annotated[Optional[List[str]], typer.Argument(help="fio servers: sock:/path, host[,port] or host:port")] = None,
+    hostfile: Annotated[Optional[Path], typer.Option("--hostfile", help="fio host file (one host a line)")] = None,
+    fio_bin: Annotated[str, typer.Option("--fio", metavar="PATH", help="controller's fio executable")] = "fio",
 ) -> None:
     """Check fio servers: reachable, on the controller's fio version, and reachable by nobody else.
 
     fio servers have no authentication; a warning names each server that other local accounts
     can reach (a TCP port on this host, a socket others can open) and why.
+
+    Examples:
+
+      storagebench hosts sock:/run/sb/fio0.sock sock:/run/sb/fio1.sock
+
+      storagebench hosts --hostfile hosts.list
     """
     from .fio.process import fio_version
     from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
-    try:
-        hs = [parse_host(h) for h in (hosts or [])] + (parse_hostfile(hostfile) if hostfile else [])
-        if not hs:
-            raise typer.BadParameter("give HOSTS or --hostfile")
-        versions = server_versions(hs, fio_bin)
-        for h, v in versions.items():
-            typer.echo(f"{h}\t{v}")
-        check_versions(versions, fio_version(fio_bin))
-        exposed = {h.label: exposure(h) for h in hs}
-    except StorageBenchError as exc:
-        _fail(exc)
+    hs = [parse_host(h) for h in (hosts or [])] + (parse_hostfile(hostfile) if hostfile else [])
+    if not hs:
+        raise typer.BadParameter("give HOSTS or --hostfile")
+    versions = server_versions(hs, fio_bin)
+    for h, v in versions.items():
+        typer.echo(f"{h}\t{v}")
+    check_versions(versions, fio_version(fio_bin))
+    exposed = {h.label: exposure(h) for h in hs}
     typer.echo(f"{len(hs)} server(s) reachable, all on the controller's fio version")
     warned = {label: why for label, why in exposed.items() if why}
     for label, why in warned.items():
@@ -533,29 +701,34 @@ def hosts_cmd(
             "  See docs/ARCHITECTURE.md, 'fio servers'.", err=True, fg="yellow")
 
 
-@app.command("scaling")
+@_command("scaling")
+@cli_errors()
 def scaling_cmd(
-    study: Path = typer.Argument(..., help="study spec with a `clients` factor (data/studies/scaling.yaml)"),
-    hostfile: Optional[Path] = typer.Option(None, "--hosts", help="fio host file; default: start test servers"),
-    test_hosts: int = typer.Option(4, "--test-hosts", help="test servers to start without --hosts"),
-    test_mode: str = typer.Option(
-        "socket", "--test-mode",
-        help="socket (owner-only Unix sockets), loopback (TCP: every local account can reach it) or netns (root)"),
-    insecure_tcp: bool = typer.Option(
-        False, "--insecure-tcp", help="netns without its nftables owner guard: every local account can reach it"),
-    out: Path = typer.Option(Path("results"), "--out", help="results root"),
-    runtime: float = typer.Option(0.0, "--runtime", help="s per run; 0 keeps the spec's"),
-    repetitions: int = typer.Option(0, "--repetitions", help="runs per point; 0 keeps the spec's"),
+    study: Annotated[Path, typer.Argument(help="study spec with a `clients` factor (data/studies/scaling.yaml)")],
+    hostfile: Annotated[Optional[Path], typer.Option("--hosts", help="fio host file; default: start test servers")] = None,
+    test_hosts: Annotated[int, typer.Option("--test-hosts", help="test servers to start without --hosts")] = 4,
+    test_mode: Annotated[str, typer.Option(
+        "--test-mode",
+        help="socket (owner-only Unix sockets), loopback (TCP: every local account can reach it) or netns (root)")] = "socket",
+    insecure_tcp: Annotated[bool, typer.Option(
+        "--insecure-tcp", help="netns without its nftables owner guard: every local account can reach it")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", help="results root")] = Path("results"),
+    runtime: Annotated[float, typer.Option("--runtime", help="s per run; 0 keeps the spec's")] = 0.0,
+    repetitions: Annotated[int, typer.Option("--repetitions", help="runs per point; 0 keeps the spec's")] = 0,
 ) -> None:
-    """Run a scale-out study: level n of `clients` on the first n fio servers, one study in random order."""
+    """Run a scale-out study: level n of `clients` on the first n fio servers, one study in random order.
+
+    Examples:
+
+      storagebench scaling data/studies/scaling.yaml
+
+      storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
+    """
     from .clientserver import measure_scaling
 
-    try:
-        s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
-                            test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
-                            repetitions=repetitions, progress=True)
-    except StorageBenchError as exc:
-        _fail(exc)
+    s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
+                        test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
+                        repetitions=repetitions, progress=True)
     typer.echo(f"{s.study}: {len(s.completed)} measured, {len(s.skipped)} already done, "
                f"{len(s.failed)} failed -> {s.root}")
     for run_id, msg in s.errors.items():
@@ -564,26 +737,37 @@ def scaling_cmd(
         raise typer.Exit(1)
 
 
-@app.command("batch")
+@_command("batch")
+@cli_errors(error_code=2, interrupted="sets that finished are in OUT/<set>/; rerun to run them all again")
 def batch_cmd(
-    params: Path = typer.Argument(..., help="YAML file of parameter sets"),
-    notebook: Optional[Path] = typer.Option(None, "--notebook", help="template (default: the file's 'notebook')"),
-    out: Path = typer.Option(..., "--out", help="output directory"),
-    jobs: int = typer.Option(1, "--jobs", help="parallel processes"),
-    report: bool = typer.Option(False, "--report", help="also an HTML report per set"),
+    params: Annotated[Path, typer.Argument(help="YAML file of parameter sets")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (OUT/<set>/, OUT/summary.csv)")],
+    notebook: Annotated[Optional[Path], typer.Option(
+        "--notebook", help="template (default: the file's 'notebook' entry)")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="parallel processes")] = 1,
+    report: Annotated[bool, typer.Option("--report", help="also an HTML report per set")] = False,
+    kernel: Annotated[Optional[str], typer.Option(
+        "--kernel", help="Jupyter kernel name (default: the notebook's)")] = None,
 ) -> None:
-    """Execute a notebook over parameter sets with papermill (validated first, run in parallel)."""
+    """Execute a notebook over parameter sets with papermill (validated first, run in parallel).
+
+    Exit status: 0 when every set ran, 1 when a set failed, 2 for bad input (nothing ran).
+    `runners/batch.py` is this command.
+
+    Examples:
+
+      storagebench batch sets.yaml --notebook notebooks/studies/scaling.ipynb --out results/batch --jobs 2
+
+      storagebench batch sets.yaml --out results/batch --report
+    """
     from .batch import load_param_sets, run_batch
 
-    try:
-        sets, nb = load_param_sets(params)
-        nb = notebook or nb
-        if not nb:
-            raise typer.BadParameter("give --notebook, or a 'notebook:' entry in the parameter file")
-        table = run_batch(nb, sets, out, jobs=jobs, report=report)
-    except StorageBenchError as exc:
-        _fail(exc, 2)
-    typer.echo(table.to_string(index=False, max_colwidth=80))
+    sets, nb = load_param_sets(params)
+    nb = notebook or nb
+    if not nb:
+        raise StorageBenchError("give --notebook, or a 'notebook:' entry in the parameter file")
+    table = run_batch(nb, sets, out, jobs=jobs, report=report, kernel_name=kernel)
+    typer.echo(table.assign(elapsed_s=table["elapsed_s"].round(1)).to_string(index=False, max_colwidth=80))
     failed = int((table["status"] != "ok").sum())
     typer.echo(f"{len(table) - failed} ok, {failed} failed; summary: {out / 'summary.csv'}")
     if failed:
@@ -594,7 +778,10 @@ def batch_cmd(
 
 
 # ---- translate (DiskSPD / Iometer profiles -> fio study) -----------------------------------
-@app.command("translate", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+# DiskSPD's own switches (-o, -h, -b ...) pass through: no short options here, and only --help asks for help
+@_command("translate", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                         "help_option_names": ["--help"]})
+@cli_errors()
 def translate_cmd(
     kind: Annotated[str, typer.Argument(help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")],
     source: Annotated[List[str], typer.Argument(help="the DiskSPD switches and targets (quoted or not), or the .icf path")],
@@ -602,25 +789,25 @@ def translate_cmd(
     ioengine: Annotated[str, typer.Option("--ioengine", help="fio engine of the study")] = "libaio",
     out: Annotated[Optional[Path], typer.Option("--out", help="write the study YAML (with the translation) here")] = None,
 ) -> None:
-    """Write a fio study from a DiskSPD command line or an Iometer .icf, and print the translation."""
+    """Write a fio study from a DiskSPD command line or an Iometer .icf, and print the translation.
+
+    Examples:
+
+      storagebench translate diskspd -b4K -d60 -o32 -t4 -r -w0 -Sh C:\\test.dat --out data/studies/from_diskspd.yaml
+
+      storagebench translate icf profile.icf --name iometer_oltp
+    """
+    from .errors import StudyError
     from .loadgen_profiles import study_from_diskspd, study_from_icf
 
-    try:
-        if kind == "diskspd":
-            t = study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
-        elif kind == "icf":
-            if len(source) != 1:
-                from .errors import StudyError
-
-                raise StudyError(f"translate icf takes one .icf path, got {source}")
-            t = study_from_icf(source[0], name=name, ioengine=ioengine)
-        else:
-            from .errors import StudyError
-
-            raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
-    except StorageBenchError as exc:
-        _fail(exc)
-        return
+    if kind == "diskspd":
+        t = study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
+    elif kind == "icf":
+        if len(source) != 1:
+            raise StudyError(f"translate icf takes one .icf path, got {source}")
+        t = study_from_icf(source[0], name=name, ioengine=ioengine)
+    else:
+        raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
     typer.echo(t.report())
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -630,12 +817,8 @@ def translate_cmd(
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point of the ``storagebench`` console script."""
-    try:
-        app(args=argv, standalone_mode=True)
-    except StorageBenchError as exc:  # commands catch their own; this is a last net
-        typer.secho(f"storagebench: error: {exc}", err=True, fg="red")
-        sys.exit(1)
+    """Entry point of the ``storagebench`` console script (and of ``runners/batch.py``)."""
+    app(args=argv, prog_name="storagebench", standalone_mode=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

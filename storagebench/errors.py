@@ -6,6 +6,7 @@ and exit codes. Every message names the input that was wrong and what is allowed
 
 from __future__ import annotations
 
+import os
 import reprlib
 from typing import Any
 
@@ -25,11 +26,32 @@ __all__ = [
     "HostError",
     "NotWritableError",
     "ResultsBusyError",
+    "display_path",
+    "StorageBenchWarning",
 ]
+
+
+def display_path(path: object) -> str:
+    """A path as text that is always valid UTF-8 (messages, the ``source_file`` column).
+
+    A file name that is not UTF-8 reaches Python with its bad bytes as surrogate escapes
+    (:func:`os.fsdecode`); they are written as ``\\xNN`` here, the rest of the name as it is.
+    """
+    text = path if isinstance(path, str) else os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
 
 
 class StorageBenchError(Exception):
     """Base class of every error storagebench raises on purpose."""
+
+
+class StorageBenchWarning(UserWarning):
+    """A result was computed, but the caller should know something about it (e.g. which factors
+    ``compare`` pooled). The CLI prints these as ``storagebench: warning: ...``."""
 
 
 class StudyError(StorageBenchError, ValueError):
@@ -63,10 +85,19 @@ class FioNotFoundError(FioError):
 
 
 class IngestError(StorageBenchError, ValueError):
-    """A file cannot be ingested: not fio output, truncated JSON, empty, unknown format."""
+    """A file cannot be ingested: not fio output, truncated JSON, empty, unknown format.
+
+    Attributes
+    ----------
+    path : str or None
+        The file, as given (a non-UTF-8 name keeps its surrogate escapes, so it can be opened);
+        the message shows it with :func:`display_path`.
+    reason : str
+        The message without the path.
+    """
 
     def __init__(self, message: str, *, path: str | None = None):
-        super().__init__(message if path is None else f"{path}: {message}")
+        super().__init__(message if path is None else f"{display_path(path)}: {message}")
         self.path = path
         self.reason = message
 

@@ -13,8 +13,9 @@ latencies are weighted by completed I/Os (``total_ios``), which is fio's own rul
 reporting (``sum_thread_stats`` in fio's ``stat.c``). Latency *percentiles* cannot be combined that way; figures of
 percentiles either use one-job runs or the json+ histograms (:func:`clat_cdf`).
 
-Uncertainty bands are Student-t confidence intervals of the mean over repetitions
-(``scipy.stats.t``), drawn only where a point has at least two repetitions.
+Uncertainty bands are Student-t confidence intervals of the mean over repetitions, computed by
+:func:`storagebench.stats.point_means` (this module draws; it computes no statistics of its own),
+drawn only where a point has at least two repetitions.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.colors import LogNorm
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
-from scipy import stats as _st
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .errors import SchemaError
 from .schema import DIRECTIONS, PERCENTILES, RUNS, percentile_column
@@ -47,12 +48,16 @@ __all__ = [
     "per_point",
     "summary_table",
     "littles_law_table",
+    "littles_law_summary",
     "iops_vs_iodepth",
     "latency_vs_iops",
     "heatmap",
+    "heatmap_grid",
     "clat_cdf",
+    "TAIL_TICKS",
     "metric_vs",
     "ratio_forest",
+    "bland_altman_plot",
     "provenance_caption",
     "add_caption",
 ]
@@ -222,19 +227,6 @@ def _per_run(runs: pd.DataFrame, *, direction: str | None = None) -> pd.DataFram
     return per_run(df, latency=None)
 
 
-def _t_interval(values: pd.Series, level: float) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    m = float(v.mean()) if v.size else np.nan
-    sem = float(_st.sem(v)) if v.size >= 2 else 0.0
-    if v.size < 2 or not sem > 0:
-        return (m, m)
-    lo, hi = _st.t.interval(level, df=v.size - 1, loc=m, scale=sem)
-    if not np.isfinite(lo):  # zero variance
-        return (m, m)
-    return (float(lo), float(hi))
-
-
 #: Factor columns that must be equal within a point (``target`` may differ: a resumed sweep can
 #: use a new temp file on the same disk).
 _GUARDED = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "tool")
@@ -277,13 +269,14 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
     ci : float
-        Confidence level of the interval of the mean over repetitions (t distribution).
+        Confidence level of the interval of the mean over repetitions (Student t,
+        :func:`storagebench.stats.point_means`; plots compute no statistics of their own).
 
     Returns
     -------
     pandas.DataFrame
         One row per point: the ``by`` columns, ``n`` (runs), and per metric ``<metric>``
-        (mean), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the mean when n < 2).
+        (mean, display unit), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the mean when n < 2).
 
     Raises
     ------
@@ -303,17 +296,16 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
                          "run has no single value of it: pass `direction` or filter the rows.")
     _need_columns(pr, by + [s.column for s in specs], "runs")
     _check_not_mixed(pr, by)
-    rows = []
-    for key, grp in pr.groupby(by, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        row = dict(zip(by, key, strict=False))
-        row["n"] = len(grp)
-        for name, s in zip(metrics, specs, strict=False):
-            vals = grp[s.column].astype(float) * s.scale
-            lo, hi = _t_interval(vals, ci)
-            row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = float(vals.mean()), lo, hi
-        rows.append(row)
-    return pd.DataFrame(rows)
+    from .stats import point_means
+
+    scaled = pr[by].copy()
+    for name, spec in zip(metrics, specs, strict=True):
+        scaled[name] = pr[spec.column].astype(float) * spec.scale
+    pts = point_means(scaled, by, list(metrics), confidence=ci)
+    for name in metrics:  # a band of zero width where there is no interval (one run): drawn as the line
+        for side in ("_ci_low", "_ci_high"):
+            pts[name + side] = pts[name + side].fillna(pts[name])
+    return pts
 
 
 def summary_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
@@ -398,6 +390,33 @@ def littles_law_table(checked: pd.DataFrame, *, by: Sequence[str] = ("numjobs", 
     return out.sort_values(keys).set_index(keys) if keys else out
 
 
+def littles_law_summary(checked: pd.DataFrame, *, tolerance: float = 0.2) -> str:
+    """One sentence for a report: how many runs obey Little's law, and the range of the ratio.
+
+    Parameters
+    ----------
+    checked : pandas.DataFrame
+        The result of :func:`storagebench.stats.littles_law` (``littles_ratio``, ``flagged``).
+    tolerance : float
+        The tolerance ``checked`` was computed with (``littles_law``'s default 0.2), for the sentence.
+
+    Returns
+    -------
+    str
+        e.g. "Little's law (IOPS x mean latency = numjobs x iodepth outstanding I/Os) holds within ±20% for 36
+        of 36 runs (ratio 0.995 to 0.999); no run is flagged."
+    """
+    _need_columns(checked, ["littles_ratio", "flagged"], "checked")
+    ratio = checked["littles_ratio"].astype(float)
+    finite = ratio[np.isfinite(ratio)]
+    flagged = int(checked["flagged"].astype(bool).sum())
+    n = len(checked)
+    rng = f" (ratio {finite.min():.3f} to {finite.max():.3f})" if len(finite) else ""
+    tail = "no run is flagged." if not flagged else f"{flagged} run(s) are flagged and listed below."
+    return (f"Little's law (IOPS × mean latency = numjobs × iodepth outstanding I/Os) holds within "
+            f"±{tolerance:.0%} for {n - flagged} of {n} runs{rng}; {tail}")
+
+
 def _merged_bins(histograms: pd.DataFrame) -> pd.DataFrame:
     from .histogram import merge_histograms
 
@@ -413,35 +432,21 @@ def _percentiles(bins: pd.DataFrame, percentiles: Sequence[float]) -> dict[float
 
 def _join_factors(runs: pd.DataFrame | None, histograms: pd.DataFrame, by: Sequence[str],
                   direction: str | None) -> pd.DataFrame:
-    _need_columns(histograms, ["run_id", "bin_ns", "count"], "histograms")
-    h = histograms
+    from .stats import attach_factors
+
     if direction is not None:
         _one_of("direction", direction, list(DIRECTIONS))
-        h = h[h["direction"] == direction]
-        if h.empty:
-            raise SchemaError(f"`histograms` has no rows with direction {direction!r}.")
-    need = [c for c in by if c not in h.columns]
-    if need:
-        if runs is None:
-            raise SchemaError(f"`histograms` has no column(s) {need}; pass `runs` to take them from there.")
-        _need_columns(runs, ["run_id", *need], "runs")
-        h = h.merge(runs[["run_id", *need]].drop_duplicates("run_id"), on="run_id", how="inner")
-        if h.empty:
-            raise SchemaError("no run_id of `histograms` is in `runs`.")
-    return h
+    return attach_factors(histograms, runs, list(by), direction)
 
 
 def _point_percentiles(runs, histograms, *, by, percentiles, direction) -> pd.DataFrame:
-    h = _join_factors(runs, histograms, by, direction)
-    rows = []
-    for key, grp in h.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        vals = _percentiles(_merged_bins(grp), percentiles)
-        row = dict(zip(by, key, strict=False))
-        for p in percentiles:
-            row[f"p{p:g} clat (ms)"] = round(vals[float(p)] * 1e-6, 4)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    from .stats import point_percentiles
+
+    if direction is not None:
+        _one_of("direction", direction, list(DIRECTIONS))
+    pct = point_percentiles(histograms, runs, list(by), tuple(percentiles), direction=direction)
+    return pct.rename(columns={f"clat_p{p:g}_ns": f"p{p:g} clat (ms)" for p in percentiles}).assign(
+        **{f"p{p:g} clat (ms)": lambda d, p=p: (d[f"p{p:g} clat (ms)"] * 1e-6).round(4) for p in percentiles})
 
 
 # --------------------------------------------------------------------------- axes helpers
@@ -602,12 +607,15 @@ def _knee_point(knee: Any, by: Sequence[str]) -> dict[str, Any]:
 
 def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat_mean_ms",
                     hue: str | None = "numjobs", order: str = "iodepth", direction: str | None = None,
-                    ci: float | None = 0.95, ax: Axes | None = None) -> Axes:
-    """The hockey stick: mean latency against IOPS as load rises, with the knee marked.
+                    ci: float | None = 0.95, histograms: pd.DataFrame | None = None, tail: float = 99.0,
+                    ax: Axes | None = None) -> Axes:
+    """The hockey stick: mean latency (and the tail) against IOPS as load rises, with the knee marked.
 
     Each point is one study point (``hue`` x ``order`` value), the mean over its repetitions,
     with Student-t confidence intervals on both axes; points of a ``hue`` level are
-    joined in ``order`` (iodepth).
+    joined in ``order`` (iodepth). With ``histograms``, the ``tail`` percentile of the completion
+    latency of each point (merged json+ bins of its runs) is drawn beside the mean as a dashed line
+    with open markers in the same colour: the mean alone hides what the slowest I/Os see.
 
     Parameters
     ----------
@@ -625,13 +633,19 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     direction : {"read", "write", "trim"} or None
     ci : float or None
         Confidence level of the error bars.
+    histograms : pandas.DataFrame, optional
+        Tidy ``histograms`` table: adds the ``tail`` percentile per point
+        (:func:`storagebench.stats.point_percentiles`).
+    tail : float
+        Percentile (%) drawn with ``histograms`` (default 99).
     ax : matplotlib.axes.Axes, optional
 
     Returns
     -------
     matplotlib.axes.Axes
         One line per ``hue`` level in ``ax.lines`` (plus one marker line for the knee,
-        labelled ``"knee ..."``).
+        labelled ``"knee ..."``, and with ``histograms`` one dashed line per level labelled
+        ``"_p99 <level>"``, kept out of the legend, which explains solid and dashed once).
 
     Raises
     ------
@@ -655,11 +669,23 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
         ax.plot(g["iops"], g[latency], marker="o", ms=5, lw=1.6, color=pal[level],
                 label=f"{level}" if level is not None else "all runs")
         if ci is not None:
-            ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=0,
-                        elinewidth=0.8, alpha=0.8)
+            ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=2,
+                        elinewidth=0.8, alpha=0.45)
         last = g.iloc[-1]
         ax.annotate(f"{order}={last[order]:g}", (last["iops"], last[latency]), textcoords="offset points",
                     xytext=(4, 4), fontsize="x-small", color=pal[level])
+    tail_top = None
+    if histograms is not None:
+        from matplotlib.lines import Line2D
+
+        col = f"p{tail:g} clat (ms)"
+        pct = _point_percentiles(runs, histograms, by=by, percentiles=(tail,), direction=direction)
+        both = pts.merge(pct, on=by, how="inner")
+        for level in levels:
+            g = (both if level is None else both[both[hue] == level]).sort_values(order)
+            ax.plot(g["iops"], g[col], ls="--", marker="o", ms=5, mfc="white", lw=1.2, color=pal[level],
+                    label=f"_p{tail:g} {level}")
+        tail_top = float(both[col].max())
     k = _knee_point(knee, by)
     if k:
         kx = ky = None
@@ -685,11 +711,25 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
                 label=f"knee ({desc})", zorder=5)
     ax.set_xlabel(METRICS["iops"].label)
     ax.xaxis.set_major_formatter(_THOUSANDS)
-    ax.set_ylabel(METRICS[latency].label)
     ax.set_xlim(0, _upper(pts["iops"], pts["iops_ci_high"] if ci is not None else None, 1.3))
-    ax.set_ylim(0, _upper(pts[latency], pts[f"{latency}_ci_high"] if ci is not None else None))
-    ax.legend(title=f"{hue or ''}{_ci_note(ci, pts['n'], 'bars')}".lstrip("; ") or None, loc="best")
-    ax.set_title(f"{METRICS[latency].label.split(' (')[0]} vs IOPS (load rises with {order})")
+    top = _upper(pts[latency], pts[f"{latency}_ci_high"] if ci is not None else None)
+    title = f"{hue or ''}{_ci_note(ci, pts['n'], 'bars')}".lstrip("; ") or None
+    if tail_top is None:
+        ax.set_ylabel(METRICS[latency].label)
+        ax.legend(title=title, loc="best")
+        ax.set_title(f"{METRICS[latency].label.split(' (')[0]} vs IOPS (load rises with {order})")
+    else:
+        name = METRICS[latency].label.split(" (")[0]
+        ax.set_ylabel("latency (ms)")
+        ax.set_ylim(0, max(top, tail_top * 1.05))
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], color="0.3", lw=1.6, marker="o", ms=5),
+                    Line2D([], [], color="0.3", lw=1.2, ls="--", marker="o", ms=5, mfc="white")]
+        labels += [name, f"p{tail:g} completion latency"]
+        ax.legend(handles, labels, title=title, loc="upper left")
+        ax.set_title(f"Mean and p{tail:g} latency vs IOPS (load rises with {order})")
+        return ax
+    ax.set_ylim(0, top)
     return ax
 
 
@@ -698,9 +738,22 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
 HEATMAP_LOG_RATIO = 100.0
 
 
+def _heat_norm(cells: np.ndarray, metric: str, log: bool | None) -> tuple[Normalize, bool]:
+    """One colour scale for ``cells``: log when asked, or by :data:`HEATMAP_LOG_RATIO` when ``log`` is None."""
+    cells = cells[np.isfinite(cells)]
+    positive = cells.size > 0 and bool((cells > 0).all())
+    if log is None:
+        log = positive and float(cells.max()) > HEATMAP_LOG_RATIO * float(cells.min())
+    elif log and not positive:
+        raise ValueError(f"`log=True` needs every cell > 0, but the smallest {metric} cell is {cells.min():g}.")
+    lo, hi = (float(cells.min()), float(cells.max())) if cells.size else (0.0, 1.0)
+    return (LogNorm(vmin=lo, vmax=hi) if log else Normalize(vmin=lo, vmax=hi)), bool(log)
+
+
 def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metric: str = "iops",
             direction: str | None = None, annot: bool = True, cmap: str = "viridis",
-            log: bool | None = None, ax: Axes | None = None) -> Axes:
+            log: bool | None = None, norm: Normalize | None = None, cbar: bool = True,
+            ax: Axes | None = None) -> Axes:
     """Mean of a display metric over a two-factor grid (numjobs x iodepth), one cell per point.
 
     Parameters
@@ -720,6 +773,10 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
         Log colour scale (``matplotlib.colors.LogNorm``). ``None`` (default): log when every cell
         is > 0 and the largest is more than :data:`HEATMAP_LOG_RATIO` (100) times the smallest,
         e.g. an HDD grid of ~100 IOPS cells with one cached cell at ~30,000 IOPS.
+    norm : matplotlib.colors.Normalize, optional
+        A colour scale shared with other heatmaps of the same figure (:func:`heatmap_grid`); overrides ``log``.
+    cbar : bool
+        Draw this heatmap's own colour bar (False when the figure has one shared bar).
     ax : matplotlib.axes.Axes, optional
 
     Returns
@@ -737,18 +794,14 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
     m = _metric(metric)
     pts = per_point(runs, by=[y, x], metrics=(metric,), direction=direction)
     grid = pts.pivot(index=y, columns=x, values=metric).sort_index(ascending=False).sort_index(axis=1)
-    cells = grid.to_numpy(dtype=float)
-    cells = cells[np.isfinite(cells)]
-    positive = cells.size > 0 and bool((cells > 0).all())
-    if log is None:
-        log = positive and float(cells.max()) > HEATMAP_LOG_RATIO * float(cells.min())
-    elif log and not positive:
-        raise ValueError(f"`log=True` needs every cell > 0, but the smallest {metric} cell is {cells.min():g}.")
-    norm = LogNorm(vmin=float(cells.min()), vmax=float(cells.max())) if log else None
+    if norm is None:
+        norm, log = _heat_norm(grid.to_numpy(dtype=float), metric, log)
+    else:
+        log = isinstance(norm, LogNorm)
     ax = _new_ax(ax)
-    sns.heatmap(grid, annot=annot, fmt=m.fmt, cmap=cmap, ax=ax, linewidths=0.5, norm=norm,
+    sns.heatmap(grid, annot=annot, fmt=m.fmt, cmap=cmap, ax=ax, linewidths=0.5, norm=norm, cbar=cbar,
                 cbar_kws={"label": m.label + (", log colour scale" if log else ""),
-                          "format": _THOUSANDS if metric == "iops" else None},
+                          "format": _THOUSANDS if metric == "iops" else None} if cbar else None,
                 annot_kws={"fontsize": "x-small"})
     ax.set_xlabel(_factor_label(x))
     ax.set_ylabel(_factor_label(y))
@@ -756,8 +809,78 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
     return ax
 
 
+def heatmap_grid(runs: pd.DataFrame, *, col: str, x: str = "iodepth", y: str = "numjobs", metric: str = "iops",
+                 direction: str | None = None, annot: bool = True, cmap: str = "viridis", log: bool | None = None,
+                 col_label=None, figsize: tuple[float, float] | None = None) -> Figure:
+    """Heatmaps of one metric side by side, one per level of ``col``, on ONE colour scale with one bar.
+
+    Two heatmaps with their own scales make the same colour mean two values; here a colour means one
+    value in every panel (e.g. 4 KiB and 16 KiB IOPS of seed 001's HDD over %random x %read).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Tidy ``runs`` table.
+    col : str
+        Column with one panel per level (e.g. ``"bs_bytes"``).
+    x, y, metric, direction, annot, cmap
+        As in :func:`heatmap`.
+    log : bool or None
+        Log colour scale; ``None`` decides over the cells of all panels together (:data:`HEATMAP_LOG_RATIO`).
+    col_label : callable, optional
+        Panel title from a level (default ``"<col>=<level>"``; ``bs_bytes`` is written in KiB).
+    figsize : (float, float), optional
+        Inches; default 4.2 wide per panel plus the bar, 3.8 high.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One Axes per level (``fig.axes[:-1]``, every QuadMesh sharing one ``norm``) and the shared colour
+        bar (``fig.axes[-1]``), labelled with the unit.
+
+    Raises
+    ------
+    SchemaError
+        ``col`` is missing.
+    ValueError
+        As :func:`heatmap`.
+    """
+    m = _metric(metric)
+    _need_columns(runs, [col], "runs")
+    levels = sorted(runs[col].dropna().unique())
+    pts = per_point(runs, by=[col, y, x], metrics=(metric,), direction=direction)
+    norm, log = _heat_norm(pts[metric].to_numpy(dtype=float), metric, log)
+    label = col_label or ((lambda v: f"{v / 1024:g} KiB") if col == "bs_bytes" else (lambda v: f"{col}={v}"))
+    with house_style():
+        fig, axes = plt.subplots(1, len(levels), figsize=figsize or (4.2 * len(levels) + 1.2, 3.8), dpi=_DPI,
+                                 layout="constrained", squeeze=False)
+    for ax, level in zip(axes[0], levels, strict=True):
+        heatmap(runs[runs[col] == level], x=x, y=y, metric=metric, direction=direction, annot=annot, cmap=cmap,
+                norm=norm, cbar=False, ax=ax)
+        ax.set_title(label(level))
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes[0]),
+                       label=m.label + (", log colour scale" if log else ""),
+                       format=_THOUSANDS if metric == "iops" else None)
+    bar.ax.set_gid("storagebench-shared-colorbar")
+    fig.suptitle(f"{m.label.split(' (')[0]} (mean over repetitions) by {y} x {x}, one colour scale")
+    return fig
+
+
+#: Percentiles labelled on the tail axis of :func:`clat_cdf` (``kind="percentile"``).
+TAIL_TICKS: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99, 99.999)
+
+
+def _tail_forward(p):
+    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0 - 1e-9)
+    return -np.log10(1.0 - p)
+
+
+def _tail_inverse(y):
+    return 1.0 - 10.0 ** (-np.asarray(y, dtype=float))
+
+
 def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: str | Sequence[str] | None = None,
-             where: Mapping[str, Any] | None = None, kind: str = "cdf", direction: str | None = None,
+             where: Mapping[str, Any] | None = None, kind: str = "percentile", direction: str | None = None,
              mark: Sequence[float] = (50.0, 99.0), ax: Axes | None = None) -> Axes:
     """Completion-latency distribution from merged fio json+ bins, log latency axis.
 
@@ -775,9 +898,11 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
         One curve per value (e.g. ``"iodepth"``); ``None`` merges everything into one curve.
     where : mapping, optional
         Keep only runs whose factor columns equal these values, e.g. ``{"numjobs": 2}``.
-    kind : {"cdf", "ccdf"}
-        Cumulative fraction of I/Os at or below a latency, or the exceedance fraction
-        (1 - CDF) on a log axis, which shows the tail.
+    kind : {"percentile", "cdf", "ccdf"}
+        ``"percentile"`` (default): the CDF on a tail axis, ``-log10(1 - p)``, so p50, p90, p99, p99.9
+        are equally spaced (:data:`TAIL_TICKS`) and the tail is not crowded into the top 1% as on a
+        linear axis; ``"cdf"``: linear fraction of I/Os at or below a latency; ``"ccdf"``: the
+        exceedance fraction (1 - CDF) on a log axis.
     direction : {"read", "write", "trim"} or None
     mark : sequence of float
         Percentiles (%) to mark on each curve.
@@ -786,9 +911,10 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
     Returns
     -------
     matplotlib.axes.Axes
-        One labelled line per group; percentile marks are in ``ax.collections``.
+        One labelled line per group; percentile marks are in ``ax.collections``. Data coordinates
+        are fractions (p99 is y = 0.99) for ``cdf`` and ``percentile``, 1 - fraction for ``ccdf``.
     """
-    _one_of("kind", kind, ["cdf", "ccdf"])
+    _one_of("kind", kind, ["percentile", "cdf", "ccdf"])
     bys = [] if by is None else ([by] if isinstance(by, str) else list(by))
     where = dict(where or {})
     h = _join_factors(runs, histograms, bys + list(where), direction)
@@ -799,22 +925,29 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
     ax = _new_ax(ax)
     groups = list(h.groupby(bys, sort=True)) if bys else [((), h)]
     pal = sns.color_palette("colorblind", n_colors=max(len(groups), 1))
+    smallest_tail = 1.0
     for (key, grp), color in zip(groups, pal, strict=False):
         key = key if isinstance(key, tuple) else (key,)
         merged = _merged_bins(grp).sort_values("bin_ns")
         x_ms = merged["bin_ns"].to_numpy(dtype=float) * 1e-6
         counts = merged["count"].to_numpy(dtype=float)
         cdf = np.cumsum(counts) / counts.sum()
-        yv = cdf if kind == "cdf" else np.clip(1.0 - cdf, 1.0 / counts.sum() / 10, None)
+        smallest_tail = min(smallest_tail, 1.0 / counts.sum())
+        if kind == "ccdf":
+            yv = np.clip(1.0 - cdf, 1.0 / counts.sum() / 10, None)
+        elif kind == "percentile":  # the last bin (CDF = 1) would be at infinity on the tail axis
+            yv = np.minimum(cdf, 1.0 - 1.0 / counts.sum() / 2)
+        else:
+            yv = cdf
         label = ", ".join((f"{v:g}" if isinstance(v, (int, float, np.number)) else str(v))
                           if len(bys) == 1 else f"{c}={v}" for c, v in zip(bys, key, strict=False)) or "all runs"
         ax.step(x_ms, yv, where="post", color=color, lw=1.5, label=label)
         pcts = _percentiles(merged, mark)
         px = np.array([pcts[float(p)] for p in mark]) * 1e-6
-        py = np.array([p / 100.0 for p in mark]) if kind == "cdf" else np.array([1 - p / 100.0 for p in mark])
+        py = np.array([1 - p / 100.0 for p in mark]) if kind == "ccdf" else np.array([p / 100.0 for p in mark])
         ax.scatter(px, py, color=color, edgecolor="black", s=28, zorder=4)
     for p in mark:
-        yline = p / 100.0 if kind == "cdf" else 1 - p / 100.0
+        yline = 1 - p / 100.0 if kind == "ccdf" else p / 100.0
         ax.axhline(yline, color="0.5", lw=0.7, ls=":", zorder=1)
         ax.annotate(f"p{p:g}", (1.0, yline), xycoords=("axes fraction", "data"), xytext=(2, 0),
                     textcoords="offset points", va="center", fontsize="x-small", color="0.3")
@@ -823,14 +956,28 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
     if kind == "cdf":
         ax.set_ylabel("fraction of I/Os completed within (CDF)")
         ax.set_ylim(0, 1.02)
+        what = "CDF"
+    elif kind == "percentile":
+        ax.set_yscale("function", functions=(_tail_forward, _tail_inverse))
+        top_pct = max(99.9, max(mark, default=99.0))
+        # as far into the tail as the data reach (1 / N), at least p99.9
+        top = max(1.0 - (100.0 - top_pct) / 100.0, min(1.0 - smallest_tail, 1.0 - 1e-5))
+        ticks = [t / 100.0 for t in (0.0, *TAIL_TICKS) if t / 100.0 <= top + 1e-12]
+        ax.set_ylim(0.0, top)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"p{v * 100:.6g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_locator(FixedLocator([]))
+        ax.set_ylabel("percentile (CDF, tail scale)")
+        what = "percentiles"
     else:
         ax.set_yscale("log")
         ax.set_ylabel("fraction of I/Os slower than (1 - CDF)")
+        what = "tail (1 - CDF)"
     marks = "/".join(f"p{p:g}" for p in mark)
-    ax.legend(title=(", ".join(bys) if bys else None), loc="best")
+    ax.legend(title=(", ".join(bys) if bys else None), loc="upper left" if kind != "ccdf" else "best")
     extra = ", ".join(f"{c}={v}" for c, v in where.items())
-    ax.set_title(f"Completion latency {'CDF' if kind == 'cdf' else 'tail (1 - CDF)'} from json+ bins, "
-                 f"{marks} marked" + (f" ({extra})" if extra else ""))
+    ax.set_title(f"Completion latency {what} from json+ bins, {marks} marked" + (f" ({extra})" if extra else ""))
     return ax
 
 
@@ -941,8 +1088,8 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
         pad = 0.15 * (vals.max() - vals.min() or 1.0)
         left, right = vals.min() - pad, vals.max() + pad
     lo_d, hi_d = np.where(ok_lo, lo, left), np.where(ok_hi, hi, right)
-    names = df[groups].astype(str).agg(", ".join, axis=1) if len(groups) > 1 else df[groups[0]].astype(str)
-    ax = _new_ax(ax, figsize=(7.0, 1.4 + 0.4 * len(df)))
+    names = _forest_labels(df, groups)
+    ax = _new_ax(ax, figsize=(8.0, 1.6 + 0.42 * len(df)))
     yy = np.arange(len(df))[::-1].astype(float)
     ax.errorbar(r, yy, xerr=np.vstack([r - lo_d, hi_d - r]), fmt="o", color="black", ecolor="0.35", capsize=3)
     if geometric is not None and geometric.any() and not geometric.all():
@@ -958,7 +1105,7 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
     ax.axvline(1.0, color="crimson", lw=1, ls="--")
     ax.set_xlim(left, right)
     ax.set_yticks(yy)
-    ax.set_yticklabels(names)
+    ax.set_yticklabels(names, fontsize="small")
     ax.set_ylim(-0.7, len(df) - 0.3)
     if logx:
         ax.set_xscale("log")
@@ -972,6 +1119,95 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
     ax.set_xlabel(label or default_label)
     ax.set_ylabel(", ".join(groups))
     ax.set_title("Ratio with confidence interval per group")
+    return ax
+
+
+def _forest_labels(df: pd.DataFrame, groups: Sequence[str], width: int = 38) -> list[str]:
+    """Readable row labels: values in their display unit (bs in KiB), wrapped at ``width`` characters."""
+    import textwrap
+
+    def text(col: str, v: Any) -> str:
+        if col == "bs_bytes" and isinstance(v, (int, float, np.number)):
+            return f"{v / 1024:g} KiB"
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return f"{v:g}"
+        return str(v)
+
+    rows = []
+    for _, r in df[list(groups)].iterrows():
+        rows.append("\n".join(textwrap.wrap(", ".join(text(c, r[c]) for c in groups), width)) or "")
+    return rows
+
+
+def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names: tuple[str, str] = ("a", "b"),
+                      unit: str = "", ax: Axes | None = None) -> Axes:
+    """Bland-Altman plot of two methods measured on the same items: difference against magnitude.
+
+    The bias, the limits of agreement and their CIs are :func:`storagebench.stats.bland_altman`'s; this
+    function only draws them. With ``log=True`` (IOPS, bandwidth, latency: the difference grows with the
+    value) each item is drawn at its geometric mean (x, log axis) and its ratio ``a / b`` (y, log axis).
+
+    Parameters
+    ----------
+    a, b : array-like of float
+        Paired measurements of the same items by the two methods, same unit (> 0 with ``log``).
+    log : bool
+        Ratios on log axes (default) or differences ``a - b``.
+    confidence : float
+        Level of the CIs drawn as bands around the bias and each limit.
+    names : (str, str)
+        What ``a`` and ``b`` are ("FIO", "DiskSPD").
+    unit : str
+        Unit of the values, for the x label ("IOPS", "ms").
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The items in ``ax.collections[0]``; the bias and the two limits as horizontal lines
+        (``gid`` ``"bias"``, ``"loa_low"``, ``"loa_high"``) with their CI bands.
+
+    Raises
+    ------
+    StatsError
+        From :func:`storagebench.stats.bland_altman` (fewer than 3 pairs, values <= 0 with ``log`` ...).
+    """
+    from .stats import bland_altman
+
+    ag = bland_altman(a, b, log=log, confidence=confidence)
+    x = np.asarray(a, dtype=float).ravel()
+    y = np.asarray(b, dtype=float).ravel()
+    mag, diff = (np.sqrt(x * y), x / y) if log else ((x + y) / 2.0, x - y)
+    ax = _new_ax(ax)
+    ax.scatter(mag, diff, s=22, color=sns.color_palette("colorblind")[0], edgecolor="white", lw=0.5, zorder=3)
+    ref = 1.0 if log else 0.0
+    ax.axhline(ref, color="0.6", lw=0.8, zorder=1)
+    lines = (("bias", ag.bias, ag.bias_ci_low, ag.bias_ci_high, "-"),
+             ("loa_low", ag.loa_low, ag.loa_low_ci_low, ag.loa_low_ci_high, "--"),
+             ("loa_high", ag.loa_high, ag.loa_high_ci_low, ag.loa_high_ci_high, "--"))
+    fmt = (lambda v: f"{v:.3g}") if log else (lambda v: f"{v:.3g}")
+    words = {"bias": "bias" if not log else "geometric mean ratio",
+             "loa_low": f"lower limit ({ag.coverage:.0%} of pairs)", "loa_high": "upper limit"}
+    for gid, value, lo, hi, ls in lines:
+        ax.axhline(value, color="crimson", lw=1.2, ls=ls, zorder=2, gid=gid)
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.axhspan(lo, hi, color="crimson", alpha=0.10, lw=0, zorder=0)
+        ax.annotate(f"{words[gid]} {fmt(value)}", (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                    textcoords="offset points", ha="right", va="bottom", fontsize="x-small", color="crimson",
+                    zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
+    u = f" ({unit})" if unit else ""
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+        ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
+        ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
+    else:
+        ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
+        ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
+    ax.set_title(f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}; bands: "
+                 f"{ag.confidence:.0%} CIs)")
     return ax
 
 

@@ -11,10 +11,11 @@ base64 PNG).
 from __future__ import annotations
 
 import ast
+import html
 import math
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,13 @@ __all__ = [
     "FIGURE_CALLS",
     "DEFAULT_IOPUB_TIMEOUT_S",
     "notebooks_to_html",
+    "build_page",
+    "notebook_title",
+    "REPORT_CSS",
     "publish_report",
+    "sidecar_path",
+    "SIDECAR_VERSION",
+    "build_site",
 ]
 
 #: The notebook templates shipped with storagebench (``notebooks/`` of the source tree).
@@ -185,9 +192,75 @@ def notebook_parameters(notebook: str | os.PathLike) -> dict[str, dict[str, Any]
 
     path = _resolve_notebook(notebook)
     try:
-        return dict(papermill.inspect_notebook(str(path)))
+        found = dict(papermill.inspect_notebook(str(path)))
     except Exception as exc:  # papermill/nbformat raise many kinds for an unreadable notebook
         raise PublishError(f"cannot read the parameters of {path}: {type(exc).__name__}: {exc}") from exc
+    lost = sorted(_assigned_parameters(path) - set(found))
+    if lost:  # papermill skips a line it cannot parse (e.g. "x: int | str = 1"): the parameter would vanish
+        raise PublishError(f"papermill cannot read the parameter line(s) of {lost} in {path.name}; write the "
+                           "annotation as one name (int, float, str, bool, list, dict, object) or Optional[...]")
+    return found
+
+
+def _assigned_parameters(path: Path) -> set[str]:
+    """Names assigned in the cell tagged ``parameters`` (empty when the notebook has none or it does not parse)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    try:
+        tree = ast.parse(cell.source) if cell is not None else None
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _kernel_manager_class():
+    """The kernel manager papermill starts notebooks with: IPC transport, no signal at a clean shutdown.
+
+    Two messages printed on every publish came from how the kernel was run, not from the notebooks:
+
+    * ``[IPKernelApp] WARNING | Kernel is running over TCP without encryption``: jupyter_client's default
+      transport is TCP on 127.0.0.1, where every local account can connect to the kernel's ports. The
+      kernel runs on this host only, so it is started with ``transport = "ipc"``: Unix sockets with a
+      unique name in Jupyter's runtime directory (mode 0700), reachable by their owner only.
+    * ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel``: jupyter_client (8.x) sends SIGINT
+      before every shutdown request, so that a cell still running stops; after the last cell the kernel
+      is idle, and the signal lands in whatever message handler runs at that moment. Here the interrupt
+      is skipped while shutting down: the shutdown request arrives on the control channel, which the
+      kernel serves even when a cell runs, and a kernel that does not exit in time is still killed by
+      ``_async_finish_shutdown``.
+    """
+    import uuid
+
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets import CaselessStrEnum, default
+
+    class ReportKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            # jupyter_client names the sockets after the connection file, or "kernel-ipc" in the current
+            # directory when the address is asked for before that file is named: kernels run side by side
+            # (batch, tests) would then share sockets. One absolute, unique name per kernel instead.
+            runtime = Path(jupyter_runtime_dir())
+            runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return str(runtime / f"sb-kernel-{uuid.uuid4().hex[:12]}-ipc")
+
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
+    return ReportKernelManager
 
 
 #: Seconds papermill (nbclient) waits for a cell's outputs after the kernel says the cell is done.
@@ -280,6 +353,7 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
             cwd=str(cwd) if cwd is not None else str(path.parent), progress_bar=progress_bar,
             start_timeout=start_timeout, log_output=False, execution_timeout=execution_timeout,
             iopub_timeout=iopub_timeout, raise_on_iopub_timeout=True,
+            kernel_manager_class=_kernel_manager_class(),
         )
     except PapermillExecutionError as exc:
         raise PublishError(
@@ -296,60 +370,228 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
     return out
 
 
-def notebooks_to_html(notebooks: Sequence[str | os.PathLike], title: str) -> str:
-    """One self-contained HTML page of executed notebooks, for reading offline.
+#: The page's stylesheet (screen and print). It replaces JupyterLab's 250 KB theme: a write-up needs
+#: readable text, tables that fit the page and figures with captions, not the lab's widgets. The print
+#: rules keep every column of a wide table on A4 (smaller type, wrapping cells) instead of cutting it off.
+REPORT_CSS = """
+:root { --sb-text: #1f2328; --sb-muted: #57606a; --sb-accent: #1a7f37; --sb-rule: #d0d7de; }
+html { font-size: 16px; -webkit-text-size-adjust: 100%; }
+body { margin: 0; color: var(--sb-text); line-height: 1.5; background: #fff;
+       font-family: "DejaVu Sans", "Liberation Sans", "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1120px; margin: 0 auto; padding: 1.5rem 2rem 3rem; box-sizing: border-box; }
+.jp-Collapser, .jp-InputPrompt, .jp-OutputPrompt, .jp-InputArea-prompt, .jp-OutputArea-prompt { display: none; }
+h1 { font-size: 1.9rem; line-height: 1.25; margin: .3em 0 .2em; }
+h2 { font-size: 1.4rem; margin: 1.8em 0 .5em; padding-bottom: .2em; border-bottom: 1px solid var(--sb-rule); }
+h3 { font-size: 1.15rem; margin: 1.4em 0 .4em; }
+p, li { max-width: 80ch; }
+code { font-family: "DejaVu Sans Mono", "Liberation Mono", monospace; font-size: .88em; background: #f6f8fa;
+       padding: 0 .2em; border-radius: 3px; overflow-wrap: anywhere; }
+pre { font-family: "DejaVu Sans Mono", "Liberation Mono", monospace; font-size: .82rem; white-space: pre-wrap;
+      overflow-wrap: anywhere; background: #f6f8fa; padding: .5em .7em; margin: .4em 0; }
+table { border-collapse: collapse; margin: .5em 0 1.2em; font-size: .85rem; font-variant-numeric: tabular-nums;
+        max-width: 100%; }
+th, td { padding: .3em .55em; text-align: right; vertical-align: top; border-bottom: 1px solid #eaeef2;
+         white-space: normal; overflow-wrap: break-word; }
+thead th { vertical-align: bottom; border-bottom: 2px solid #8c959f; hyphens: manual; }
+tbody tr:nth-child(even) { background: #f6f8fa; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: .3em; }
+figure.sb-figure { margin: 1.6em 0; }
+figure.sb-figure img { display: block; max-width: 100%; height: auto; }
+figcaption { font-size: .92rem; max-width: 100ch; margin-top: .5em; }
+.sb-fignum { font-weight: 700; }
+.sb-provenance { color: var(--sb-muted); }
+.sb-findings { border-left: 4px solid var(--sb-accent); background: #f0f8f2; padding: .3em 1.2em .6em;
+               margin: 1.2em 0 2em; }
+.sb-findings h2 { border: none; margin: .5em 0 .3em; }
+.sb-findings li { margin: .35em 0; }
+.sb-findings-question { font-style: italic; margin: 0 0 .3em; }
+.sb-finding-detail { color: var(--sb-muted); font-size: .85em; }
+.sb-findings li.sb-caveat { color: #7a4a00; }
+.sb-report-meta { color: var(--sb-muted); font-size: .88rem; }
+.sb-table-note { color: var(--sb-muted); font-size: .85rem; margin: .2em 0; max-width: 100ch; }
+details.sb-details { margin: .4em 0 1.2em; }
+details.sb-details > summary { cursor: pointer; color: #0969da; }
+@media print {
+  @page { size: A4; margin: 14mm 12mm; }
+  html { font-size: 10pt; }
+  main { max-width: none; padding: 0; }
+  table { font-size: 7.5pt; width: 100%; table-layout: auto; page-break-inside: auto; }
+  th, td { padding: 1.5pt 3pt; white-space: normal !important; }
+  thead { display: table-header-group; }
+  tr, figure.sb-figure, .sb-findings li { break-inside: avoid; }
+  h1, h2, h3 { break-after: avoid; }
+  figure.sb-figure img { max-height: 200mm; width: auto; }
+  details.sb-details > summary { color: inherit; font-weight: 600; list-style: none; }
+  details.sb-details::details-content { content-visibility: visible; }  /* paper cannot be clicked open */
+  a { color: inherit; text-decoration: none; }
+}
+"""
 
-    Parameters
-    ----------
-    notebooks : sequence of str or path
-        Executed ``.ipynb`` files, concatenated in this order.
-    title : str
-        Page title.
+_TEMPLATE = (
+    "{%- extends 'index.html.j2' -%}\n"
+    "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
+    "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
+    "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
+    "{%- block notebook_css -%}<style type=\"text/css\">{{ resources.storagebench_css }}</style>"
+    "{%- endblock notebook_css -%}\n"
+)
+
+# reprs of matplotlib objects left as a cell's value (``Text(0.01, -0.01, '...')``, ``<Axes: ...>``): never content
+_STRAY_REPR = re.compile(r"^\s*(\[?<matplotlib\.|\[?<(Figure|Axes)\b|Text\(|\[?<Axes:|<seaborn\.)")
+_FIGNUM = re.compile(r'(<figure class="sb-figure" id="figure-)\d+(">)|(<span class="sb-fignum">Figure )\d+(\.</span>)')
+
+
+def _is_stray(out) -> bool:
+    data = out.get("data", {})
+    return (out.get("output_type") == "execute_result" and set(data) == {"text/plain"}
+            and bool(_STRAY_REPR.match(str(data["text/plain"]))))
+
+
+def _findings_of(nb) -> list:
+    """Pop the :class:`~storagebench.findings.Findings` outputs of a notebook's cells (in order)."""
+    from .findings import MIME_TYPE, Findings
+
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        keep = []
+        for out in cell.outputs:
+            if MIME_TYPE in out.get("data", {}):
+                try:
+                    found.append(Findings.from_dict(out["data"][MIME_TYPE]))
+                except PublishError as exc:
+                    raise PublishError(f"a Findings output of the notebook cannot be read: {exc}") from exc
+            else:
+                keep.append(out)
+        cell.outputs = keep
+    return found
+
+
+def _renumber_figures(nb) -> int:
+    """Number the ``sb-figure`` outputs of the merged page 1, 2, ... in page order; return the count."""
+    n = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            htm = out.get("data", {}).get("text/html")
+            if htm is None or "sb-figure" not in (htm if isinstance(htm, str) else "".join(htm)):
+                continue
+            n += 1
+            text = htm if isinstance(htm, str) else "".join(htm)
+            out["data"]["text/html"] = _FIGNUM.sub(
+                lambda m, k=n: f"{m[1]}{k}{m[2]}" if m[1] else f"{m[3]}{k}{m[4]}", text)
+            if "text/plain" in out["data"]:
+                out["data"]["text/plain"] = re.sub(r"^Figure \d+\.", f"Figure {n}.", str(out["data"]["text/plain"]))
+    return n
+
+
+def notebook_title(nb) -> str:
+    """The first ``# heading`` of a notebook's markdown cells ("" when it has none)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            m = re.search(r"^#\s+(.+?)\s*$", cell.source, flags=re.M)
+            if m:
+                return m[1]
+    return ""
+
+
+def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None, *,
+               meta: str = "") -> tuple[str, Any]:
+    """The HTML of a write-up and its findings: see :func:`notebooks_to_html`.
 
     Returns
     -------
-    str
-        HTML (nbconvert ``lab`` template without the CDN scripts): code cells and prompts hidden,
-        stderr streams dropped, figures embedded as base64 ``<img>``.
+    (str, Findings)
+        The page, and the findings of all notebooks in order (empty when none displayed any).
     """
-    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
+    from .findings import Findings
+
     merged = None
+    findings = []
     for path in notebooks:
         nb = nbformat.read(str(path), as_version=4)
+        # a cell tagged "nbval-only" holds a check for the tests (a gold value printed for nbval), not content
+        nb.cells = [c for c in nb.cells if "nbval-only" not in c.metadata.get("tags", [])]
         for cell in nb.cells:
             if cell.cell_type == "code":
-                # progress bars and warnings on stderr are noise in a write-up; stdout and results stay
+                # progress bars and warnings on stderr, and stray matplotlib reprs, are noise in a write-up
                 cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream"
-                                                                 and o.get("name") == "stderr")]
+                                                                 and o.get("name") == "stderr") and not _is_stray(o)]
+        findings += _findings_of(nb)
         if merged is None:
             merged = nb
         else:
             merged.cells.extend(nb.cells)
-    merged.metadata["title"] = title
-    # the lab template loads require.js, MathJax and mermaid from a CDN; a report must open offline
-    offline = jinja2.DictLoader({"storagebench_report.html.j2": (
-        "{%- extends 'index.html.j2' -%}\n"
-        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
-        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
-        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n")})
+    page_title = title or notebook_title(merged) or "storagebench report"
+    merged.metadata["title"] = page_title
+    all_findings = Findings.concat(findings)
+    # the page opens with the title, the meta line and the findings; everything else follows
+    head: list = []
+    first = merged.cells[0] if merged.cells else None
+    if first is not None and first.cell_type == "markdown" and first.source.lstrip().startswith("# "):
+        h1, _, rest = first.source.lstrip().partition("\n")
+        head.append(nbformat.v4.new_markdown_cell(h1))
+        merged.cells[0] = nbformat.v4.new_markdown_cell(rest.strip()) if rest.strip() else None
+    if meta:
+        meta_cell = nbformat.v4.new_code_cell("")
+        meta_cell.outputs = [nbformat.v4.new_output("display_data", data={
+            "text/html": f'<p class="sb-report-meta">{html.escape(meta)}</p>'})]
+        head.append(meta_cell)
+    if len(all_findings):
+        cell = nbformat.v4.new_code_cell("")
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": all_findings._repr_html_(),
+                                                                      "text/plain": all_findings.text()})]
+        head.append(cell)
+    merged.cells = head + [c for c in merged.cells if c is not None]
+    _renumber_figures(merged)
+    offline = jinja2_loader()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[offline], template_file="storagebench_report.html.j2")
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     exporter.exclude_anchor_links = True
     exporter.embed_images = True
-    body, _ = exporter.from_notebook_node(merged)
-    return body
+    body, _ = exporter.from_notebook_node(merged, resources={"storagebench_css": REPORT_CSS})
+    return body, all_findings
+
+
+def jinja2_loader():
+    """The Jinja loader of the report template (nbconvert ``lab`` without CDN scripts or the lab theme)."""
+    import jinja2
+
+    return jinja2.DictLoader({"storagebench_report.html.j2": _TEMPLATE})
+
+
+def notebooks_to_html(notebooks: Sequence[str | os.PathLike], title: str | None = None) -> str:
+    """One self-contained HTML page of executed notebooks, for reading offline and printing.
+
+    Parameters
+    ----------
+    notebooks : sequence of str or path
+        Executed ``.ipynb`` files, concatenated in this order.
+    title : str, optional
+        Page title; default: the first notebook's ``# heading``.
+
+    Returns
+    -------
+    str
+        HTML (nbconvert ``lab`` template without CDN scripts, with :data:`REPORT_CSS` for screen and
+        print): code cells and prompts hidden, stderr streams, stray matplotlib reprs and cells tagged
+        ``nbval-only`` (checks printed for the tests) dropped, figures embedded. The page opens with the first heading and then a *Findings* section made of every
+        :class:`storagebench.findings.Findings` the notebooks displayed (taken out of their cells);
+        ``storagebench.display`` figures are numbered again in page order.
+    """
+    return build_page(notebooks, title)[0]
 
 
 #: Calls that draw a figure: the storagebench figure functions, matplotlib's figure makers, and the
 #: testbed studies' ratio figure. A code cell calling one of them must show an image when executed.
 FIGURE_CALLS: frozenset[str] = frozenset({
-    "iops_vs_iodepth", "latency_vs_iops", "heatmap", "clat_cdf", "metric_vs", "ratio_forest", "ratio_figure",
-    "subplots", "figure",
+    "iops_vs_iodepth", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf", "metric_vs", "ratio_forest",
+    "ratio_figure", "bland_altman_plot", "show_figure", "subplots", "figure",
 })
 _ADDED_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
@@ -388,13 +630,21 @@ def _calls_figure(source: str) -> bool:
     return False
 
 
+def _html_image(out) -> bool:
+    """An HTML output holding an embedded image (:func:`storagebench.display.show_figure`'s ``<figure>``)."""
+    htm = out.get("data", {}).get("text/html")
+    text = htm if isinstance(htm, str) else "".join(htm or [])
+    return bool(re.search(r"<img\s[^>]*src=\"data:image/|<svg[\s>]", text))
+
+
 def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
     """The figure-drawing code cells of an executed notebook that have no image output.
 
     A code cell draws a figure when it calls one of :data:`FIGURE_CALLS` (``plots.heatmap(...)``,
     ``plt.subplots(...)``, ``ts.ratio_figure(...)`` ...) or is tagged ``figure``; a cell tagged
     ``no-figure`` is never counted. Its executed outputs must hold an image (``image/png``,
-    ``image/svg+xml`` or ``image/jpeg`` in a ``display_data`` or ``execute_result``).
+    ``image/svg+xml`` or ``image/jpeg`` in a ``display_data`` or ``execute_result``, or an HTML
+    output with an embedded image, as :func:`storagebench.display.show_figure` shows one).
 
     Parameters
     ----------
@@ -426,7 +676,8 @@ def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
         if "figure" not in tags and not _calls_figure(cell.source):
             continue
         images = any(out.get("output_type") in ("display_data", "execute_result")
-                     and any(t in out.get("data", {}) for t in _IMAGE_TYPES) for out in cell.get("outputs", []))
+                     and (any(t in out.get("data", {}) for t in _IMAGE_TYPES) or _html_image(out))
+                     for out in cell.get("outputs", []))
         if not images:
             first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
             missing.append((index, first))
@@ -434,14 +685,25 @@ def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` by one rename, with the mode any new file gets here (0666 less the umask).
+
+    ``tempfile.mkstemp`` would create the file 0600 whatever the umask, and a report nobody else can read
+    cannot be served or shared; ``os.open(..., 0o666)`` lets the kernel apply the umask as for any file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk says nothing of where: name the file being written
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -515,9 +777,180 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
                                f"shown (iopub_timeout={iopub_timeout} s); no report written")
         executed.append(done)
     html_path = Path(output) if output is not None else sdir / "report.html"
+    import datetime as dt
+
+    import nbformat
+
+    from . import __version__
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
-        html = notebooks_to_html(executed, title=f"storagebench report: {sdir.name}")
+        title = notebook_title(nbformat.read(str(executed[0]), as_version=4)) or f"storagebench report: {sdir.name}"
+    except (OSError, ValueError) as exc:
+        raise PublishError(f"cannot read the executed notebook {executed[0]}: {exc}") from exc
+    prov = _provenance_summary(sdir)
+    meta = f"Published {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__} from " + \
+        ", ".join(p.name for p in paths) + (f". Data: {prov['summary']}." if prov.get("summary") else ".")
+    try:
+        page, findings = build_page(executed, title, meta=meta)
+    except PublishError:
+        raise
     except Exception as exc:  # nbconvert template / conversion errors
         raise PublishError(f"cannot convert {[str(p) for p in executed]} to HTML: {type(exc).__name__}: {exc}") from exc
-    _atomic_write(html_path, html)
+    if findings.provenance and not prov.get("summary"):
+        prov["summary"] = findings.provenance
+    sidecar = {
+        "format_version": SIDECAR_VERSION, "title": title, "date": now.isoformat().replace("+00:00", "Z"),
+        "report": html_path.name, "storagebench_version": __version__, "notebooks": [p.name for p in paths],
+        "parameters": {k: _relative(v, html_path.parent) for k, v in given.items()},
+        "findings": findings.to_dict()["findings"], "question": findings.title, "provenance": prov,
+    }
+    import orjson
+
+    _atomic_write(html_path, page)
+    _atomic_write(sidecar_path(html_path), orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode())
     return html_path
+
+
+#: Version of the ``report.json`` sidecar format (:func:`publish_report`, read by :func:`build_site`).
+SIDECAR_VERSION = 1
+
+
+def sidecar_path(report: str | os.PathLike) -> Path:
+    """``report.json`` beside ``report.html`` (the same name with ``.json``)."""
+    return Path(report).with_suffix(".json")
+
+
+def _relative(value: Any, base: Path) -> Any:
+    """A parameter for the sidecar: paths inside the report's directory written relative to it."""
+    if isinstance(value, str) and os.path.isabs(value):
+        try:
+            return str(Path(value).resolve().relative_to(base.resolve())) or "."
+        except ValueError:
+            return value
+    return value
+
+
+def _provenance_summary(study_dir: Path) -> dict[str, Any]:
+    """Runs, hosts, fio versions and dates of a study directory's ``raw/`` records ({} without ``raw/``)."""
+    if not (study_dir / "raw").is_dir():
+        return {}
+    recs = study_provenance(study_dir)
+    if not recs:
+        return {"runs": 0}
+
+    def uniq(key: str) -> list[str]:
+        return sorted({str(r[key]) for r in recs if r.get(key) not in (None, "")})
+
+    started = uniq("started_at")
+    out: dict[str, Any] = {"runs": len(recs), "hosts": uniq("hostname"), "fio_versions": uniq("fio_version"),
+                           "kernels": uniq("kernel"), "first_run": started[0] if started else None,
+                           "last_run": started[-1] if started else None}
+    when = f", {started[0][:10]}" + (f" to {started[-1][:10]}" if started and started[-1][:10] != started[0][:10]
+                                       else "") if started else ""
+    out["summary"] = (f"{len(recs)} fio runs on {', '.join(out['hosts'][:3]) or 'an unknown host'}"
+                      f" ({', '.join(out['fio_versions']) or 'fio version unknown'}){when}")
+    return out
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    import orjson
+
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise PublishError(f"{path}: not a readable report sidecar: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list) or "title" not in data:
+        raise PublishError(f"{path}: not a report sidecar (no title and findings)")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version > SIDECAR_VERSION:
+        raise PublishError(f"{path}: sidecar format_version {version!r} is not one this storagebench reads "
+                           f"(<= {SIDECAR_VERSION}); upgrade storagebench")
+    return data
+
+
+def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = None, *,
+               headline: int = 3) -> tuple[Path, list[Path], list[str]]:
+    """An offline index page of every write-up published under ``results_dir``.
+
+    Parameters
+    ----------
+    results_dir : str or path
+        Directory searched (recursively, up to 4 levels) for ``report.json`` sidecars written by
+        :func:`publish_report`; each is listed when its report (``report.html``) is beside it.
+    out : str or path, optional
+        The index page; default ``<results_dir>/index.html``. Links are relative to it, so the
+        directory can be copied or served as it is.
+    headline : int
+        Findings shown per write-up (results first, then caveats).
+
+    Returns
+    -------
+    (pathlib.Path, list of Path, list of str)
+        The page, the sidecars listed (newest first) and one line per sidecar left out and why.
+
+    Raises
+    ------
+    PublishError
+        ``results_dir`` is not a directory.
+    """
+    import datetime as dt
+
+    from . import __version__
+
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise PublishError(f"results_dir {str(results_dir)!r} is not a directory")
+    page_path = Path(out) if out is not None else root / "index.html"
+    found, skipped = [], []
+    for depth in range(5):
+        for sidecar in sorted(root.glob("/".join(["*"] * depth + ["*.json"]))):
+            if sidecar.name != "report.json" and not sidecar.with_suffix(".html").is_file():
+                continue
+            if "notebooks" in sidecar.relative_to(root).parts:
+                continue
+            html_file = sidecar.with_suffix(".html")
+            if sidecar.name == "report.json" and not html_file.is_file():
+                skipped.append(f"{sidecar}: no {html_file.name} beside it")
+                continue
+            try:
+                data = _read_sidecar(sidecar)
+            except PublishError as exc:
+                if sidecar.name == "report.json":
+                    skipped.append(str(exc))
+                continue
+            found.append((str(data.get("date") or ""), sidecar, data))
+    found.sort(key=lambda t: (t[0], str(t[1])), reverse=True)
+    base = page_path.parent.resolve()
+    items = []
+    for date, sidecar, data in found:
+        href = os.path.relpath(sidecar.with_suffix(".html").resolve(), base)
+        fnd = [f for f in data["findings"] if isinstance(f, dict) and f.get("sentence")]
+        fnd = [f for f in fnd if not f.get("caveat")] + [f for f in fnd if f.get("caveat")]
+        caveat = ' class="sb-caveat"'
+        lis = "".join(f"<li{caveat if f.get('caveat') else ''}>"
+                      + ("<strong>Caveat:</strong> " if f.get("caveat") else "")
+                      + html.escape(str(f["sentence"])) + "</li>" for f in fnd[:headline])
+        more = len(fnd) - headline
+        when = date.replace("T", " ").replace("Z", " UTC") if date else "date unknown"
+        where = html.escape(str(sidecar.parent.relative_to(root)) if sidecar.parent != root else ".")
+        items.append(
+            f'<article class="sb-site-entry"><h2><a href="{html.escape(href, quote=True)}">'
+            f'{html.escape(str(data["title"]))}</a></h2><p class="sb-report-meta">{html.escape(when)} · {where}'
+            + (f" · {html.escape(str(data['provenance'].get('summary')))}"
+               if isinstance(data.get("provenance"), dict) and data["provenance"].get("summary") else "")
+            + "</p>" + (f"<ul>{lis}</ul>" if lis else "<p>No findings recorded.</p>")
+            + (f'<p class="sb-report-meta">{more} more finding(s) in the write-up.</p>' if more > 0 else "")
+            + "</article>")
+    now = dt.datetime.now(dt.timezone.utc)
+    left_out = "".join(f"<li>{html.escape(s)}</li>" for s in skipped)
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1.0\">"
+            f"<title>storagebench write-ups</title><style>{REPORT_CSS}</style></head><body><main>"
+            f"<h1>storagebench write-ups</h1><p class=\"sb-report-meta\">{len(found)} write-up(s) under this "
+            f"directory; index built {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__}.</p>"
+            + "".join(items)
+            + (f"<h2>Not listed</h2><ul>{left_out}</ul>" if skipped else "")
+            + "</main></body></html>\n")
+    _atomic_write(page_path, page)
+    return page_path, [s for _, s, _ in found], skipped

@@ -286,15 +286,17 @@ def load_published(name: str, *, data_dir: str | Path | None = None) -> pd.DataF
 
 
 def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.DataFrame:
-    """A results table by name: ``published:<name>``, a ``.parquet`` or a ``.csv`` file.
+    """A results table by name: ``published:<name>``, a ``.parquet`` or a ``.csv`` file, or a study directory.
 
     The one way the ``compare`` command and notebooks open "a table" given as text.
 
     Parameters
     ----------
     source : str or path
-        ``"published:vsan_stripe"`` (any :func:`load_published` name), or the path of a parquet file
-        (e.g. ``results/<study>/tidy/runs.parquet``) or of a CSV file.
+        ``"published:vsan_stripe"`` (any :func:`load_published` name), the path of a parquet file
+        (e.g. ``results/<study>/tidy/runs.parquet``) or of a CSV file, or a study directory
+        ``results/<study>/``: its ``tidy/runs.parquet``, or its ``raw/`` runs ingested in memory
+        (:func:`storagebench.ingest.ingest_study`) when it has no tidy tables yet.
     data_dir : path, optional
         Directory of the published tables (default :data:`PUBLISHED_DIR`).
 
@@ -307,12 +309,21 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
     Raises
     ------
     IngestError
-        Unknown published name, missing file, or a suffix other than ``.parquet``/``.csv``.
+        Unknown published name, missing file, a suffix other than ``.parquet``/``.csv``, or a directory
+        that is not a study directory.
     """
     text = str(source)
     if text.startswith("published:"):
         return load_published(text.split(":", 1)[1], data_dir=data_dir)
     path = Path(source)
+    if path.is_dir():
+        if (path / "tidy" / "runs.parquet").is_file():
+            return pd.read_parquet(path / "tidy" / "runs.parquet")
+        if (path / "raw").is_dir():
+            from .ingest import ingest_study
+
+            return ingest_study(path).runs
+        raise IngestError("a directory must be a study directory (with tidy/runs.parquet or raw/)", path=text)
     if not path.is_file():
         raise IngestError("no such file; a table must be a .parquet or .csv file or published:<name>", path=text)
     suffix = path.suffix.lower()

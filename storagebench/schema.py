@@ -18,6 +18,11 @@ fio's own units are converted once, in ingest. Display units (ms, MB/s = 10**6 B
 MiB/s) are chosen by plots and tables and always labelled.
 Study factors that are not fio options (``stripe_width``, ``clients`` ...) are extra
 columns of ``runs``; :func:`validate` allows them.
+
+No number in ``runs`` is invented: a metric fio did not print, or printed as a value it cannot
+have (negative, above 2**63-1), is NaN (``-1`` in an integer column) and the row's ``note`` says
+which value and why; a file whose core metrics (IOPS, bandwidth, bytes, I/Os, runtime) are bad is
+not ingested at all (:mod:`storagebench.ingest.fio` has the rule).
 """
 
 from __future__ import annotations
@@ -108,11 +113,11 @@ RUNS: tuple[Column, ...] = (
     Column("tool", _S, "1", "fio, diskspd, iometer or published"),
     # factors (fio option names; bs in bytes)
     Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)"),
-    Column("bs_bytes", _I, "bytes", "fio bs= for this direction"),
+    Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)"),
     Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)"),
     Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)"),
-    Column("iodepth", _I, "1", "fio iodepth= (outstanding I/Os per job)"),
-    Column("numjobs", _I, "1", "fio numjobs="),
+    Column("iodepth", _I, "1", "fio iodepth= (outstanding I/Os per job; -1 when unknown)"),
+    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown)"),
     Column("ioengine", _S, "1", "fio ioengine="),
     Column("direct", _B, "1", "fio direct=1 (O_DIRECT)"),
     Column("target", _S, "1", "fio filename= (file or block device)"),
@@ -120,7 +125,7 @@ RUNS: tuple[Column, ...] = (
     Column("iops", _F, "1/s", "fio <dir>.iops"),
     Column("bw_bytes_per_s", _F, "bytes/s", "fio <dir>.bw_bytes (3.x) or bw KiB/s x 1024 (2.x)"),
     Column("io_bytes", _I, "bytes", "fio <dir>.io_bytes"),
-    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os)"),
+    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os; -1 when the tool does not count them, e.g. fio 2.1)"),
     Column("runtime_s", _F, "s", "fio <dir>.runtime (ms) / 1000"),
     Column("lat_mean_ns", _F, "ns", "fio lat_ns.mean: submission to completion"),
     Column("lat_stdev_ns", _F, "ns", "fio lat_ns.stddev"),
@@ -139,7 +144,10 @@ RUNS: tuple[Column, ...] = (
     Column("started_at", _T, "UTC", "start time of the run"),
     Column("hostname", _S, "1", "hostname fio ran on"),
     Column("kernel", _S, "1", "uname -r of that host"),
-    Column("source_file", _S, "1", "path of the raw file the row came from"),
+    Column("source_file", _S, "1", "path of the raw file the row came from (bytes of a non-UTF-8 name as \\xNN)"),
+    Column("note", _S, "1", "what the reader has to say about this row, '; '-separated, '' when nothing: a value "
+           "fio did not print or could not have printed, stored as NaN/-1 (named by its JSON path), a unit "
+           "derived another way (fio < 3.4's bw in KiB/s), a DiskSPD/Iometer rule applied"),
 )
 
 HISTOGRAMS: tuple[Column, ...] = (
@@ -212,7 +220,7 @@ def validate(df: pd.DataFrame, table: str, *, coerce: bool = True) -> pd.DataFra
     missing = [c.name for c in cols if c.name not in df.columns]
     if missing:
         raise SchemaError(f"{table} table is missing columns {missing}")
-    out = df.copy()
+    out = df.copy(deep=False)  # columns are replaced, never written into: the caller's frame is unchanged
     for c in cols:
         if str(out[c.name].dtype) == c.dtype:
             continue

@@ -37,25 +37,40 @@ def test_demo_end_to_end_on_a_tiny_study(tmp_path, fio_bin):
     text = res.output
     report = out / "demo_tiny" / "report.html"
     assert f"report: {report}" in text
-    m = re.search(r"recommended \(knee\): numjobs=(\d+) x iodepth=(\d+): ([\d,]+) IOPS, mean lat ([\d.]+) ms, "
-                  r"p99 clat ([\d.]+) ms", text)
+    m = re.search(r"Recommended test point: (?:the peak point itself, )?numjobs=(\d+) × iodepth=(\d+)", text)
     assert m, text
     assert (int(m[1]), int(m[2])) in {(1, 1), (1, 8), (2, 1), (2, 8)}
-    assert float(m[5]) > 0
-    peak = re.search(r"peak: ([\d,]+) IOPS at numjobs=(\d+) x iodepth=(\d+)", text)
+    peak = re.search(r"Peak: ([\d,]+) IOPS \(no CI: one run\) at numjobs=(\d+) × iodepth=(\d+), with mean latency "
+                     r"([\d.]+) ms, p99 completion latency ([\d.]+) ms", text)
     assert peak, text
+    assert float(peak[5]) > float(peak[4]) > 0
+    # one run per point: the findings say there is no CI and how to get one
+    assert "measured once" in text and "repetitions: 2" in text
     # the printed numbers are the tidy tables' numbers
     runs = pd.read_parquet(out / "demo_tiny" / "tidy" / "runs.parquet")
     assert runs["run_id"].nunique() == 4 and (runs["iops"] > 0).all()
     best = runs.groupby(["numjobs", "iodepth"])["iops"].sum().max()
     assert int(peak[1].replace(",", "")) == round(best)
     html = report.read_text()
-    assert html.count('<img') == 4 and "provenance:" in html
+    assert html.count('<img') == 4 and "Provenance:" in html
+    # the page opens with the same findings the terminal printed
+    assert html.index('id="findings"') < html.index("<img") and "Recommended test point" in html
+    assert oct(report.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    sidecar = __import__("json").loads((out / "demo_tiny" / "report.json").read_text())
+    assert [f["key"] for f in sidecar["findings"]][:2] == ["peak_iops", "recommended"]
     # the temporary target (and its directory) is gone; only the study is left in OUT
     assert sorted(p.name for p in out.iterdir()) == ["demo_tiny"]
     target = Path(runs["target"].iloc[0])
     assert target.name == "target.dat" and target.parent.name.startswith(".storagebench-demo-")
     assert not target.parent.exists()
+
+
+def _umask() -> int:
+    import os
+
+    old = os.umask(0)
+    os.umask(old)
+    return old
 
 
 def test_demo_refuses_a_missing_study(tmp_path):

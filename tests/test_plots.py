@@ -219,7 +219,17 @@ def test_clat_cdf_from_merged_bins_marks_p50_p99(runs, hist):
     marks = ax.collections[-1].get_offsets()
     np.testing.assert_allclose(marks[:, 0], [want[50.0] / 1e6, want[99.0] / 1e6])
     np.testing.assert_allclose(marks[:, 1], [0.5, 0.99])
-    assert curves[-1].get_ydata()[-1] == pytest.approx(1.0)
+    # the tail axis: -log10(1 - p), so p50, p90, p99, p99.9 are equally spaced and labelled as percentiles
+    assert ax.get_yscale() == "function"
+    spaced = ax.transData.transform([(1.0, p) for p in (0.5, 0.9, 0.99, 0.999)])[:, 1]
+    np.testing.assert_allclose(np.diff(spaced[1:]), np.diff(spaced[1:2 + 1])[0], rtol=1e-6)
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert {"p50", "p90", "p99", "p99.9"} <= set(ticks)
+    # the last bin holds the slowest I/O: on the tail axis it is drawn at 1 - 1/(2N), not at infinity
+    n = int(pooled["count"].sum())
+    assert curves[-1].get_ydata()[-1] == pytest.approx(1 - 1 / (2 * n))
+    lin = plots.clat_cdf(hist, runs=runs, by="iodepth", where={"numjobs": nj}, kind="cdf")
+    assert [ln for ln in lin.lines if not ln.get_label().startswith("_")][-1].get_ydata()[-1] == pytest.approx(1.0)
     # more outstanding I/O, slower median
     medians = [ax.collections[i].get_offsets()[0, 0] for i in range(len(depths))]
     assert medians == sorted(medians)
@@ -228,7 +238,7 @@ def test_clat_cdf_from_merged_bins_marks_p50_p99(runs, hist):
 def test_clat_cdf_tail_kind_and_bad_kind(runs, hist):
     ax = plots.clat_cdf(hist, kind="ccdf")
     assert ax.get_yscale() == "log" and "1 - CDF" in ax.get_ylabel()
-    with pytest.raises(ValueError, match=r"The value for `kind` must be one of \['cdf', 'ccdf'\], but 'pdf' was passed"):
+    with pytest.raises(ValueError, match=r"The value for `kind` must be one of \['percentile', 'cdf', 'ccdf'\], but 'pdf' was passed"):
         plots.clat_cdf(hist, kind="pdf")
     with pytest.raises(SchemaError, match="pass `runs`"):
         plots.clat_cdf(hist, by="iodepth")
@@ -393,3 +403,44 @@ def test_points_that_mix_configurations_are_refused():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["DiskSPD", "FIO"]
     caption = plots.provenance_caption(fio)
     assert "<NA>" not in caption and "32 runs" in caption
+
+
+def test_latency_vs_iops_draws_p99_beside_the_mean(runs, hist):
+    ax = plots.latency_vs_iops(runs, histograms=hist)
+    tails = [ln for ln in ax.lines if ln.get_label().startswith("_p99")]
+    assert len(tails) == runs["numjobs"].nunique() and all(ln.get_linestyle() == "--" for ln in tails)
+    # each dashed point is the p99 of the merged bins of that point's runs (fio's rule), at the point's mean IOPS
+    nj = int(runs["numjobs"].max())
+    line = next(ln for ln in tails if ln.get_label() == f"_p99 {nj}")
+    qd = int(runs.loc[runs["numjobs"] == nj, "iodepth"].max())
+    ids = runs.loc[(runs["numjobs"] == nj) & (runs["iodepth"] == qd), "run_id"].unique()
+    pooled = hist[hist["run_id"].isin(ids)].groupby("bin_ns", as_index=False)["count"].sum()
+    want = percentiles_from_bins(pooled["bin_ns"], pooled["count"], [99])[99.0] / 1e6
+    assert line.get_ydata()[-1] == pytest.approx(want, rel=1e-3)
+    assert "p99" in ax.get_title() and "ms" in ax.get_ylabel() and "p99 completion latency" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_ylim()[1] >= max(ln.get_ydata().max() for ln in tails)
+
+
+def test_heatmap_grid_shares_one_colour_scale(runs):
+    from storagebench.published import load_published
+
+    df = load_published("hdd_iops")
+    fig = plots.heatmap_grid(df, col="bs_bytes", x="random_pct", y="rwmixread_pct", metric="iops")
+    meshes = [next(c for c in ax.collections if isinstance(c, QuadMesh)) for ax in fig.axes[:-1]]
+    assert len(meshes) == 2 and meshes[0].norm is meshes[1].norm
+    assert (meshes[0].norm.vmin, meshes[0].norm.vmax) == (df["iops"].min(), df["iops"].max())
+    assert "IOPS" in fig.axes[-1].get_ylabel() and [ax.get_title() for ax in fig.axes[:-1]] == ["4 KiB", "16 KiB"]
+
+
+def test_bland_altman_plot_draws_the_library_limits():
+    from storagebench.published import load_published
+    from storagebench.stats import bland_altman
+
+    stripe = load_published("vsan_stripe")
+    wide = stripe.pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool", values="iops")
+    ax = plots.bland_altman_plot(wide["FIO"], wide["DiskSPD"], names=("FIO", "DiskSPD"), unit="IOPS")
+    ba = bland_altman(wide["FIO"], wide["DiskSPD"])
+    got = {ln.get_gid(): ln.get_ydata()[0] for ln in ax.lines if ln.get_gid()}
+    assert got == pytest.approx({"bias": ba.bias, "loa_low": ba.loa_low, "loa_high": ba.loa_high})
+    assert len(ax.collections[0].get_offsets()) == ba.n == len(wide)
+    assert ax.get_yscale() == "log" and "FIO / DiskSPD" in ax.get_ylabel()

@@ -86,25 +86,76 @@ def test_publish_report_refuses_a_missing_study_dir(tmp_path):
 @pytest.fixture
 def study_copy(tmp_path):
     dst = tmp_path / "demo"
-    shutil.copytree(STUDY_FIXTURE, dst, ignore=shutil.ignore_patterns("tidy", "notebooks", "report.html"))
+    shutil.copytree(STUDY_FIXTURE, dst, ignore=shutil.ignore_patterns("tidy", "notebooks", "report.*", ".gitignore"))
     return dst
 
 
 def test_publish_report_on_a_real_study(study_copy):
-    html_path = publish_report(study_copy)
+    import os
+
+    from storagebench.findings import Findings
+
+    html_path = publish_report(study_copy, parameters={"write_tidy": True})
     assert html_path == study_copy / "report.html"
     html = html_path.read_text()
-    imgs = re.findall(r'<img[^>]*src="data:image/png;base64,([^"]+)"', html)
-    assert len(imgs) == 4, f"expected the 4 figures embedded, found {len(imgs)}"
-    for b64 in imgs:  # real PNGs of a real size
-        raw = base64.b64decode(b64)
-        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 10_000
+    # figures: vector SVG, numbered 1-4 in page order, alt text from the figure, caption + provenance in HTML
+    figs = []
+    for num, body in re.findall(r'<figure class="sb-figure" id="figure-(\d+)">(.*?)</figure>', html, flags=re.S):
+        src = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', body)
+        alt, width = re.search(r'alt="([^"]+)"', body), re.search(r'width="(\d+)"', body)
+        cap = re.search(r'<span class="sb-fignum">Figure (\d+)\.</span>', body)
+        assert src and alt and width and cap, body[:300]
+        figs.append((int(num), src[1], alt[1], int(width[1]), int(cap[1])))
+    assert [(f[0], f[4]) for f in figs] == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    for _, b64, alt, width, _ in figs:
+        svg = base64.b64decode(b64)
+        assert svg.lstrip().startswith(b"<?xml") and b"<svg" in svg[:1000] and len(svg) > 10_000
+        assert "No description has been provided" not in alt and " against " in alt and width > 500
+    assert html.count("<img") == 4 and "image/png" not in html  # the four figures, no PNG left
     prov = json.loads(next((study_copy / "raw").glob("*/provenance.json")).read_text())
-    assert "provenance:" in html and prov["hostname"] in html and "fio-3" in html
-    assert "Little" in html and "knee" in html.lower()
+    assert "Provenance:" in html and prov["hostname"] in html and "fio-3" in html
+    assert "Little" in html and "Recommended test point" in html
     assert "def " not in html and "import storagebench" not in html  # code cells hidden
+    assert "Text(0.01" not in html and "<pre>" not in html.split('id="findings"')[1].split("Data and provenance")[0]
+    assert "No description has been provided" not in html and "wrote /" not in html
+    # Findings first: right after the title and the meta line, before any other section, table or figure
+    first_h2 = re.search(r"<h2[^>]*>(.*?)</h2>", html)
+    assert "Findings" in first_h2[1] and html.index('id="findings"') < min(html.index("<table"), html.index("<figure"))
+    # the sidecar says the same, with the numbers behind each sentence
+    side = json.loads((study_copy / "report.json").read_text())
+    assert side["format_version"] == 1 and side["report"] == "report.html" and side["title"].startswith("Queue depth")
+    keys = [f["key"] for f in side["findings"]]
+    assert keys[:2] == ["peak_iops", "recommended"] and "runs_per_point" in keys
+    assert Findings.from_dict(side)["peak_iops"].n == 2 and side["provenance"]["runs"] == 12
+    assert all(f["sentence"] in html.replace("&#x27;", "'") for f in side["findings"])
+    assert side["parameters"] == {"write_tidy": True}  # no local path recorded
+    # 0644 (0666 less the umask), like every other file beside it
+    umask = os.umask(0)
+    os.umask(umask)
+    assert html_path.stat().st_mode & 0o777 == 0o666 & ~umask == (study_copy / "report.json").stat().st_mode & 0o777
     assert (study_copy / "notebooks" / "analyze.ipynb").exists()
     assert (study_copy / "tidy" / "runs.parquet").exists()
+    # the index of the results directory lists it with its headline findings
+    from storagebench.publish import build_site
+
+    (study_copy.parent / "broken").mkdir()
+    (study_copy.parent / "broken" / "report.json").write_text("{not json")
+    index, listed, skipped = build_site(study_copy.parent)
+    page = index.read_text()
+    assert listed == [study_copy / "report.json"] and len(skipped) == 1 and "broken" in skipped[0]
+    assert 'href="demo/report.html"' in page and side["title"].replace("×", "&#215;")[:20] in page.replace("×", "&#215;")
+    assert side["findings"][0]["sentence"] in page and "Not listed" in page
+
+
+def test_publish_prints_no_kernel_noise(study_copy):
+    """No "[IPKernelApp] WARNING | Kernel is running over TCP" nor "KeyboardInterrupt caught in kernel" on a
+    successful publish: the kernel runs over IPC and is not sent SIGINT before a clean shutdown."""
+    code = ("from storagebench.publish import execute_notebook; import sys; "
+            "[execute_notebook('compare.ipynb', sys.argv[1] + f'/o{i}.ipynb') for i in range(3)]")
+    proc = __import__("subprocess").run([__import__("sys").executable, "-c", code, str(study_copy)],
+                                        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "IPKernelApp" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
 
 
 def test_publish_report_refuses_a_figure_cell_without_its_image(tmp_path):
@@ -152,17 +203,23 @@ def test_sweep_notebook_runs_a_study(tmp_path, fio_bin):
                     "fixed: {rw: randread, bs: 4k, ioengine: libaio, direct: 1}\nruntime: 1\nsize: 8m\n")
     out = execute_notebook("sweep.ipynb", tmp_path / "sweep.ipynb",
                            {"study_path": str(spec), "target": str(tmp_path / "target.dat"),
-                            "out_dir": str(tmp_path / "results")})
+                            "out_dir": str(tmp_path / "results"), "run": True})
     raw = tmp_path / "results" / "nb_tiny" / "raw"
     runs = sorted(p.name for p in raw.iterdir())
     assert len(runs) == 2
     for run in runs:
         assert json.loads((raw / run / "output.json").read_text())["jobs"][0]["read"]["iops"] > 0
     text = json.dumps(nbformat.read(str(out), as_version=4).cells[-1].outputs)
-    assert "SweepResult" in text and "failed=()" in text
+    assert "nb_tiny: 2 run(s) measured, 0 already complete, 0 failed" in text
+    # by default the notebook only shows the plan: nothing runs
+    plan = execute_notebook("sweep.ipynb", tmp_path / "plan.ipynb",
+                            {"study_path": str(spec), "out_dir": str(tmp_path / "plan-results")})
+    assert not (tmp_path / "plan-results").exists()
+    assert "nb_tiny: 2 runs (2 points x 1 repetitions)" in json.dumps([c.get("outputs", []) for c in nbformat.read(str(plan), as_version=4).cells])
 
 
-@pytest.mark.parametrize("name", ["analyze.ipynb", "sweep.ipynb"])
+@pytest.mark.parametrize("name", ["analyze.ipynb", "sweep.ipynb", "compare.ipynb", "studies/hdd_iops.ipynb",
+                                  "studies/vsan_stripe.ipynb", "studies/scaling.ipynb"])
 def test_shipped_notebooks_declare_every_parameter(name):
     """papermill must parse every line of the parameters cell (a quote in a comment can break it)."""
     import ast
@@ -176,7 +233,18 @@ def test_shipped_notebooks_declare_every_parameter(name):
     params = notebook_parameters(NOTEBOOK_DIR / name)
     assert set(params) == assigned
     assert all(p["help"] for p in params.values())  # every parameter says what it is
-    assert all(not c.get("outputs") for c in code)  # stored without outputs
+    # stored without outputs, but for the expected stdout of the cells nbval checks
+    assert all(not c.get("outputs") for c in code if not c.source.startswith("# NBVAL_CHECK_OUTPUT"))
+
+
+def test_a_parameter_line_papermill_cannot_read_is_refused(tmp_path):
+    """papermill silently skips ``x: int | str = 1``; the parameter would vanish from -p and batch checks."""
+    path = _notebook(tmp_path / "union.ipynb", "print(level)")
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[1].source += "\nlevel: int | str = 1  # a level"
+    nbformat.write(nb, str(path))
+    with pytest.raises(PublishError, match=r"papermill cannot read the parameter line\(s\) of \['level'\]"):
+        notebook_parameters(path)
 
 
 def test_parameter_of_the_wrong_type_is_refused(tmp_path):

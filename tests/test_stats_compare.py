@@ -482,3 +482,39 @@ def test_coverage_and_type_one_error_in_the_hardest_cell():
     assert 0.93 <= coverage <= 0.97
     f0 = compare(table(1.0), "arm", "b", "iops", by="set", adjust="none").to_frame()
     assert (f0["p"] < 0.05).mean() <= 0.065
+
+
+def test_compare_without_by_warns_which_factors_it_pooled(fixtures_dir):
+    import warnings
+
+    from storagebench.errors import StorageBenchWarning
+    from storagebench.ingest import ingest_study
+    from storagebench.published import load_published
+
+    runs = ingest_study(fixtures_dir / "study_demo").runs
+    with pytest.warns(StorageBenchWarning, match=r"pools the levels of \['numjobs'\] \(numjobs \[1, 2\]\)"):
+        pooled = compare(runs, "iodepth", 1, "iops")
+    assert set(pooled.to_frame()["n_baseline"]) == {4}  # both numjobs levels' runs in one arm
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StorageBenchWarning)
+        compare(runs, "iodepth", 1, "iops", by="numjobs")  # nothing pooled: no warning
+        # a pattern paired on accounts for its rw/bs columns; subject ids are not factors
+        compare(load_published("vsan_stripe"), "stripe_width", 1, "iops",
+                pair_on=["pattern", "direction", "vms", "source_tool"])
+        compare(_sleep_frame(), "drug", 1, "extra")
+
+
+def test_comparison_table_html_and_short_repr():
+    from storagebench.published import load_published
+
+    t = compare(load_published("vsan_stripe"), "stripe_width", 1, "iops", by=["pattern", "direction"],
+                pair_on=["vms", "source_tool"])
+    text = repr(t)
+    assert len(text) < 300 and "6 row(s)" in text and "stripe_width" in text
+    page = t._repr_html_()
+    assert 'class="sb-table"' in page and ">p_adjusted<" in page and "95% CI" in page
+    assert "Holm" in page and "Design:" in page
+    import re
+
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert cells and not [c for c in cells if re.search(r"\d\.\d{4,}(e-\d+)?$", c)]  # no raw float reprs (8.250293e-230)

@@ -24,24 +24,38 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
+import numpy as np
 import pandas as pd
 
 from .. import schema
-from ..errors import IngestError, SchemaError
+from ..errors import IngestError, SchemaError, display_path
 from . import loadgen as _loadgen
-from .fio import _emit_rows, _RowSink, empty_frame, file_run_id, histogram_frame, parse_fio_output, runs_frame
+from .fio import (
+    _emit_rows,
+    _RowSink,
+    check_point,
+    check_provenance,
+    empty_frame,
+    file_run_id,
+    parse_fio_output,
+    runs_frame,
+)
 from .fiolog import is_fio_log, parse_fio_log
 
 __all__ = [
     "IngestResult",
     "IngestSummary",
+    "MAX_FILE_BYTES",
     "ingest_paths",
     "ingest_study",
     "ingest_to_parquet",
@@ -129,53 +143,168 @@ class IngestSummary:
 
 # ---- discovery ---------------------------------------------------------------------------------
 
+#: Default size cap of one input file (bytes): a file above it is reported, not read.
+MAX_FILE_BYTES = 512 * 2**20
+
 
 @dataclass
 class _Item:
     kind: str  # "fio", "log" or "other" (a file found in a directory: read if its content is DiskSPD/Iometer)
-    path: str | Path
-    identity: dict | None = None
-    provenance: dict | None = None
+    path: str
+    identity: Any = None  # checked point.json (storagebench.ingest.fio.check_point)
+    provenance: Any = None  # checked provenance.json
     run_id: str | None = None  # for logs
     host: str = "local"
 
 
-def _read_meta(path: Path, required: bool) -> dict | None:
-    if not path.exists():
-        if required:
-            raise IngestError("missing file", path=str(path))
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"))
+
+
+def _kind(mode: int) -> str:
+    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
+
+
+def _not_regular(path: str, mode: int) -> IngestError:
+    return IngestError(f"not a regular file ({_kind(mode)}): not read (only regular files are ingested)", path=path)
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_file(path: str, max_bytes: int, head: int | None = None) -> bytes:
+    """The bytes of a regular file, at most ``max_bytes`` (``head``: only the first ``head`` bytes).
+
+    Opened with ``O_NONBLOCK`` (a FIFO swapped in after discovery cannot block the open), then
+    checked with ``fstat`` on the open descriptor: anything but a regular file, or a file above the
+    cap, is refused before a byte is read; a file that grows past the cap while read is refused too.
+    Bare ``os.open``/``os.read``: half the cost of ``open().read()``.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+        if head is not None:
+            return os.read(fd, head)
+        if st.st_size > max_bytes:
+            raise IngestError(f"{st.st_size:,} bytes, more than the size cap of {max_bytes:,} bytes: not read "
+                              "(raise max_file_bytes / --max-file-size to ingest it)", path=path)
+        data = os.read(fd, st.st_size + 1)
+        if len(data) > st.st_size:  # the file grew since fstat: read on, up to the cap
+            parts = [data]
+            size = len(data)
+            while size <= max_bytes and (chunk := os.read(fd, 1 << 20)):
+                parts.append(chunk)
+                size += len(chunk)
+            if size > max_bytes:
+                raise IngestError(f"grew past the size cap of {max_bytes:,} bytes while read: not read", path=path)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
+def _inside(target: str, root: str) -> bool:
+    return target == root or target.startswith(root if root.endswith(os.sep) else root + os.sep)
+
+
+def _scan(d: str, root: str) -> tuple[list[str], list[str], list[IngestError]]:
+    """(subdirectories, regular files, problems) of directory ``d`` in the tree whose real path is ``root``.
+
+    File types come from ``scandir`` (no ``stat`` per file). Only regular files are listed; a symlink
+    counts when its target is a regular file inside the tree (a symlink to a directory is not
+    followed: one inside the tree is walked under its real path). FIFOs, devices, sockets, broken
+    symlinks and symlinks leaving the tree are problems, reported and never opened.
+    """
+    dirs: list[str] = []
+    files: list[str] = []
+    bad: list[IngestError] = []
+    prefix = d if d.endswith(os.sep) else d + os.sep
+    try:
+        entries = list(os.scandir(d))
+    except OSError as exc:
+        return dirs, files, [IngestError(f"cannot list the directory: {exc.strerror or exc}", path=d)]
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                dirs.append(e.name)
+            elif e.is_file(follow_symlinks=False):
+                files.append(e.name)
+            elif e.is_symlink():
+                target = os.path.realpath(prefix + e.name)
+                try:
+                    st = os.stat(prefix + e.name)
+                except OSError:
+                    bad.append(IngestError(f"broken symlink (to {display_path(target)}): not read",
+                                           path=prefix + e.name))
+                    continue
+                inside = _inside(target, root)
+                if stat.S_ISDIR(st.st_mode):
+                    if not inside:
+                        bad.append(IngestError(f"symlink to a directory outside the ingested tree "
+                                               f"({display_path(target)}): not followed", path=prefix + e.name))
+                elif not inside:
+                    bad.append(IngestError(f"symlink to a file outside the ingested tree ({display_path(target)}): "
+                                           "not read", path=prefix + e.name))
+                elif not stat.S_ISREG(st.st_mode):
+                    bad.append(_not_regular(prefix + e.name, st.st_mode))
+                else:
+                    files.append(e.name)
+            else:
+                bad.append(_not_regular(prefix + e.name, e.stat(follow_symlinks=False).st_mode))
+        except OSError as exc:
+            bad.append(IngestError(f"cannot read: {exc.strerror or exc}", path=prefix + e.name))
+    dirs.sort()
+    return dirs, files, bad
+
+
+def _walk(top: str) -> Iterator[tuple[str, list[str], list[str], list[IngestError]]]:
+    """``os.walk`` top-down (sorted; the caller may prune ``dirs``) over :func:`_scan`: regular files only."""
+    root = os.path.realpath(top)
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        dirs, files, bad = _scan(d, root)
+        yield d, dirs, files, bad
+        stack.extend(os.path.join(d, s) for s in reversed(dirs))
+
+
+def _read_meta(path: str, files: list[str] | None, max_bytes: int) -> bytes | None:
+    """The bytes of ``point.json``/``provenance.json`` (None when not in ``files``), for
+    :func:`~storagebench.ingest.fio.check_point` / ``check_provenance`` to decode typed."""
+    name = os.path.basename(path)
+    if files is not None and name not in files:
         return None
-    try:
-        meta = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise IngestError(f"invalid JSON: {exc}", path=str(path)) from None
-    if not isinstance(meta, dict):
-        raise IngestError(f"must be a JSON object, got {type(meta).__name__}", path=str(path))
-    return meta
+    return _read_file(path, max_bytes)
 
 
-def _run_dir_items(d: Path, files: list[str]) -> Iterator[_Item | IngestError]:
+def _run_dir_items(d: str, files: list[str], max_bytes: int) -> Iterator[_Item | IngestError]:
+    prefix = d if d.endswith(os.sep) else d + os.sep
     try:
-        point = _read_meta(d / "point.json", required=True)
-        prov = _read_meta(d / "provenance.json", required=False) or {}
+        if "point.json" not in files:
+            raise IngestError("missing file (or not a regular file)", path=prefix + "point.json")
+        point = check_point(_read_meta(prefix + "point.json", files, max_bytes), prefix + "point.json")
+        prov = check_provenance(_read_meta(prefix + "provenance.json", files, max_bytes), prefix + "provenance.json")
     except IngestError as exc:
         yield exc
         return
-    missing = [k for k in ("run_id",) if k not in point]
-    if missing:
-        yield IngestError(f"point.json is missing {missing}", path=str(d / "point.json"))
+    except OSError as exc:
+        yield IngestError(f"cannot read: {exc.strerror or exc}", path=prefix + "point.json")
         return
-    out = d / "output.json"
-    if not out.exists():
-        yield IngestError("run directory has no output.json", path=str(d))
+    if not point.run_id:
+        yield IngestError("point.json is missing ['run_id']", path=prefix + "point.json")
         return
-    yield _Item("fio", out, identity=point, provenance=prov)
+    if "output.json" not in files:
+        yield IngestError("run directory has no output.json", path=d)
+        return
+    yield _Item("fio", prefix + "output.json", identity=point, provenance=prov)
     for f in sorted(files):
         if is_fio_log(f):
-            yield _Item("log", d / f, run_id=str(point["run_id"]), provenance=prov)
+            yield _Item("log", prefix + f, run_id=point.run_id, provenance=prov)
 
 
-def _plain_dir_items(d: str, files: list[str]) -> Iterator[_Item]:
+def _plain_dir_items(d: str, files: list[str], max_bytes: int) -> Iterator[_Item]:
     jsons = sorted(f for f in files if f.endswith(".json") and f not in _SKIP_IN_RUN_DIR)
     logs = sorted(f for f in files if is_fio_log(f))
     prefix = d if d.endswith(os.sep) else d + os.sep  # = os.path.join(d, f) for a plain name, cheaper
@@ -184,117 +313,154 @@ def _plain_dir_items(d: str, files: list[str]) -> Iterator[_Item]:
     log_run_id = None
     if logs and len(jsons) == 1:  # logs beside one fio output belong to that run
         try:
-            log_run_id = file_run_id(Path(d, jsons[0]).read_bytes())
-        except OSError:
+            log_run_id = file_run_id(_read_file(prefix + jsons[0], max_bytes))
+        except (OSError, IngestError):
             log_run_id = None
     for f in logs:
-        yield _Item("log", os.path.join(d, f), run_id=log_run_id)
+        yield _Item("log", prefix + f, run_id=log_run_id)
     for f in sorted(files):  # DiskSPD / Iometer results are recognised by content, whatever their name
         if not f.endswith(".json") and not is_fio_log(f) and not f.startswith("."):
             yield _Item("other", prefix + f)
 
 
-def _discover(paths: Iterable[str | os.PathLike]) -> Iterator[_Item | IngestError]:
-    if isinstance(paths, (str, os.PathLike)):
+def _discover(paths: Iterable[str | os.PathLike], max_bytes: int) -> Iterator[_Item | IngestError]:
+    if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
+        p = os.fsdecode(p)  # str; a non-UTF-8 name keeps its bytes as surrogate escapes
+        try:
+            st = os.stat(p)  # a path named explicitly may be a symlink: the user chose it
+        except FileNotFoundError:
+            yield IngestError("no such file or directory", path=p)
+            continue
+        except OSError as exc:
+            yield IngestError(f"cannot read: {exc.strerror or exc}", path=p)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            for root, dirs, files, bad in _walk(p):
+                yield from bad
                 if "raw" in dirs and "failed" in dirs:  # a study directory: failed attempts are not runs
                     dirs.remove("failed")
                 if "point.json" in files:
-                    yield from _run_dir_items(Path(root), files)
+                    yield from _run_dir_items(root, files, max_bytes)
                 else:
-                    yield from _plain_dir_items(root, files)
-        elif p.is_file():
-            if p.name == "point.json":
-                yield from _run_dir_items(p.parent, os.listdir(p.parent))
-            elif is_fio_log(p):
-                yield _Item("log", p)
-            else:
-                yield _Item("fio", p)
+                    yield from _plain_dir_items(root, files, max_bytes)
+        elif not stat.S_ISREG(st.st_mode):
+            yield _not_regular(p, st.st_mode)
+        elif os.path.basename(p) == "point.json":
+            parent = os.path.dirname(p) or "."
+            _, files, bad = _scan(parent, os.path.realpath(parent))
+            yield from bad
+            yield from _run_dir_items(parent, files, max_bytes)
+        elif is_fio_log(p):
+            yield _Item("log", p)
         else:
-            yield IngestError("no such file or directory", path=str(p))
+            yield _Item("fio", p)
 
 
 # ---- collecting rows -----------------------------------------------------------------------------
 
 
-def _read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole file, with bare ``os.open``/``os.read`` (half the cost of ``open().read()``, which
-    builds a buffered file object: ~5 us a file)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        data = os.read(fd, 1 << 16)
-        if data:
-            parts = [data]
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-            if len(parts) > 1:
-                data = b"".join(parts)
-        return data
-    finally:
-        os.close(fd)
+def _factor_kind(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list"
 
 
 class _Collector(_RowSink):
-    """Rows of many files, appended as tuples and turned into DataFrames once (:meth:`frames`)."""
+    """Rows of many files, appended as tuples and turned into DataFrames once (:meth:`frames`).
 
-    def __init__(self) -> None:
+    ``factor_kinds`` (shared by the batches of one ingest) holds the kind of each study factor's
+    levels (number, string, boolean, list) and the file it was first seen in: a run whose factor
+    has another kind is refused, so that a factor column has one type (parquet needs it).
+    """
+
+    def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None) -> None:
         super().__init__()
         self.ts: list[pd.DataFrame] = []
         self.files = 0
+        self.max_bytes = max_bytes
+        self.factor_kinds: dict[str, tuple[str, str]] = {} if factor_kinds is None else factor_kinds
 
-    def add(self, item: _Item) -> None:
+    def _check_factors(self, identity: Any, path: str) -> list[tuple[str, str]]:
+        new = []
+        for name, value in (identity.factors.items() if identity is not None else ()):
+            kind = _factor_kind(value)
+            if kind is None:
+                continue
+            seen = self.factor_kinds.get(name)
+            if seen is None:
+                new.append((name, kind))
+            elif seen[0] != kind:
+                raise IngestError(f"point.json factor {name!r} = {value!r} is {kind}, but {seen[0]} in "
+                                  f"{display_path(seen[1])}: the levels of one factor must be of one type",
+                                  path=path)
+        return new
+
+    def add(self, item: _Item, data: bytes | None = None, file_id: str | None = None) -> None:
+        """Add one file's rows. ``data`` (its bytes) and ``file_id`` (:func:`file_run_id` of them) may
+        have been read already; a directory entry of unknown kind is sniffed here."""
         path = item.path
+        new_factors = self._check_factors(item.identity, path) if item.identity is not None else ()
         if item.kind == "other":
-            data = _read_head(path)
+            data = _read_file(path, self.max_bytes, head=1 << 16)
             fmt = _loadgen_format(data)
             if fmt is None or fmt == "iometer-icf":
                 return  # not a result file: skipped, not an error
-            data = _read_bytes(path)
+            data = _read_file(path, self.max_bytes)
         else:
-            data = _read_bytes(path)
+            if data is None:
+                data = _read_file(path, self.max_bytes)
             fmt = _loadgen_format(data) if item.kind == "fio" else None
         if fmt is not None:
-            _add_loadgen(self, fmt, data, path if type(path) is str else str(path), item.identity)
-            self.files += 1
-            return
-        if item.kind == "fio":
-            _emit_rows(self, data, path if type(path) is str else str(path), item.identity, item.provenance)
+            _add_loadgen(self, fmt, data, path, item.identity)
+        elif item.kind == "fio":
+            _emit_rows(self, data, path, item.identity, item.provenance, file_id)
         else:
-            prov = item.provenance or {}
-            run_id = item.run_id or file_run_id(data)
-            self.ts.append(parse_fio_log(item.path, run_id=run_id, host=item.host,
-                                         fio_version=str(prov.get("fio_version", "")), data=data))
+            prov = item.provenance
+            run_id = item.run_id or file_id or file_run_id(data)
+            self.ts.append(parse_fio_log(path, run_id=run_id, host=item.host,
+                                         fio_version=(prov.fio_version or "") if prov is not None else "",
+                                         data=data))
+        for name, kind in new_factors:
+            self.factor_kinds.setdefault(name, (kind, path))
         self.files += 1
+
+    def mark(self) -> tuple[int, int, int, int]:
+        """The length of the row lists before a file is added (see :meth:`rollback`)."""
+        return len(self.runs), len(self.all_clients), len(self.hist_blocks), len(self.ts)
+
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
+        """Drop whatever a failed file appended after :meth:`mark` (all or nothing, even for a bug):
+        each list goes back to the length of the list it runs beside."""
+        runs, all_clients, blocks, ts = mark
+        for rows, n in ((self.runs, runs), (self.runs_extra, runs), (self.all_clients, all_clients),
+                        (self.all_extra, all_clients), (self.hist_blocks, blocks), (self.hist_keys, blocks),
+                        (self.hist_counts, blocks),
+                        (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
+            del rows[n:]
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
-        return {
+        hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
+        return {  # histograms first: its bins check may add notes to runs rows
             "runs": schema.validate(runs_frame(self.runs, self.runs_extra, "runs"), "runs")
             if self.runs else empty_frame("runs"),
             "all_clients": schema.validate(runs_frame(self.all_clients, self.all_extra, "all_clients"), "all_clients")
             if self.all_clients else empty_frame("all_clients"),
-            "histograms": schema.validate(histogram_frame(self.hist_blocks, self.hist_bins, self.hist_counts),
-                                          "histograms")
-            if self.hist_bins else empty_frame("histograms"),
+            "histograms": hist,
             "timeseries": schema.validate(pd.concat(ts, ignore_index=True), "timeseries")
             if ts else empty_frame("timeseries"),
         }
 
 
 # ---- DiskSPD / Iometer: content sniffing and dispatch (storagebench.ingest.loadgen) ----------------
-
-
-def _read_head(path: str | os.PathLike, n: int = 1 << 16) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, n)
-    finally:
-        os.close(fd)
 
 
 def _loadgen_format(data: bytes) -> str | None:
@@ -306,21 +472,30 @@ def _loadgen_format(data: bytes) -> str | None:
     return None if fmt == "fio" else fmt
 
 
-def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: dict | None) -> None:
+def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: Any) -> None:
     """Parse a DiskSPD/Iometer file (:func:`storagebench.ingest.loadgen.parse_loadgen`, which raises
     IngestError for a bad one) and append its rows to the sink, all or nothing."""
     from .fio import RUN_FIELDS  # the row-tuple order of the sink
 
-    rows = _loadgen.parse_loadgen(fmt, data, path, identity=identity)
-    factors = (identity or {}).get("factors") or {}
+    ident = msgspec.structs.asdict(identity) if identity is not None else None
+    rows = _loadgen.parse_loadgen(fmt, data, path, identity=ident)
+    factors = identity.factors if identity is not None else {}
     extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
     default = _loadgen.run_row()
-    sink.runs.extend(tuple(r.get(f, default.get(f)) for f in RUN_FIELDS) for r in rows.runs)
-    sink.runs_extra.extend([extra] * len(rows.runs))
-    for key, bins in rows.histograms:
-        sink.hist_blocks.append((*key, len(bins)))
-        sink.hist_bins.extend(str(int(b)) for b in bins)
-        sink.hist_counts.extend(bins.values())
+    runs = [tuple(r.get(f, default.get(f)) for f in RUN_FIELDS) for r in rows.runs]
+    blocks, keys, counts = [], [], []
+    for key, hist in rows.histograms:
+        if hist:
+            blocks.append((*key, len(hist)))
+            keys.append(np.array([int(b) for b in hist], dtype=np.int64))
+            counts.append(np.array([int(c) for c in hist.values()], dtype=np.int64))
+    sink.runs.extend(runs)
+    sink.runs_extra.extend([extra] * len(runs))
+    sink.hist_blocks.extend(blocks)
+    sink.hist_keys.extend(keys)
+    sink.hist_counts.extend(counts)
+    sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
+    sink.hist_checks.extend([None] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries):
         sink.ts.append(rows.timeseries)
 
@@ -329,7 +504,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: d
 def _gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while files are parsed, back on (if it was) after.
 
-    orjson allocates hundreds of dicts and lists per fio output, none of them in a cycle; the
+    The decoder allocates many small objects per fio output, none of them in a cycle; the
     collections they trigger (each one also walks everything pandas and pyarrow keep alive) cost
     ~10% of the ingest time. Nothing is leaked: reference counting frees the parsed documents as
     usual, and the collector runs again once the batch is done.
@@ -344,25 +519,42 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: list[IngestError]) -> None:
-    add = collector.add
+    """Add every item to ``collector``; every failure becomes an IngestError of its file in ``errors``.
+
+    Nothing a file holds can stop the others: an unexpected exception (a storagebench bug) is
+    reported for its file as ``internal error``, not raised, and the file's rows are not kept.
+    """
+    add, mark = collector.add, collector.mark
     with _gc_paused():
+        max_bytes = collector.max_bytes
         for item in items:
             if isinstance(item, IngestError):
                 errors.append(item)
                 continue
+            before = mark()
             try:
-                add(item)
+                add(item, None if item.kind == "other" else _read_file(item.path, max_bytes))
             except IngestError as exc:
+                collector.rollback(before)
                 errors.append(exc)
             except OSError as exc:
-                errors.append(IngestError(f"cannot read: {exc.strerror or exc}", path=str(item.path)))
+                collector.rollback(before)
+                errors.append(IngestError(f"cannot read: {exc.strerror or exc}", path=item.path))
+            except Exception as exc:  # noqa: BLE001 - one file never loses the batch
+                collector.rollback(before)
+                errors.append(IngestError(f"internal error (a storagebench bug; please report it): "
+                                          f"{type(exc).__name__}: {exc}", path=item.path))
 
 
 def _result(collector: _Collector, errors: list[IngestError]) -> IngestResult:
     return IngestResult(**collector.frames(), errors=errors, files=collector.files)
 
 
-def ingest_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> IngestResult:
+def ingest_paths(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> IngestResult:
     """Ingest fio outputs and logs from files and directories (recursive) into tidy tables.
 
     Parameters
@@ -370,7 +562,10 @@ def ingest_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Inge
     paths : path or iterable of paths
         Files (any name: fio JSON/JSON+ output, or a fio log named ``*_<type>.<n>.log``) and
         directories (``*.json`` and fio logs inside, recursively; run directories of the runner with
-        ``point.json`` are read with their identity and provenance).
+        ``point.json`` are read with their identity and provenance). Names need not be UTF-8.
+    max_file_bytes : int
+        Size cap of one file (bytes, default :data:`MAX_FILE_BYTES` = 512 MiB): a larger file is
+        reported in ``errors`` and not read.
 
     Returns
     -------
@@ -381,20 +576,31 @@ def ingest_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Inge
 
     Notes
     -----
-    Never raises for a bad input file: it is reported in ``errors`` with its reason.
+    Never raises for a bad input file: it is reported in ``errors`` with its reason. Only regular
+    files are read: FIFOs, devices, sockets, broken symlinks and symlinks that leave the directory
+    tree being ingested are reported, never opened (a named path may be a symlink). What is refused
+    in fio's JSON, and what becomes NaN with a ``note``: :mod:`storagebench.ingest.fio`.
     """
-    col, errors = _Collector(), []
-    _run(_discover(paths), col, errors)
+    col, errors = _Collector(_cap(max_file_bytes)), []
+    _run(_discover(paths, col.max_bytes), col, errors)
     return _result(col, errors)
 
 
-def ingest_study(study_dir: str | os.PathLike) -> IngestResult:
+def _cap(max_file_bytes: int) -> int:
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
+        raise SchemaError(f"max_file_bytes must be a positive number of bytes, got {max_file_bytes!r}")
+    return max_file_bytes
+
+
+def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE_BYTES) -> IngestResult:
     """Ingest a study written by the runner: ``<study_dir>/raw/<run_id>/{output.json, point.json, provenance.json, *.log}``.
 
     Parameters
     ----------
     study_dir : path
         ``results/<study>`` (the directory holding ``raw/``).
+    max_file_bytes : int
+        Size cap of one file (bytes), as in :func:`ingest_paths`.
 
     Returns
     -------
@@ -409,19 +615,24 @@ def ingest_study(study_dir: str | os.PathLike) -> IngestResult:
     IngestError
         ``study_dir`` has no ``raw/`` directory. A bad run directory is reported in ``errors``.
     """
-    raw = Path(study_dir) / "raw"
-    if not raw.is_dir():
+    raw = os.path.join(os.fsdecode(study_dir), "raw")
+    if not os.path.isdir(raw):
         raise IngestError("not a study directory: it has no raw/ (expected results/<study>/raw/<run_id>/)",
-                          path=str(study_dir))
-    col, errors = _Collector(), []
+                          path=os.fsdecode(study_dir))
+    col, errors = _Collector(_cap(max_file_bytes)), []
 
     def items() -> Iterator[_Item | IngestError]:
-        for d in sorted(p for p in raw.iterdir() if p.is_dir()):
-            files = os.listdir(d)
+        root = os.path.realpath(raw)
+        dirs, _, bad = _scan(raw, root)
+        yield from bad
+        for name in dirs:
+            d = os.path.join(raw, name)
+            _, files, bad = _scan(d, root)
+            yield from bad
             if "point.json" not in files:
-                yield IngestError("run directory has no point.json", path=str(d))
+                yield IngestError("run directory has no point.json", path=d)
                 continue
-            yield from _run_dir_items(d, files)
+            yield from _run_dir_items(d, files, col.max_bytes)
 
     _run(items(), col, errors)
     return _result(col, errors)
@@ -432,11 +643,14 @@ def ingest_to_parquet(
     out_dir: str | os.PathLike,
     *,
     batch_files: int = 500,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> IngestSummary:
     """Like :func:`ingest_paths`, but stream the tables to ``out_dir/<table>.parquet`` in batches.
 
     Memory holds at most ``batch_files`` files' rows at a time (pyarrow ``ParquetWriter``, one row
-    group per batch and table).
+    group per batch and table). The tables are written to a temporary directory inside ``out_dir``
+    and moved over the previous ones (``os.replace``, after ``fsync``) only once every batch has
+    been written: an exception or a kill part-way leaves the previous tables as they were.
 
     Parameters
     ----------
@@ -444,9 +658,12 @@ def ingest_to_parquet(
         As in :func:`ingest_paths`.
     out_dir : path
         Created if needed; ``runs.parquet`` and ``histograms.parquet`` are always written,
-        ``all_clients.parquet`` and ``timeseries.parquet`` only when they have rows.
+        ``all_clients.parquet`` and ``timeseries.parquet`` only when they have rows (an old one
+        is removed).
     batch_files : int
         Files per batch (>= 1).
+    max_file_bytes : int
+        Size cap of one file (bytes), as in :func:`ingest_paths`.
 
     Returns
     -------
@@ -455,20 +672,30 @@ def ingest_to_parquet(
     Raises
     ------
     SchemaError
-        A later batch brings a study factor column the first batch did not have (ingest such
-        studies separately), or ``batch_files < 1``.
+        A later batch brings a study factor column the first batch did not have, or one whose
+        type cannot be stored in the first batch's column (ingest such studies separately), or
+        ``batch_files < 1``. The previous tables are then left untouched.
+
+    Notes
+    -----
+    Each table is replaced by its own atomic rename, one after the other at the very end; only a
+    kill between those (at most four) renames can leave some tables of the new ingest beside
+    some of the old one.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if int(batch_files) < 1:
+    if isinstance(batch_files, bool) or int(batch_files) < 1:
         raise SchemaError(f"batch_files must be >= 1, got {batch_files}")
+    max_bytes = _cap(max_file_bytes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".ingest-", dir=out))
     writers: dict[str, Any] = {}
     rows = dict.fromkeys(TABLES, 0)
     errors: list[IngestError] = []
     files = 0
+    factor_kinds: dict = {}
 
     def flush(col: _Collector) -> None:
         for name, df in col.frames().items():
@@ -476,7 +703,7 @@ def ingest_to_parquet(
                 continue
             table = pa.Table.from_pandas(df, preserve_index=False)
             if name not in writers:
-                writers[name] = pq.ParquetWriter(out / f"{name}.parquet", table.schema)
+                writers[name] = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema)
             else:
                 wschema = writers[name].schema
                 new = [c for c in table.column_names if c not in wschema.names]
@@ -485,28 +712,47 @@ def ingest_to_parquet(
                                       "ingest studies with different factors separately")
                 table = pa.table({f.name: (table[f.name] if f.name in table.column_names
                                            else pa.nulls(len(table), f.type)) for f in wschema})
-                table = table.cast(wschema)
+                try:
+                    table = table.cast(wschema)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaError(f"{name}: a later batch has values the first batch's column types cannot "
+                                      f"hold ({exc}); ingest studies with different factors separately") from None
             writers[name].write_table(table)
             rows[name] += len(df)
 
     try:
-        items = _discover(paths)
-        while chunk := list(itertools.islice(items, int(batch_files))):
-            batch = _Collector()
-            _run(chunk, batch, errors)
-            files += batch.files
-            flush(batch)
+        try:
+            items = _discover(paths, max_bytes)
+            while chunk := list(itertools.islice(items, int(batch_files))):
+                batch = _Collector(max_bytes, factor_kinds)
+                _run(chunk, batch, errors)
+                files += batch.files
+                flush(batch)
+        finally:
+            for w in writers.values():
+                w.close()
+        for name in ("runs", "histograms"):
+            if name not in writers:
+                schema.empty(name).to_parquet(tmp / f"{name}.parquet", index=False)
+                writers[name] = None
+        for name in writers:  # on disk before the renames make them the tables
+            fd = os.open(tmp / f"{name}.parquet", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for name in TABLES:
+            path = out / f"{name}.parquet"
+            if name in writers:
+                os.replace(tmp / f"{name}.parquet", path)
+            elif path.exists():
+                path.unlink()  # a stale table from an earlier ingest into the same directory
+        fd = os.open(out, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     finally:
-        for w in writers.values():
-            w.close()
-    for name in TABLES:
-        path = out / f"{name}.parquet"
-        if name in writers:
-            continue
-        if name in ("runs", "histograms"):
-            schema.empty(name).to_parquet(path, index=False)
-            writers[name] = None
-        elif path.exists():
-            path.unlink()  # a stale table from an earlier ingest into the same directory
+        shutil.rmtree(tmp, ignore_errors=True)
     paths_written = {name: out / f"{name}.parquet" for name in writers}
     return IngestSummary(rows=rows, paths=paths_written, errors=errors, files=files)

@@ -69,7 +69,8 @@ def parse_fio_log(
     Raises
     ------
     IngestError
-        The name is not a fio log name, or a line is not ``time, value, direction, ...`` numbers.
+        The name is not a fio log name, a line is not ``time, value, direction, ...`` numbers, or a
+        time or value is negative, not finite or above 2**63-1 (never stored as NaN or inf).
     """
     path = Path(path)
     m = LOG_NAME.match(path.name)
@@ -95,7 +96,12 @@ def parse_fio_log(
     if ((ddir < 0) | (ddir > 2)).any():
         bad = sorted(set(ddir[(ddir < 0) | (ddir > 2)].tolist()))[:5]
         raise IngestError(f"data direction must be one of [0, 1, 2], got {bad}", path=str(path))
-    value = raw[1].to_numpy()
+    t_ms, value = raw[0].to_numpy(), raw[1].to_numpy()
+    bad = ~(np.isfinite(t_ms) & np.isfinite(value) & (t_ms >= 0) & (value >= 0) & (value <= 2.0**63 - 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise IngestError(f"line {i + 1}: time {t_ms[i]!r} ms, value {value[i]!r}: fio logs non-negative, finite "
+                          "numbers (at most 2**63-1)", path=str(path))
     if kind == "bw":
         value = value * 1024.0
     elif kind in ("lat", "clat", "slat") and str(fio_version).startswith("fio-2."):
@@ -106,7 +112,7 @@ def parse_fio_log(
         "host": np.full(n, host, dtype=object),
         "job": np.full(n, m.group("prefix"), dtype=object),
         "direction": _DIRS[ddir],
-        "t_s": raw[0].to_numpy() / 1000.0,
+        "t_s": t_ms / 1000.0,
         "metric": np.full(n, _METRIC[kind], dtype=object),
         "value": value,
         "log_index": np.full(n, int(m.group("n")), dtype="int64"),

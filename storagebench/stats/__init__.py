@@ -31,6 +31,11 @@ Modules, one per concept:
     :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
 ``regime``
     :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
+``points``
+    :func:`point_means` (mean and t CI per sweep point), :func:`point_percentiles` (merged json+ bins).
+``sweep``
+    :func:`sweep_summary`: peak, recommended point, cache caveat and n per point of a numjobs x iodepth
+    sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI prints and the report shows.
 ``saturation``
     :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
@@ -64,6 +69,7 @@ from .equivalence import (
     tost_sample_size,
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
+from .points import attach_factors, point_means, point_percentiles
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import (
@@ -79,8 +85,17 @@ from .saturation import (
     recommend_parameters,
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
+from .sweep import (
+    CACHE_LATENCY_MS,
+    SweepPoint,
+    SweepSummary,
+    completed_runs,
+    half_revolution_ms,
+    rotational_findings,
+    sweep_summary,
+)
 from .variance import VarianceComponents, variance_components
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_words
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
 
 __all__ = [
     "Agreement",
@@ -138,9 +153,20 @@ __all__ = [
     "fio_steadystate",
     "steady_state",
     "steady_state_timeseries",
+    "attach_factors",
+    "point_means",
+    "point_percentiles",
+    "CACHE_LATENCY_MS",
+    "SweepPoint",
+    "SweepSummary",
+    "completed_runs",
+    "sweep_summary",
+    "half_revolution_ms",
+    "rotational_findings",
     "NO_CI_VERDICT",
     "NO_DIFFERENCE",
     "interaction",
     "verdict",
+    "verdict_findings",
     "verdict_words",
 ]

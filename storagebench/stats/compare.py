@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from ..errors import StatsError
+from ..errors import StatsError, StorageBenchWarning
 from ._common import (
     BCA_MIN_N,
     _as_list,
@@ -52,7 +52,8 @@ from .ratio import (
     ratio_tost,
 )
 
-__all__ = ["Comparison", "ComparisonTable", "Design", "RatioCI", "compare", "summary_table", "adjust_pvalues", "fieller_ratio_ci",
+__all__ = ["Comparison", "ComparisonTable", "Design", "RatioCI", "compare", "summary_table", "adjust_pvalues",
+           "pooled_factors", "fieller_ratio_ci",
            "ratio_ci", "hedges_g", "ADJUST_METHODS", "ESTIMANDS"]
 
 #: ``adjust=`` names accepted by :func:`compare` → ``statsmodels.stats.multitest.multipletests`` method.
@@ -285,6 +286,37 @@ class ComparisonTable:
     def design(self) -> Design:
         """The experimental unit and the keys that are not replicates (``str()`` gives words)."""
         return Design(self.by, self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
+
+    def __repr__(self) -> str:
+        by = f" by {list(self.by)}" if self.by else ""
+        paired = f", paired on {list(self.pair_on)}" if self.pair_on else ""
+        return (f"ComparisonTable({self.metric}: {self.factor} levels vs {self.baseline!r}{by}{paired}; "
+                f"{len(self.rows)} row(s), {ESTIMANDS[self.estimand]}, {self.confidence:.0%} CI, "
+                f"p adjusted by {self.adjust})")
+
+    def _repr_html_(self) -> str:
+        """The table for a notebook or write-up: the ``by`` keys, level, n, ratio with its CI, p, p_adjusted,
+        then the method, design and family in words (:func:`storagebench.tables.table`)."""
+        import html
+
+        from ..tables import table
+
+        frame = self.to_frame()
+        cols = [*self.by, "level", "n_baseline", "n_other", "ratio", "ci_low", "ci_high", "p", "p_adjusted"]
+        if frame["equivalent"].notna().any():
+            cols.append("equivalent")
+        if (frame["note"].fillna("") != "").any():
+            cols.append("note")
+        styled = table(frame[cols], confidence=self.confidence, units=False,
+                       labels={"level": f"{self.factor}", "n_baseline": "n baseline", "n_other": "n other",
+                               "ratio": f"ratio to {self.factor}={self.baseline}"})
+        methods = "; ".join(m for m in pd.unique(frame["method"]) if m)
+        words = [f"{self.metric}: each level of {self.factor} against {self.factor}={self.baseline!r}; "
+                 f"{ESTIMANDS[self.estimand]}.", f"Design: {self.design}.", f"Family: {self.family}."]
+        if methods:
+            words.append(f"Method: {methods}.")
+        notes = "".join(f"<p class=\"sb-table-note\">{html.escape(w)}</p>" for w in words)
+        return f'<div class="sb-comparison">{styled.to_html()}{notes}</div>'
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (see the class docstring for the columns)."""
@@ -577,6 +609,63 @@ def _to_units(df: pd.DataFrame, metric: str, keys: list[str], averaged: list[str
     return out.drop(columns="_v")
 
 
+#: fio factors of the runs schema; with the columns a study adds (pattern, stripe_width ...) these are what
+#: ``compare`` without ``by`` pools when they vary (identity, metric and provenance columns never count).
+_SCHEMA_FACTORS = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct",
+                   "target", "tool")
+
+
+def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
+                   keys: Sequence[str] = (), unit: Sequence[str] = ()) -> dict[str, list]:
+    """The factor columns whose levels vary within the levels of ``factor`` and are not named.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The compared table.
+    factor : str
+        The compared column.
+    named : sequence of str
+        Columns already accounted for (``by``, ``pair_on``, ``unit``, ``blocks``, ``factors``, the metric).
+    keys : sequence of str
+        Key columns (``pair_on``, ``unit``): a column constant within each key (``rw`` of a ``pattern``) is
+        accounted for by it.
+    unit : sequence of str
+        The experimental unit's columns: a column that varies within a unit (its repetitions) is averaged
+        within the unit by design, not pooled.
+
+    Returns
+    -------
+    dict of str to list
+        ``{column: [levels]}`` for each schema factor (:data:`_SCHEMA_FACTORS`) or study column (not a
+        ``runs`` schema column, at most 32 levels) that takes several values within a level of ``factor``;
+        a column with a different value on every row of every arm (more than 4 rows) is an identifier
+        and is left out.
+    """
+    from ..schema import RUNS
+
+    schema = {c.name for c in RUNS}
+    skip = {factor, *named}
+    out = {}
+    for col in df.columns:
+        if col in skip or (col in schema and col not in _SCHEMA_FACTORS):
+            continue
+        values = df[col].dropna()
+        if values.nunique() < 2 or values.nunique() > 32 or (col not in schema and values.dtype.kind == "f"
+                                                              and values.nunique() > 8):
+            continue
+        if keys and (df.groupby(list(keys), dropna=False)[col].nunique() <= 1).all():
+            continue
+        if unit and (df.groupby(list(unit), dropna=False)[col].nunique() > 1).any():
+            continue
+        per_level = df.groupby(factor, dropna=False)[col].agg(["nunique", "size"])
+        if (per_level["size"] > 4).all() and (per_level["nunique"] == per_level["size"]).all():
+            continue  # a distinct value per row of each arm (a subject or VM id): an identifier, not a factor
+        if (df.groupby(factor, dropna=False)[col].nunique() > 1).any():
+            out[str(col)] = _levels_sorted(values)
+    return out
+
+
 def _levels_sorted(values) -> list:
     vals = [v.item() if isinstance(v, np.generic) else v for v in pd.unique(values)]
     try:
@@ -722,6 +811,16 @@ def compare(
     _positive_finite(df[metric], metric)
     _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
     averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
+    if not by_l:
+        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l], [*pair_l, *unit_l],
+                                unit_l)
+        if pooled:
+            levels_text = "; ".join(f"{c} {v}" for c, v in pooled.items())
+            warnings.warn(
+                f"compare without `by` pools the levels of {sorted(pooled)} ({levels_text}) into one comparison of "
+                f"{factor!r}: a difference between {factor} levels is averaged over them; pass by={sorted(pooled)} "
+                "(CLI: --by) to compare within each, or pair_on/factors= to declare them", StorageBenchWarning,
+                stacklevel=2)
     if unit_l or averaged:
         df = _to_units(df, metric, [*by_l, factor, *pair_l, *unit_l], averaged, by_l, estimand)
     design = Design(tuple(by_l), tuple(pair_l), tuple(unit_l), tuple(blocks_l), tuple(factors_l), tuple(averaged),

@@ -23,7 +23,7 @@ from ._common import _as_list, _key_tuple, _require_columns
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
-__all__ = ["NO_CI_VERDICT", "NO_DIFFERENCE", "interaction", "verdict", "verdict_words"]
+__all__ = ["NO_CI_VERDICT", "NO_DIFFERENCE", "interaction", "verdict", "verdict_findings", "verdict_words"]
 
 #: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
 NO_CI_VERDICT = "no verdict: CI not estimable"
@@ -176,6 +176,51 @@ def verdict(comparison, *, unit: str, blocks: str | Sequence[str] | None = None,
     cols = by + ["factor", "level", "baseline", "metric", "estimand", "ratio", "ci_low", "ci_high", "confidence",
                  "alpha", "n", "unit", "design", "p", "p_adjusted", "family", "verdict", "equivalent", "text"]
     return pd.DataFrame(out, columns=cols)
+
+
+def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | None = None,
+                     factors: str | Sequence[str] | None = None, up: str = "higher", down: str = "lower",
+                     digits: int = 3, title: str = "", provenance: str = ""):
+    """The verdicts of a comparison as :class:`~storagebench.findings.Findings`: one short sentence per row.
+
+    Each sentence states the group, the ratio with its CI, the adjusted p and the verdict; the n, the
+    experimental unit, the design and the family go into the finding's fields (shown beside the sentence,
+    recorded in the report's sidecar). Same refusals as :func:`verdict`, which computes every value.
+
+    Parameters
+    ----------
+    comparison, unit, blocks, factors, up, down, digits
+        As in :func:`verdict`.
+    title : str
+        The question the findings answer.
+    provenance : str
+        Where the data come from, in one line.
+
+    Returns
+    -------
+    storagebench.findings.Findings
+    """
+    from ..findings import Finding, Findings, fmt_p
+
+    frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
+    rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
+    items = []
+    for r, v in zip(rows, frame.itertuples(index=False), strict=True):
+        where = ", ".join(f"{k} {val}" for k, val in r.group)
+        conf = f"{r.confidence:.0%}"
+        ci = (f"{conf} CI {_fmt(r.ci_low, digits)} to {_fmt(r.ci_high, digits)}" if np.isfinite(r.ci_low)
+              and np.isfinite(r.ci_high) else "CI not estimable")
+        p_text = fmt_p(r.p_adjusted)
+        sentence = (f"{(where[0].upper() + where[1:] + ': ') if where else ''}{r.metric} at {r.factor or 'level'} "
+                    f"{r.level} is {_fmt(r.ratio, digits)} times that at {r.baseline} ({ci}; adjusted p "
+                    f"{p_text if p_text.startswith('<') else '= ' + p_text}); verdict: {v.verdict}.")
+        items.append(Finding(sentence, estimate=r.ratio, ci=(r.ci_low, r.ci_high), confidence=r.confidence,
+                             n=r.n_baseline if r.paired else min(r.n_baseline, r.n_other),
+                             unit_of_replication=(f"matched pairs, unit: {unit}" if r.paired else
+                                                  f"per arm, unit: {unit}"),
+                             method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; family: {r.family}",
+                             unit="ratio", key=f"{r.metric}:{where}:{r.level}"))
+    return Findings(tuple(items), title=title, provenance=provenance)
 
 
 def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifier: str, modifier_baseline,

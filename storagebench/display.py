@@ -1,0 +1,247 @@
+"""What a write-up shows: tables a reader can use, numbered figures with captions, collapsed detail.
+
+Three helpers, used by the notebooks and by :class:`storagebench.stats.ComparisonTable`:
+
+* :func:`table` -- a pandas ``Styler`` of a result table: units in the headers, tidy columns in their
+  display unit (ns -> ms, bytes/s -> MB/s or MiB/s, bs in KiB), ``digits`` significant digits, p-values
+  formatted (``< 1e-06``), an estimate and its CI bounds merged into one column, no index column.
+* :func:`show_figure` -- shows a matplotlib figure as a numbered ``<figure>`` (SVG by default, or PNG at
+  >= 200 dpi) with its caption and provenance in the HTML, not in the bitmap, and alt text that says what
+  the figure shows.
+* :func:`collapsed` -- long detail (a 36-row check table) behind a ``<details>`` line.
+
+:func:`storagebench.publish.publish_report` numbers the figures of the whole page again in order and
+recognises these outputs (``sb-figure``, ``sb-table``) when it builds the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from .errors import PublishError
+from .tables import P_COLUMNS, column_display, table
+
+__all__ = [
+    "P_COLUMNS",
+    "column_display",
+    "table",
+    "Collapsed",
+    "collapsed",
+    "FigureHTML",
+    "figure_html",
+    "show_figure",
+    "describe_figure",
+    "reset_figure_numbers",
+    "FIGURE_DPI",
+]
+
+#: Resolution of raster figures (PNG), dots per inch; SVG figures are vector.
+FIGURE_DPI = 200
+
+
+def _html_of(obj: Any) -> str:
+    if isinstance(obj, str):
+        return obj
+    if hasattr(obj, "to_html") and hasattr(obj, "hide"):  # a Styler
+        return obj.to_html()
+    if isinstance(obj, pd.DataFrame):
+        return table(obj).to_html()
+    if hasattr(obj, "_repr_html_"):
+        return obj._repr_html_()
+    return f"<pre>{html.escape(str(obj))}</pre>"
+
+
+@dataclass(frozen=True)
+class Collapsed:
+    """Detail behind a one-line summary (``<details>``); see :func:`collapsed`."""
+
+    summary: str
+    parts: tuple[Any, ...]
+
+    def _repr_html_(self) -> str:
+        inner = "".join(_html_of(p) for p in self.parts)
+        return (f'<details class="sb-details"><summary>{html.escape(self.summary)}</summary>'
+                f"{inner}</details>")
+
+    def __repr__(self) -> str:
+        return f"{self.summary} [{len(self.parts)} collapsed part(s)]"
+
+
+def collapsed(summary: str, *parts: Any) -> Collapsed:
+    """Long detail a reader opens when wanted: ``summary`` is shown, ``parts`` (tables, text) are folded.
+
+    Parameters
+    ----------
+    summary : str
+        The one line shown (e.g. "All 36 runs of the Little's-law check (none flagged)").
+    *parts
+        DataFrames (formatted with :func:`table`), Stylers, HTML strings or objects with ``_repr_html_``.
+    """
+    if not summary:
+        raise PublishError("collapsed() needs a summary line")
+    return Collapsed(summary, tuple(parts))
+
+
+# --------------------------------------------------------------------------- figures
+
+_COUNTER = itertools.count(1)
+
+
+def reset_figure_numbers() -> None:
+    """Number the next figure 1 (figures are numbered in the order they are shown in a kernel)."""
+    global _COUNTER
+    _COUNTER = itertools.count(1)
+
+
+def describe_figure(fig) -> str:
+    """Alt text from a figure's own labels: what each panel plots against what, and its series.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure or Axes
+
+    Returns
+    -------
+    str
+        e.g. ``"IOPS vs iodepth: IOPS (I/Os per s) against iodepth (outstanding I/Os per job); lines for
+        numjobs 1, 2, 4."``
+    """
+    from matplotlib.axes import Axes
+
+    fig = fig.figure if isinstance(fig, Axes) else fig
+    parts = []
+    sup = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    if sup:
+        parts.append(sup + ".")
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>" or ax.get_gid() == "storagebench-shared-colorbar":
+            if ax.get_ylabel():
+                parts.append(f"Colour: {ax.get_ylabel()}.")
+            continue
+        title, xl, yl = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
+        text = (f"{title}: " if title else "") + (f"{yl} against {xl}" if xl and yl else (yl or xl or "chart"))
+        leg = ax.get_legend()
+        if leg is not None:
+            entries = [t.get_text() for t in leg.get_texts() if t.get_text()]
+            head = leg.get_title().get_text().split(";")[0].strip()
+            if entries:
+                text += f"; series{(' by ' + head) if head else ''}: {', '.join(entries[:12])}"
+        parts.append(text + ".")
+    return " ".join(parts) or "A figure."
+
+
+@dataclass(frozen=True)
+class FigureHTML:
+    """A rendered figure with its number, caption, alt text and provenance (see :func:`figure_html`)."""
+
+    number: int
+    caption: str
+    alt: str
+    provenance: str
+    mime: str
+    data: bytes
+    width_px: int
+    height_px: int
+
+    def _repr_html_(self) -> str:
+        b64 = base64.b64encode(self.data).decode("ascii")
+        prov = f' <span class="sb-provenance">Data: {html.escape(self.provenance)}</span>' if self.provenance else ""
+        return (f'<figure class="sb-figure" id="figure-{self.number}">'
+                f'<img src="data:{self.mime};base64,{b64}" alt="{html.escape(self.alt, quote=True)}" '
+                f'width="{self.width_px}" height="{self.height_px}">'
+                f'<figcaption><span class="sb-fignum">Figure {self.number}.</span> {html.escape(self.caption)}'
+                f"{prov}</figcaption></figure>")
+
+    def __repr__(self) -> str:
+        return f"Figure {self.number}. {self.caption}"
+
+
+def figure_html(fig, caption: str, *, alt: str | None = None, provenance: str | None = None,
+                fmt: str = "svg", dpi: int = FIGURE_DPI, number: int | None = None) -> FigureHTML:
+    """Render a figure for a write-up: vector SVG (or PNG at ``dpi``), numbered, captioned in HTML.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure or Axes
+    caption : str
+        What the figure shows and how to read it (one or two sentences).
+    alt : str, optional
+        Alt text; default :func:`describe_figure` (the figure's titles, axis labels and series).
+    provenance : str, optional
+        Where the data come from (:func:`storagebench.plots.provenance_caption`), shown after the caption.
+    fmt : {"svg", "png"}
+        SVG (default: sharp at any zoom and in print) or PNG (for figures with very many points).
+    dpi : int
+        PNG resolution, >= 200.
+    number : int, optional
+        Figure number; default the next in this kernel (:func:`reset_figure_numbers`).
+
+    Returns
+    -------
+    FigureHTML
+
+    Raises
+    ------
+    PublishError
+        Empty caption, unknown ``fmt``, ``dpi`` < 200, not a figure.
+    """
+    import matplotlib
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    fig = fig.figure if isinstance(fig, Axes) else fig
+    if not isinstance(fig, Figure):
+        raise PublishError(f"figure_html() takes a matplotlib Figure or Axes, got {type(fig).__name__}")
+    if not isinstance(caption, str) or not caption.strip():
+        raise PublishError("a figure needs a caption: what it shows and how to read it")
+    if fmt not in ("svg", "png"):
+        raise PublishError(f"fmt must be one of ['svg', 'png'], got {fmt!r}")
+    if not isinstance(dpi, int) or dpi < 200:
+        raise PublishError(f"dpi must be an int >= 200 (print quality), got {dpi!r}")
+    alt_text = alt or describe_figure(fig)
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "storagebench"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
+    data = buf.getvalue()
+    if fmt == "svg":
+        m = re.search(rb'<svg[^>]*width="([\d.]+)pt"[^>]*height="([\d.]+)pt"', data[:2000])
+        w_pt, h_pt = (float(m[1]), float(m[2])) if m else (fig.get_figwidth() * 72, fig.get_figheight() * 72)
+        w, h = round(w_pt * 96 / 72), round(h_pt * 96 / 72)
+        mime = "image/svg+xml"
+    else:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = round(im.width * 96 / dpi), round(im.height * 96 / dpi)
+        mime = "image/png"
+    return FigureHTML(number if number is not None else next(_COUNTER), caption.strip(), alt_text,
+                      provenance or "", mime, data, w, h)
+
+
+def show_figure(fig, caption: str, *, alt: str | None = None, provenance: str | None = None, fmt: str = "svg",
+                dpi: int = FIGURE_DPI) -> None:
+    """Show a figure in the notebook as a numbered ``<figure>`` and close it (see :func:`figure_html`).
+
+    The figure is closed after rendering, so Jupyter's inline backend does not show it a second time, and
+    nothing is returned, so a cell ending with the call shows no stray repr. Outside IPython it does
+    nothing but close the figure; use :func:`figure_html` to get the rendered figure.
+    """
+    import matplotlib.pyplot as plt
+
+    out = figure_html(fig, caption, alt=alt, provenance=provenance, fmt=fmt, dpi=dpi)
+    plt.close(fig.figure if hasattr(fig, "figure") and not hasattr(fig, "savefig") else fig)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython is a dependency through ipykernel
+        return
+    if get_ipython() is not None:
+        display(out)

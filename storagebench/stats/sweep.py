@@ -1,0 +1,357 @@
+"""What a numjobs x iodepth sweep found: peak, recommended point, caveats, n per point.
+
+:func:`sweep_summary` is the one analysis behind ``storagebench demo``'s summary and the *Findings*
+section of ``notebooks/analyze.ipynb``: the CLI prints :meth:`SweepSummary.findings`, the notebook
+displays it, so the terminal and the page say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ..errors import SchemaError
+from ..findings import Finding, Findings, fmt_ci, fmt_number
+from ._common import _check_confidence
+from .points import point_means, point_percentiles
+from .saturation import Recommendation, per_run, recommend_parameters
+
+__all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS", "half_revolution_ms",
+           "rotational_findings"]
+
+#: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
+#: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
+CACHE_LATENCY_MS = 1.0
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point of a sweep with its estimates.
+
+    Attributes
+    ----------
+    numjobs, iodepth : int
+    n : int
+        Runs (repetitions) of the point.
+    iops, iops_ci_low, iops_ci_high : float
+        Mean IOPS (1/s) over the runs and its Student t CI (NaN bounds with one run).
+    lat_mean_ms : float
+        Mean total latency (fio ``lat``), ms, mean over the runs.
+    clat_p99_ms : float or None
+        p99 completion latency, ms, from the merged json+ bins of the point's runs (``None`` without histograms).
+    """
+
+    numjobs: int
+    iodepth: int
+    n: int
+    iops: float
+    iops_ci_low: float
+    iops_ci_high: float
+    lat_mean_ms: float
+    clat_p99_ms: float | None
+
+    @property
+    def outstanding_ios(self) -> int:
+        """``numjobs x iodepth``."""
+        return self.numjobs * self.iodepth
+
+    @property
+    def label(self) -> str:
+        """``numjobs=4 × iodepth=16``."""
+        return f"numjobs={self.numjobs} × iodepth={self.iodepth}"
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """Result of :func:`sweep_summary`.
+
+    Attributes
+    ----------
+    study : str
+        Study name(s) of the runs.
+    n_runs : int
+        Completed runs analysed.
+    runs_per_point : (int, int)
+        Fewest and most runs of a point.
+    confidence : float
+    peak : SweepPoint
+        The point with the highest mean IOPS.
+    recommended : SweepPoint
+        The point :func:`storagebench.stats.recommend_parameters` chooses.
+    recommendation : Recommendation
+        Its full result (rule, Kneedle knee, per-cell table).
+    cache_caveat : str
+        Why the numbers may describe a cache rather than the device; "" when no sign of one.
+    points : pandas.DataFrame
+        Per point: ``numjobs, iodepth, n, iops, iops_ci_low, iops_ci_high, lat_mean_ns`` (+ its CI) and,
+        with histograms, ``clat_p50_ns, clat_p99_ns``.
+    """
+
+    study: str
+    n_runs: int
+    runs_per_point: tuple[int, int]
+    confidence: float
+    peak: SweepPoint
+    recommended: SweepPoint
+    recommendation: Recommendation
+    cache_caveat: str
+    points: pd.DataFrame
+
+    @property
+    def at_grid_edge(self) -> bool:
+        """The recommended point is the largest load measured: no saturation was seen."""
+        return self.recommendation.at_grid_edge
+
+    def findings(self) -> Findings:
+        """The sweep's findings in plain sentences (peak, recommended point, caveats, n per point)."""
+        pct = f"{self.confidence:.0%}"
+        n_lo, n_hi = self.runs_per_point
+        unit = "fio runs of the point, in random order"  # reads after "n = 2"
+        ci_method = f"mean over runs with its {pct} Student t CI"
+        p99_method = "p99 from the merged json+ latency bins of the point's runs (fio's percentile rule)"
+
+        def iops_text(p: SweepPoint) -> str:
+            return f"{fmt_number(p.iops)} IOPS ({fmt_ci(p.iops_ci_low, p.iops_ci_high, self.confidence)})"
+
+        def lat_text(p: SweepPoint) -> str:
+            out = f"mean latency {fmt_number(p.lat_mean_ms)} ms"
+            if p.clat_p99_ms is not None:
+                out += f", p99 completion latency {fmt_number(p.clat_p99_ms)} ms"
+            return out
+
+        pk, rc = self.peak, self.recommended
+        items = [Finding(
+            f"Peak: {iops_text(pk)} at {pk.label}, with {lat_text(pk)}.",
+            estimate=pk.iops, ci=(pk.iops_ci_low, pk.iops_ci_high), confidence=self.confidence, n=pk.n,
+            unit_of_replication=unit, method=ci_method + ("; " + p99_method if pk.clat_p99_ms is not None else ""),
+            unit="IOPS", key="peak_iops")]
+        rule = self.recommendation
+        same = (rc.numjobs, rc.iodepth) == (pk.numjobs, pk.iodepth)
+        if self.at_grid_edge:
+            where = (f"IOPS still rise at the largest load measured ({rc.outstanding_ios} outstanding I/Os), so "
+                     f"{rc.label} is the grid's edge, not a knee: extend iodepth or numjobs before using it")
+        else:
+            where = (f"the fewest outstanding I/Os ({rc.outstanding_ios}) that reach {rule.fraction:.0%} of the "
+                     f"peak; more outstanding I/Os add latency but almost no IOPS")
+        what = f"the peak point itself, {rc.label}" if same else f"{rc.label}, {iops_text(rc)} with {lat_text(rc)}"
+        items.append(Finding(
+            f"Recommended test point: {what}; {where}.",
+            estimate=rc.iops, ci=(rc.iops_ci_low, rc.iops_ci_high), confidence=self.confidence, n=rc.n,
+            unit_of_replication=unit, method=f"{ci_method}; rule: {rule.rule}", unit="IOPS", key="recommended"))
+        if self.cache_caveat:
+            items.append(Finding(self.cache_caveat, key="cache", caveat=True))
+        if n_hi < 2:
+            reps = (f"Each of the {len(self.points)} points was measured once ({self.n_runs} runs), so there are no "
+                    "confidence intervals: set repetitions: 2 or more in the study spec to see how much these "
+                    "numbers move between runs.")
+        else:
+            count = f"n = {n_lo}" if n_lo == n_hi else f"n = {n_lo} to {n_hi}"
+            reps = (f"Each of the {len(self.points)} points was measured {count} times ({self.n_runs} fio runs in "
+                    f"a seeded random order); every interval is a {pct} Student t CI over those runs"
+                    + (", which is wide with so few runs." if n_hi < 5 else "."))
+        items.append(Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
+                             method="repetitions of the study spec", caveat=n_hi < 2))
+        return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
+                                            f"numjobs × iodepth points?")
+
+
+def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of completed, error-free runs (``error == 0``, ``partial`` False).
+
+    Raises
+    ------
+    SchemaError
+        No such row.
+    """
+    df = runs
+    if "error" in df.columns:
+        df = df[df["error"].fillna(0) == 0]
+    if "partial" in df.columns:
+        df = df[~df["partial"].fillna(False).astype(bool)]
+    if df.empty:
+        raise SchemaError("`runs` has no rows of completed, error-free runs (error == 0, partial == False).")
+    return df
+
+
+def _rotational(provenance: Any) -> bool | None:
+    recs = provenance if isinstance(provenance, Sequence) and not isinstance(provenance, (str, Mapping)) else \
+        [provenance] if isinstance(provenance, Mapping) else []
+    flags = {r.get("device", {}).get("rotational") for r in recs
+             if isinstance(r, Mapping) and isinstance(r.get("device"), Mapping)}
+    flags.discard(None)
+    return next(iter(flags)) if len(flags) == 1 else None
+
+
+def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> str:
+    if "direct" in runs.columns and (pd.to_numeric(runs["direct"], errors="coerce") == 0).any():
+        return ("Some runs used buffered I/O (direct=0): their reads may have been served from the page cache, "
+                "so those numbers describe memory, not the device.")
+    if _rotational(provenance):
+        low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
+        lat_ms = float(low["lat_mean_ns"]) * 1e-6
+        if lat_ms < CACHE_LATENCY_MS:
+            return (f"The target's device reports itself rotational, yet at the lightest load "
+                    f"(numjobs={int(low['numjobs'])} × iodepth={int(low['iodepth'])}) an I/O took "
+                    f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "
+                    "15,000 rpm): a cache (the drive's, a controller's or the hypervisor's) served these I/Os, so "
+                    "the numbers describe that cache, not the platters.")
+    return ""
+
+
+def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *, provenance: Any = None,
+                  confidence: float = 0.95, fraction: float = 0.95) -> SweepSummary:
+    """Peak, recommended point, caveats and n per point of a numjobs x iodepth sweep.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Tidy ``runs`` table with ``run_id``, ``numjobs``, ``iodepth``, ``iops`` (1/s), ``lat_mean_ns`` (ns).
+    histograms : pandas.DataFrame, optional
+        Tidy ``histograms`` table; gives the p99 completion latency per point (merged bins).
+    provenance : mapping or sequence of mappings, optional
+        ``provenance.json`` records (:func:`storagebench.publish.study_provenance`); the device's
+        ``rotational`` flag feeds the cache caveat.
+    confidence : float
+        Level of the CIs.
+    fraction : float
+        Share of the peak that counts as saturated (:func:`storagebench.stats.recommend_parameters`).
+
+    Returns
+    -------
+    SweepSummary
+
+    Raises
+    ------
+    SchemaError
+        No completed run, or a column is missing.
+    StatsError
+        Fewer than 3 points, bad ``confidence`` or ``fraction`` (from the functions called).
+    """
+    confidence = _check_confidence(confidence)
+    done = completed_runs(runs)
+    for c in ("run_id", "numjobs", "iodepth", "iops", "lat_mean_ns"):
+        if c not in done.columns:
+            raise SchemaError(f"`runs` has no column {c!r}; a sweep summary needs run_id, numjobs, iodepth, iops "
+                              "and lat_mean_ns")
+    by = ["numjobs", "iodepth"]
+    pr = per_run(done, latency="lat_mean_ns")
+    pts = point_means(pr, by, ["iops", "lat_mean_ns"], confidence=confidence)
+    if histograms is not None and len(histograms):
+        pts = pts.merge(point_percentiles(histograms, done, by, (50.0, 99.0)), on=by, how="left")
+    rec = recommend_parameters(done, fraction=fraction)
+
+    def point(nj: int, qd: int) -> SweepPoint:
+        r = pts[(pts["numjobs"] == nj) & (pts["iodepth"] == qd)].iloc[0]
+        p99 = r.get("clat_p99_ns")
+        return SweepPoint(int(nj), int(qd), int(r["n"]), float(r["iops"]), float(r["iops_ci_low"]),
+                          float(r["iops_ci_high"]), float(r["lat_mean_ns"]) * 1e-6,
+                          None if p99 is None or pd.isna(p99) else float(p99) * 1e-6)
+
+    top = pts.loc[pts["iops"].idxmax()]
+    study = "/".join(sorted(map(str, done["study"].dropna().unique()))) if "study" in done.columns else ""
+    return SweepSummary(study=study, n_runs=int(pr["run_id"].nunique()),
+                        runs_per_point=(int(pts["n"].min()), int(pts["n"].max())), confidence=confidence,
+                        peak=point(top["numjobs"], top["iodepth"]), recommended=point(rec.numjobs, rec.iodepth),
+                        recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts)
+
+
+def half_revolution_ms(rpm: float) -> float:
+    """Mean rotational latency of a disk, ms: half a revolution, ``30,000 / rpm`` (4.17 ms at 7,200 rpm).
+
+    Raises
+    ------
+    StatsError
+        ``rpm`` is not a positive number.
+    """
+    from ..errors import StatsError
+
+    if isinstance(rpm, bool) or not isinstance(rpm, (int, float)) or not rpm > 0:
+        raise StatsError(f"rpm must be a positive number of revolutions per minute, got {rpm!r}")
+    return 30_000.0 / float(rpm)
+
+
+def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: str = "",
+                        cache_ms: float = CACHE_LATENCY_MS,
+                        unit_of_replication: str = "published cells, one value each (no repetitions)",
+                        title: str = "", provenance: str = "") -> tuple[Findings, pd.Series]:
+    """What a rotating disk's IOPS table says: the IOPS it delivers from its platters, and which cells a cache served.
+
+    With one I/O outstanding, a mean response below ``cache_ms`` (1 ms) is faster than any mechanical
+    access: a random I/O waits half a revolution on average (:func:`half_revolution_ms`, 4.2 ms at 7,200
+    rpm) plus a seek, and even a track-to-track seek takes about a millisecond; such a cell was served from
+    a buffer or cache (the drive's read-ahead, a controller, the host). Those cells are set apart; the range
+    of IOPS over the others answers "how many IOPS does it do".
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per workload: ``iops`` (1/s), ``lat_mean_ns`` (ns); optionally ``bs_bytes``, ``random_pct``,
+        ``rwmixread_pct`` to name the cache-served cells.
+    rpm : float
+        Spindle speed (7,200 for the seed 001 drive), for the sentence.
+    cache_ms : float
+        Response time (ms) below which a cell counts as cache-served (default :data:`CACHE_LATENCY_MS`).
+    device : str
+        The device in words, for the sentence ("a Dell/WD 1 TB 7,200 rpm SATA HDD").
+    claim : str, optional
+        A claim about cache-served cells to give a verdict on (from the source's metadata).
+    unit_of_replication : str
+        What one row is.
+    title, provenance : str
+        As in :class:`~storagebench.findings.Findings`.
+
+    Returns
+    -------
+    (Findings, pandas.Series of bool)
+        The findings, and per row whether a cache served it.
+
+    Raises
+    ------
+    SchemaError
+        ``iops`` or ``lat_mean_ns`` is missing, or no row is left for the platters.
+    """
+    for c in ("iops", "lat_mean_ns"):
+        if c not in table.columns:
+            raise SchemaError(f"`table` has no column {c!r}; it has {sorted(map(str, table.columns))}")
+    half = half_revolution_ms(rpm)
+    lat_ms = table["lat_mean_ns"].astype(float) * 1e-6
+    cached = lat_ms < cache_ms
+    platters = table.loc[~cached, "iops"].astype(float)
+    if platters.empty:
+        raise SchemaError(f"every row of `table` responds in less than {cache_ms:g} ms: nothing came from the platters")
+    n = len(platters)
+    items = [Finding(
+        f"{device[0].upper() + device[1:]} does {fmt_number(platters.min())} to {fmt_number(platters.max())} IOPS "
+        f"(median {fmt_number(platters.median())}) over the {n} workloads it serves from its platters; "
+        f"{int(cached.sum())} more cell(s) were served from a cache.",
+        estimate=float(platters.median()), n=n, unit_of_replication=unit_of_replication, unit="IOPS",
+        method=f"range and median of the table's IOPS over the cells that respond in {fmt_number(cache_ms)} ms or "
+               "more; no CI: one value per cell", key="platter_iops")]
+    if claim:
+        def where(i) -> str:
+            r = table.loc[i]
+            parts = []
+            if "bs_bytes" in table.columns:
+                parts.append(f"{int(r['bs_bytes']) // 1024} KiB")
+            if "random_pct" in table.columns:
+                parts.append(f"{100 - float(r['random_pct']):g}% sequential")
+            if "rwmixread_pct" in table.columns:
+                parts.append(f"{float(r['rwmixread_pct']):g}% read")
+            return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {fmt_number(lat_ms[i])} ms"
+
+        hits = [where(i) for i in table.index[cached]]
+        if hits:
+            verdict = (f"holds: {len(hits)} cell(s) respond in under {fmt_number(cache_ms)} ms ({'; '.join(hits)}), "
+                       f"faster than any mechanical access (half a revolution alone is {fmt_number(half)} ms at "
+                       f"{rpm:,.0f} rpm), so a buffer or cache served them; the table cannot say which one "
+                       "(the drive's read-ahead, a controller or the host)")
+        else:
+            verdict = f"is not supported: no cell responds in under {fmt_number(cache_ms)} ms"
+        items.append(Finding(f"The article's claim \u201c{claim.strip()}\u201d {verdict}.", n=len(table),
+                             unit_of_replication=unit_of_replication, key="claim_cache",
+                             method=f"response time against {fmt_number(cache_ms)} ms, below any mechanical access "
+                                    "time (rotational latency 30,000 / rpm ms, seek >= ~1 ms)"))
+    return Findings(tuple(items), title=title, provenance=provenance), cached

@@ -1,0 +1,211 @@
+"""Tables a reader can use: one formatter (a pandas ``Styler``) for every result table of a write-up.
+
+:func:`table` puts units in the headers, shows tidy columns in their display unit (ns -> ms, bytes/s ->
+MB/s or MiB/s, bs in KiB), gives ``digits`` significant digits, formats p-values (``< 1e-06``), merges an
+estimate and its CI bounds into one column and hides the index. It depends on pandas only, so every
+layer can format its results with it (:class:`storagebench.stats.ComparisonTable` does).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import PublishError
+from .findings import fmt_number, fmt_p
+
+__all__ = ["P_COLUMNS", "column_display", "table"]
+
+#: Columns formatted as p-values.
+P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", "pvalue", "p_adj", "PR(>F)"})
+
+_NAMES = {
+    "iops": "IOPS", "lat_mean": "mean latency, lat", "clat_mean": "mean completion latency, clat",
+    "slat_mean": "mean submission latency, slat", "bw": "bandwidth", "bs": "I/O size, bs",
+    "rwmixread": "reads, rwmixread", "random": "random I/O", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
+    "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
+}
+
+
+def _words(stem: str) -> str:
+    if stem in _NAMES:
+        return _NAMES[stem]
+    m = re.fullmatch(r"clat_p([\d.]+)", stem)
+    if m:
+        return f"p{m[1]} completion latency, clat"
+    return stem
+
+
+def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
+    """Display header (with its unit) and scale of a tidy column, from the unit in its name.
+
+    Parameters
+    ----------
+    name : str
+        A column name (``lat_mean_ns``, ``bw_bytes_per_s``, ``bs_bytes``, ``iops``, ``rwmixread_pct`` ...).
+    bandwidth : {"MB/s", "MiB/s"}
+        Display unit of ``*_bytes_per_s`` columns: 10^6 or 2^20 bytes per second.
+
+    Returns
+    -------
+    (str, float)
+        The header and the factor from the column's unit to the display unit: ``("mean latency, lat
+        (ms)", 1e-6)`` for ``lat_mean_ns``; ``(name, 1.0)`` for a column without a unit suffix.
+    """
+    if bandwidth not in ("MB/s", "MiB/s"):
+        raise PublishError(f"bandwidth must be one of ['MB/s', 'MiB/s'], got {bandwidth!r}")
+    if name == "iops":
+        return "IOPS (1/s)", 1.0
+    if name == "bs_bytes":
+        return "I/O size, bs (KiB)", 1 / 1024
+    for suffix, unit, scale in (("_bytes_per_s", bandwidth, 1e-6 if bandwidth == "MB/s" else 1 / 2**20),
+                                ("_ns", "ms", 1e-6), ("_bytes", "MiB", 1 / 2**20), ("_pct", "%", 1.0),
+                                ("_ms", "ms", 1.0), ("_s", "s", 1.0)):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return f"{_words(name[: -len(suffix)])} ({unit})", scale
+    return name, 1.0
+
+
+def _ci_triples(cols: Sequence[str]) -> list[tuple[str, str, str]]:
+    out = []
+    for c in cols:
+        if f"{c}_ci_low" in cols and f"{c}_ci_high" in cols:
+            out.append((c, f"{c}_ci_low", f"{c}_ci_high"))
+    if "ci_low" in cols and "ci_high" in cols:
+        est = "ratio" if "ratio" in cols else None
+        if est is None:  # the column just before ci_low is the estimate (ratio_bias, estimate ...)
+            i = list(cols).index("ci_low")
+            est = cols[i - 1] if i > 0 else None
+        if est is not None:
+            out.append((est, "ci_low", "ci_high"))
+    return out
+
+
+def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confidence: float | None = None,
+          labels: Mapping[str, str] | None = None, units: bool = True, merge_ci: bool = True,
+          caption: str | None = None, na_rep: str = "", index: bool | None = None,
+          formats: Mapping[str, Callable[[Any], str]] | None = None):
+    """A result table formatted for a reader (pandas ``Styler``): units in headers, no index column.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Any result table; tidy columns (``lat_mean_ns``, ``bw_bytes_per_s`` ...) are shown in display
+        units (:func:`column_display`). A non-default index (e.g. ``numjobs, iodepth``) becomes columns.
+    digits : int
+        Significant digits of float columns (:func:`storagebench.findings.fmt_number`); integers and
+        integer parts are never cut.
+    bandwidth : {"MB/s", "MiB/s"}
+        Display unit of bandwidth columns.
+    confidence : float, optional
+        Level of merged CIs, for their header; default: the table's ``confidence`` column, else 0.95.
+    labels : mapping, optional
+        Header per column, replacing the generated one (e.g. ``{"level": "stripe width"}``).
+    units : bool
+        Convert tidy columns to display units and put the unit in the header (default True).
+    merge_ci : bool
+        Show ``x``, ``x_ci_low``, ``x_ci_high`` (and ``ratio``/``estimate``, ``ci_low``, ``ci_high``) as the
+        estimate and one ``95% CI`` column ``"low – high"``.
+    caption : str, optional
+        Table caption (shown above it).
+    na_rep : str
+        Text of a missing value (default: empty, e.g. an ANOVA's residual row).
+    index : bool, optional
+        Keep the index as columns; default: when it is not a plain 0..n-1 range.
+    formats : mapping, optional
+        A formatter per column (after renaming by ``labels`` is not applied: use the source column name).
+
+    Returns
+    -------
+    pandas.io.formats.style.Styler
+        With the ``sb-table`` class, no index, p-value columns (:data:`P_COLUMNS`) as ``0.012``,
+        ``3.9e-04``, ``< 1e-06``, booleans as yes/no. ``.data`` holds the display frame.
+
+    Raises
+    ------
+    PublishError
+        ``df`` is not a DataFrame, bad ``bandwidth`` or ``digits``.
+    """
+    from pandas.io.formats.style import Styler
+
+    if not isinstance(df, pd.DataFrame):
+        raise PublishError(f"table() takes a pandas DataFrame, got {type(df).__name__}")
+    if not isinstance(digits, int) or isinstance(digits, bool) or not 1 <= digits <= 15:
+        raise PublishError(f"digits must be an int in [1, 15], got {digits!r}")
+    keep_index = index if index is not None else not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
+                                                      and df.index.step == 1 and df.index.name is None)
+    data = df.reset_index() if keep_index else df.reset_index(drop=True)
+    data.columns = [str(c) for c in data.columns]
+    formats = dict(formats or {})
+    if confidence is None:
+        conf = data["confidence"].dropna().unique() if "confidence" in data.columns else []
+        confidence = float(conf[0]) if len(conf) == 1 else 0.95
+    out: dict[str, pd.Series] = {}
+    fmts: dict[str, Callable[[Any], str]] = {}
+    merged = {}
+    if merge_ci:
+        for est, lo, hi in _ci_triples(list(data.columns)):
+            merged[est] = (lo, hi)
+    skip = {c for pair in merged.values() for c in pair}
+
+    def numeric_fmt(v: Any) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return na_rep
+        if isinstance(v, (bool, np.bool_)):
+            return "yes" if v else "no"
+        if isinstance(v, (int, np.integer)):
+            return f"{int(v):,}"
+        if isinstance(v, (float, np.floating)):
+            return fmt_number(v, digits)
+        return str(v)
+
+    for col in data.columns:
+        if col in skip:
+            continue
+        header, scale = column_display(col, bandwidth) if units else (col, 1.0)
+        if col not in P_COLUMNS:  # "share_of_best" -> "share of best": a header that can wrap, and reads as words
+            header = header.replace("_", " ")
+        header = (labels or {}).get(col, header)
+        s = data[col]
+        if scale != 1.0 and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+            s = s.astype(float) * scale
+        if col in formats:
+            fmts[header] = formats[col]
+        elif col in P_COLUMNS:
+            fmts[header] = lambda v: na_rep if pd.isna(v) else fmt_p(v)
+        elif pd.api.types.is_bool_dtype(s):
+            fmts[header] = lambda v: na_rep if pd.isna(v) else ("yes" if v else "no")
+        else:
+            fmts[header] = numeric_fmt
+        out[header] = s
+        if col in merged:
+            lo, hi = merged[col]
+            lo_s, hi_s = data[lo].astype(float) * scale, data[hi].astype(float) * scale
+            unit = header[header.rfind("("):] if header.endswith(")") and "(" in header else ""
+            ci_head = f"{confidence:.0%} CI" + (f" {unit}" if unit else "")
+            if len(merged) > 1:  # several estimates with a CI each: say whose CI it is
+                ci_head = f"{header.removesuffix(' ' + unit) if unit else header}: {ci_head}"
+            out[ci_head] = pd.Series([
+                "n/a" if not (np.isfinite(a) and np.isfinite(b)) else f"{fmt_number(a, digits)}\u00a0–\u00a0{fmt_number(b, digits)}"
+                for a, b in zip(lo_s, hi_s, strict=True)], index=data.index)
+            fmts[ci_head] = str
+    frame = pd.DataFrame(out)
+    # formatter output is not escaped by pandas: "< 1e-06" and text cells are escaped here
+    safe = {h: (lambda v, f=f: html.escape(str(f(v)), quote=False)) for h, f in fmts.items()}
+    styler = Styler(frame, cell_ids=False, na_rep=na_rep)
+    styler = styler.format(safe).format_index(escape="html", axis=1).hide(axis="index").set_table_attributes('class="sb-table"')
+    text_cols = [i for i, c in enumerate(frame.columns)
+                 if not pd.api.types.is_numeric_dtype(frame[c]) and " CI" not in c]
+    styles = [{"selector": f"td.col{i}", "props": "text-align: left;"} for i in text_cols]
+    styles += [{"selector": f"td.col{i}", "props": "white-space: nowrap;"} for i in range(len(frame.columns))
+               if i not in text_cols]
+    styles += [{"selector": f"th.col_heading.col{i}", "props": "text-align: left;"} for i in text_cols]
+    styler = styler.set_table_styles(styles)
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler
