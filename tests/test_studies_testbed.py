@@ -230,7 +230,9 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
     assert "90% CI" in res.text and "95% CI" not in res.text and "alpha = 0.1" in res.text
     verdicts = [f for f in res.findings if f.kind == "verdict"]
     for f, (_, row) in zip(verdicts, res.verdicts.iterrows(), strict=True):
-        assert f.sentence == row["text"] and f.estimate == row["ratio"] and f.ci_low == row["ci_low"]
+        assert f.estimate == row["ratio"] and f.ci_low == row["ci_low"] and row["verdict"] in f.sentence
+        assert f"{row['ratio']:.3f}" in f.sentence and f"{row['ratio']:.3f}" in row["text"]
+        assert "family" in f.method and "paired" in f.method
         assert f.confidence == 0.9 and f.unit.startswith("set-up") and f.n.endswith("blocks") and f.method
     assert res.runs == out.completed and res.runs_not_steady == out.completed  # 1 s runs: too short to test
     steady = next(f for f in res.findings if f.kind == "steady")

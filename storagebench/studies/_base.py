@@ -10,7 +10,9 @@ carries (drift, steady state, cache caveats).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +185,8 @@ class TestbedResult:
         Further tables (``per_run``, ``units``, study-specific ones).
     figures : mapping of str to callable
         Figure name -> function returning a :class:`matplotlib.figure.Figure`.
+    captions : mapping of str to str
+        Figure name -> its caption, generated from the results (what is drawn, n, the CI level).
     confidence : float
         Level of every CI; ``alpha = 1 - confidence`` for every test.
     unit : str
@@ -210,6 +214,7 @@ class TestbedResult:
     runs_not_steady: int
     runs_cache_not_medium: int
     caveats: tuple[str, ...] = ()
+    captions: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def alpha(self) -> float:
@@ -251,6 +256,30 @@ class TestbedResult:
             out[c] = v[c]
         out["p_adjusted"] = out["p_adjusted"].map(lambda p: f"{p:.2g}" if np.isfinite(p) else "n/a")
         return out.reset_index(drop=True)
+
+    def report_findings(self):
+        """The findings as :class:`storagebench.findings.Findings`, which a write-up displays first.
+
+        Each finding keeps its sentence, estimate, CI, confidence and method; ``n`` is the count of
+        units (the smaller arm when unpaired) and ``unit_of_replication`` says what they are.
+        """
+        from ..findings import Finding as ReportFinding
+        from ..findings import Findings
+
+        units = {"verdict": "ratio", "equivalence": "points shown", "plan": "units", "qos": "outstanding I/Os",
+                 "variance": "share", "drift": "%", "steady": "runs", "caveat": "ns"}
+        out = []
+        for i, f in enumerate(self.findings):
+            m = re.match(r"(\d+)(?: (?:vs|to) (\d+))? ?(.*)", f.n or "")
+            n = min(int(m.group(1)), int(m.group(2) or m.group(1))) if m else None
+            rest = (m.group(3) if m else f.n) or ""
+            ci = (f.ci_low, f.ci_high) if np.isfinite(f.ci_low) and np.isfinite(f.ci_high) else None
+            out.append(ReportFinding(
+                f.sentence, estimate=f.estimate if np.isfinite(f.estimate) else None, ci=ci,
+                confidence=f.confidence if np.isfinite(f.confidence) else None, n=n,
+                unit_of_replication=(f"{rest}; unit: {f.unit}" if f.unit and f.kind == "verdict" else rest),
+                method=f.method, unit=units.get(f.kind, ""), key=f"{f.kind}:{i}", caveat=f.kind == "caveat"))
+        return Findings(tuple(out), title=self.question)
 
     def findings_frame(self) -> pd.DataFrame:
         """One row per finding: ``kind, sentence, estimate, ci_low, ci_high, confidence, n, unit, method``."""
@@ -444,6 +473,7 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
                           margin=margin, **data.design())
     unit = data.unit_words()
     v = stats.verdict(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
+    short = stats.verdict_findings(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
     counts = []
     for r in table.rows:
         sel = pr[factor].isin([r.level, r.baseline])
@@ -455,11 +485,13 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
     v["runs_not_steady"] = [c[1] for c in counts]
     v["runs_cache_not_medium"] = [c[2] for c in counts]
     v["method"] = [r.method for r in table.rows]
-    findings = [Finding(sentence=row["text"], estimate=float(row["ratio"]), ci_low=float(row["ci_low"]),
+    # the sentence: stats.verdict_findings' short one (the full one, with unit, design and family, is the
+    # verdict table's ``text``; those facts are the finding's n, unit and method)
+    findings = [Finding(sentence=item.sentence, estimate=float(row["ratio"]), ci_low=float(row["ci_low"]),
                         ci_high=float(row["ci_high"]), confidence=float(row["confidence"]),
-                        n=_n_words(row["n"], data), unit=unit, method=f"{row['method']}; {row['family']}",
-                        kind="verdict")
-                for _, row in v.iterrows()]
+                        n=_n_words(row["n"], data), unit=unit,
+                        method=f"{row['method']}; design: {row['design']}; family: {row['family']}", kind="verdict")
+                for item, (_, row) in zip(short, v.iterrows(), strict=True)]
     return table, v, findings
 
 
@@ -641,20 +673,32 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
 
 def finish(data: StudyData, *, title: str, question: str, findings: list[Finding], verdicts: pd.DataFrame,
            tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Callable[[], Any]], confidence: float,
-           metric: str = "iops") -> TestbedResult:
-    """Add the common findings (drift, steady state, cache) and figures, and build the result."""
+           captions: Mapping[str, str] | None = None, metric: str = "iops") -> TestbedResult:
+    """Add the common findings (drift, steady state, cache) and figures with their captions, and build the result."""
     drift, common, caveats = common_findings(data, metric=metric, confidence=confidence)
-    figs = dict(figures)
+    figs, caps = dict(figures), dict(captions or {})
+    pr = data.per_run
     if drift is not None:
         figs.setdefault("drift", lambda: drift_figure(drift))
+        caps.setdefault("drift", (
+            f"Drift check: each run's {metric} as % from the mean of its cell ({', '.join(drift.cells)}) against its "
+            f"position in the sweep ({drift.n} runs), with the fitted common slope: {drift.pct_over_span:+.3g}% from "
+            f"the first run to the last ({conf_text(confidence)} CI {drift.ci_low_pct:+.3g}% to "
+            f"{drift.ci_high_pct:+.3g}%)."))
     if not data.timeseries.empty:
         figs.setdefault("steady", lambda: steady_figure(data))
-    pr = data.per_run
+        bad = int((pr["steady"] == False).sum())  # noqa: E712
+        caps.setdefault("steady", (
+            f"Per-second IOPS of every run as % of the run's own mean ({len(pr)} runs); red: the {bad} runs whose "
+            f"{PTS_WINDOW}-second SNIA PTS window was not steady (range > {PTS_DATA_LIMIT:.0%} or fitted-line "
+            f"excursion > {PTS_FIT_LIMIT:.0%} of the mean, or too short); grey band: ±10%."))
+    for name in figs:
+        caps.setdefault(name, f"{title}: {name.replace('_', ' ')}.")
     return TestbedResult(
         name=data.name, title=title, question=question, findings=tuple(findings + common), verdicts=verdicts,
         tables={"per_run": pr, **tables}, figures=figs, confidence=confidence, unit=data.unit_words(),
         drift=drift, runs=len(pr), runs_not_steady=int((pr["steady"] == False).sum()),  # noqa: E712
-        runs_cache_not_medium=int(pr["cache_not_medium"].sum()), caveats=caveats)
+        runs_cache_not_medium=int(pr["cache_not_medium"].sum()), caveats=caveats, captions=caps)
 
 
 # ---------------------------------------------------------------------------------------------

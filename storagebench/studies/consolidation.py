@@ -132,9 +132,17 @@ def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
     figures = {"ratios": lambda: ratio_figure(v, [WORKLOAD, "metric"], title=f"shared / isolated per workload "
                                                                             f"and metric, {conf_text(confidence)} CI"),
                "tails": lambda: _tails(data)}
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {
+        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency of each run from "
+                   f"its merged json+ bins): ratio of the set-up geometric means (n = {n} "
+                   f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; dashed: 1."),
+        "tails": ("p99 completion latency of every run (points, log scale) by workload and layout; bars: the geometric "
+                  "mean of the runs."),
+    }
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
                   tables={"pooled": pooled, "units": units, "variance": variance}, figures=figures,
-                  confidence=confidence)
+                  confidence=confidence, captions=captions)
 
 
 def _tails(data: StudyData):

@@ -159,8 +159,18 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
                                             title=f"fast / slow IOPS per load, {conf_text(confidence)} CI"),
         "scores": lambda: _scores_figure(scores, qos_p99_ms),
     }
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {
+        "improvement": (f"Fast / slow IOPS per load: ratio of the set-up geometric means (n = {n} "
+                        f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; "
+                        "dashed: 1 (no difference)."),
+        "scores": (f"Left: IOPS of each device normalised to the slow device at its lowest load (geometric means of "
+                   f"the set-ups); right: p99 completion latency per load (mean of the set-ups, log scale), the QoS "
+                   f"limit of {qos_p99_ms:g} ms dotted."),
+    }
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
-                  tables={"scores": scores, "qos": qos, "units": units}, figures=figures, confidence=confidence)
+                  tables={"scores": scores, "qos": qos, "units": units}, figures=figures, confidence=confidence,
+                  captions=captions)
 
 
 def _load_words(name: str | None, oio) -> str:

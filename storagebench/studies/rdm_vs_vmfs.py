@@ -149,8 +149,16 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
                                              f"dotted: the ±{margin:.0%} margin"),
         "iops_vs_size": lambda: _iops_vs_size(units),
     }
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {
+        "ratios": (f"fs / raw IOPS per (datastore, mix, I/O size): ratio of the set-up geometric means (n = {n} "
+                   f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; dashed: 1 "
+                   f"(no difference), dotted: the ±{margin:.0%} equivalence margin."),
+        "iops_vs_size": (f"IOPS against I/O size (log-log), one panel per mix and one line per datastore: the "
+                         f"geometric mean over its {data.setups} set-ups; points: the set-ups."),
+    }
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
-                  tables={"units": units, "plan": plan}, figures=figures, confidence=confidence)
+                  tables={"units": units, "plan": plan}, figures=figures, confidence=confidence, captions=captions)
 
 
 def _iops_vs_size(units):

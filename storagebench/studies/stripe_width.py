@@ -87,5 +87,9 @@ def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
     units = unit_values(data, "iops", [ARM, "pattern"])
     figures = {"ratios": lambda: ratio_figure(v, ["pattern"], title=f"width 4 / width 1 IOPS per pattern, "
                                                                     f"{conf_text(confidence)} CI")}
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {"ratios": (f"Width 4 / width 1 IOPS per pattern: ratio of the set-up geometric means (n = {n} "
+                           f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; "
+                           "dashed: 1 (no difference).")}
     return finish(data, title=title, question=question, findings=findings, verdicts=v, tables={"units": units},
-                  figures=figures, confidence=confidence)
+                  figures=figures, confidence=confidence, captions=captions)
