@@ -13,6 +13,8 @@ from storagebench.errors import StatsError
 from storagebench.records import DeviceInfo
 from storagebench.stats import (
     CACHE_CAVEAT,
+    CACHE_LATENCY_MS,
+    ROTATIONAL_FLOOR_NS,
     cache_caveats,
     drift_check,
     steady_state,
@@ -71,7 +73,7 @@ def test_drift_bad_input_and_no_df():
 
 
 def test_cache_caveat_rule():
-    runs = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "clat_mean_ns": [41_000.0, 3_500_000.0, 41_000.0, 99_999.0],
+    runs = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "clat_mean_ns": [41_000.0, 3_500_000.0, 41_000.0, 999_999.0],
                          "iodepth": [1, 1, 32, 1], "numjobs": [1, 1, 1, 2]})
     rot = DeviceInfo(path="/dev/vda", rotational=True)
     out = cache_caveats(runs, rot)
@@ -87,6 +89,7 @@ def test_cache_caveat_rule():
     assert list(per["cache_not_medium"]) == [True, False, False, False]
     assert list(per["device"]) == ["/dev/vda", "/dev/vda", "/dev/zram0", ""]
     assert cache_caveats(runs, rot, floor_ns=50_000)["cache_not_medium"].tolist() == [True, False, True, False]
+    assert ROTATIONAL_FLOOR_NS == 1e6 and CACHE_LATENCY_MS == 1.0  # one floor: the demo's sweep summary uses it too
     with pytest.raises(StatsError, match="percentile|mean-latency"):
         cache_caveats(runs.assign(clat_p99_ns=1.0), rot, latency="clat_p99_ns")
     with pytest.raises(StatsError, match="floor_ns"):

@@ -23,7 +23,7 @@ from scipy import stats as st
 
 from storagebench import studies
 from storagebench.errors import StatsError, StudyError, TestbedError
-from storagebench.stats import pilot_cv, tost_plan
+from storagebench.stats import ROTATIONAL_FLOOR_NS, pilot_cv, tost_plan
 from storagebench.store import StudyStore
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -216,7 +216,7 @@ def test_fast_vs_slow_quick(quick):
     for _, r in per.iterrows():
         prov = json.loads((out.study_dir / "raw" / r["run_id"] / "provenance.json").read_text())
         rot = prov["device"]["rotational"]
-        assert r["cache_not_medium"] == bool(rot and r["clat_mean_ns"] < 100_000)
+        assert r["cache_not_medium"] == bool(rot and r["clat_mean_ns"] < ROTATIONAL_FLOOR_NS)
         assert r["target_device"] == prov["device"]["path"]
     assert res.runs_cache_not_medium == int(per["cache_not_medium"].sum())
     caveats = [f for f in res.findings if f.kind == "caveat"]

@@ -18,9 +18,10 @@ from ._common import _require_columns
 __all__ = ["ROTATIONAL_FLOOR_NS", "CACHE_CAVEAT", "cache_caveats"]
 
 #: Mean completion latency below which a rotational device cannot have served a run from its medium, ns
-#: (100 µs). A rotating disk needs a seek plus on average half a rotation per random I/O: 2 ms at 15,000 rpm,
-#: 4.2 ms at 7,200 rpm; even a sequential I/O from the platter waits for the sector to come round.
-ROTATIONAL_FLOOR_NS = 100_000.0
+#: (1 ms). A rotating disk needs a seek plus on average half a rotation per random I/O: 2 ms at 15,000 rpm,
+#: 4.2 ms at 7,200 rpm (30,000 / rpm ms); a small sequential read faster than that came from the drive's
+#: read-ahead buffer, a cache too. Half the fastest disk's half revolution leaves room for short seeks.
+ROTATIONAL_FLOOR_NS = 1_000_000.0
 #: The words of the caveat.
 CACHE_CAVEAT = "cache, not medium"
 
@@ -49,7 +50,7 @@ def cache_caveats(runs: pd.DataFrame, devices, *, latency: str = "clat_mean_ns",
     """Runs whose latency a device of their class cannot deliver: a cache was measured, not the medium.
 
     The rule: on a device that sysfs calls rotational (``queue/rotational`` = 1), a mean completion
-    latency below ``floor_ns`` (100 µs) cannot come from the platter, whatever the load: at queue depth 1
+    latency below ``floor_ns`` (1 ms) cannot come from the platter, whatever the load: at queue depth 1
     each I/O waits for a seek and part of a rotation (milliseconds), and more outstanding I/Os only add
     queueing to that. Such a run measured a cache (the page cache, a hypervisor's cache, a loop device's
     backing file in RAM, the drive's own buffer). Non-rotational and unknown devices get no caveat (flash

@@ -654,20 +654,29 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
                        method="stats.steady_state_timeseries (SNIA Solid State Storage PTS steady-state window)",
                        kind="steady"))
     caveats = []
-    flagged = pr[pr["cache_not_medium"]]
+    flagged = pr[pr["cache_not_medium"].astype(bool)]
     if len(flagged):
-        keys = [c for c in ("target_device", "outstanding_ios") if c in flagged.columns]
-        for key, g in flagged.groupby(keys, sort=True):
+        arms = [f for f in data.study.setup_factors if f in flagged.columns]
+        groups = flagged.groupby(arms, sort=True) if arms else [((), flagged)]
+        for key, g in groups:
             key = key if isinstance(key, tuple) else (key,)
-            what = dict(zip(keys, key, strict=True))
-            text = (f"{stats.CACHE_CAVEAT}: {len(g)} run(s) on {what.get('target_device') or 'a device'} at "
-                    f"{int(what.get('outstanding_ios', 0))} outstanding I/O(s) completed I/Os in "
-                    f"{g['clat_mean_ns'].mean() / 1e3:.0f} µs on average, which sysfs calls rotational: a "
-                    "rotating medium needs milliseconds, so a cache was measured there, not the medium.")
+            where = ", ".join(f"{k}={v}" for k, v in zip(arms, key, strict=True))
+            total = len(pr[(pr[arms] == pd.Series(dict(zip(arms, key, strict=True)))).all(axis=1)]) if arms \
+                else len(pr)
+            loads = sorted({int(x) for x in g["outstanding_ios"].dropna()}) if "outstanding_ios" in g else []
+            lat = g["clat_mean_ns"] / 1e3
+            paths = sorted(p for p in g["target_device"].unique() if p)
+            on = ", ".join(paths) if 0 < len(paths) <= 3 else f"{len(paths)} devices"
+            text = (f"{stats.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
+                    f"{on}, which sysfs calls rotational"
+                    + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
+                    + f", completed I/Os in {lat.min():.0f} to {lat.max():.0f} µs on average: a rotating medium "
+                    f"needs milliseconds per I/O (below {stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
+                    "these runs measured a cache, not the medium.")
             caveats.append(text)
-            out.append(Finding(sentence=text, estimate=float(g["clat_mean_ns"].mean()), n=f"{len(g)} runs",
-                               unit="run", method="stats.cache_caveats (rotational device, mean clat < 100 µs)",
-                               kind="caveat"))
+            out.append(Finding(sentence=text, estimate=float(g["clat_mean_ns"].median()), n=f"{len(g)} runs",
+                               unit="run", method=f"stats.cache_caveats (rotational device, mean clat < "
+                                                  f"{stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", kind="caveat"))
     return drift, out, tuple(caveats)
 
 
