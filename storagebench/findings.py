@@ -250,8 +250,9 @@ class Findings:
     def __add__(self, other: Findings) -> Findings:
         if not isinstance(other, Findings):
             return NotImplemented
+        parts = [q for p in (self.provenance, other.provenance) if p for q in p.split("; ") if q]
         return Findings(self.findings + other.findings, title=self.title or other.title,
-                        provenance="; ".join(p for p in (self.provenance, other.provenance) if p))
+                        provenance="; ".join(dict.fromkeys(parts)))  # one source named once
 
     def sentences(self) -> list[str]:
         """The sentences, in order (what the CLI prints)."""

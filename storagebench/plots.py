@@ -58,6 +58,7 @@ __all__ = [
     "metric_vs",
     "ratio_forest",
     "bland_altman_plot",
+    "cross_tool_plot",
     "provenance_caption",
     "add_caption",
 ]
@@ -1140,7 +1141,7 @@ def _forest_labels(df: pd.DataFrame, groups: Sequence[str], width: int = 38) -> 
 
 
 def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names: tuple[str, str] = ("a", "b"),
-                      unit: str = "", ax: Axes | None = None) -> Axes:
+                      unit: str = "", ax: Axes | None = None, groups=None, title: str | None = None) -> Axes:
     """Bland-Altman plot of two methods measured on the same items: difference against magnitude.
 
     The bias, the limits of agreement and their CIs are :func:`storagebench.stats.bland_altman`'s; this
@@ -1160,11 +1161,17 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
     unit : str
         Unit of the values, for the x label ("IOPS", "ms").
     ax : matplotlib.axes.Axes, optional
+    groups : array-like of str, optional
+        A label per item (e.g. the I/O pattern): the items are coloured by it, with a legend. The bias and
+        the limits stay those of all items.
+    title : str, optional
+        Axes title; default ``"Agreement of A and B (Bland-Altman, n = ...; bands: 95% CIs)"``.
 
     Returns
     -------
     matplotlib.axes.Axes
-        The items in ``ax.collections[0]``; the bias and the two limits as horizontal lines
+        The items in ``ax.collections[0]`` (one collection per group with ``groups``); the bias and the
+        two limits as horizontal lines
         (``gid`` ``"bias"``, ``"loa_low"``, ``"loa_high"``) with their CI bands.
 
     Raises
@@ -1179,36 +1186,181 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
     y = np.asarray(b, dtype=float).ravel()
     mag, diff = (np.sqrt(x * y), x / y) if log else ((x + y) / 2.0, x - y)
     ax = _new_ax(ax)
-    ax.scatter(mag, diff, s=22, color=sns.color_palette("colorblind")[0], edgecolor="white", lw=0.5, zorder=3)
+    if groups is None:
+        ax.scatter(mag, diff, s=22, color=sns.color_palette("colorblind")[0], edgecolor="white", lw=0.5, zorder=3)
+    else:
+        labels = np.asarray(groups, dtype=object).ravel()
+        if len(labels) != len(mag):
+            raise SchemaError(f"groups must give one label per pair ({len(mag)}), got {len(labels)}")
+        levels = list(dict.fromkeys(map(str, labels)))
+        palette = sns.color_palette("colorblind", max(len(levels), 1))
+        markers = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+        for k, level in enumerate(levels):
+            sel = np.array([str(x) == level for x in labels])
+            ax.scatter(mag[sel], diff[sel], s=24, color=palette[k % len(palette)], marker=markers[k % len(markers)],
+                       edgecolor="white", lw=0.5, zorder=3, label=level)
     ref = 1.0 if log else 0.0
     ax.axhline(ref, color="0.6", lw=0.8, zorder=1)
     lines = (("bias", ag.bias, ag.bias_ci_low, ag.bias_ci_high, "-"),
              ("loa_low", ag.loa_low, ag.loa_low_ci_low, ag.loa_low_ci_high, "--"),
              ("loa_high", ag.loa_high, ag.loa_high_ci_low, ag.loa_high_ci_high, "--"))
-    fmt = (lambda v: f"{v:.3g}") if log else (lambda v: f"{v:.3g}")
+    from .findings import fmt_number
+
     words = {"bias": "bias" if not log else "geometric mean ratio",
              "loa_low": f"lower limit ({ag.coverage:.0%} of pairs)", "loa_high": "upper limit"}
+    # bias label at the left, the limits at the right, the lower one under its line: they never overlap
+    where = {"bias": ((0.0, 4, 3), "left", "bottom"), "loa_high": ((1.0, -4, 3), "right", "bottom"),
+             "loa_low": ((1.0, -4, -3), "right", "top")}
     for gid, value, lo, hi, ls in lines:
         ax.axhline(value, color="crimson", lw=1.2, ls=ls, zorder=2, gid=gid)
         if np.isfinite(lo) and np.isfinite(hi):
             ax.axhspan(lo, hi, color="crimson", alpha=0.10, lw=0, zorder=0)
-        ax.annotate(f"{words[gid]} {fmt(value)}", (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, 3),
-                    textcoords="offset points", ha="right", va="bottom", fontsize="x-small", color="crimson",
+        (xa, dx, dy), ha, va = where[gid]
+        ax.annotate(f"{words[gid]} {fmt_number(value, 3)}", (xa, value), xycoords=("axes fraction", "data"),
+                    xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize="x-small", color="crimson",
                     zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
     u = f" ({unit})" if unit else ""
     if log:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+        _ba_log_axes(ax)
         ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
         ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
     else:
         ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
         ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
-    ax.set_title(f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}; bands: "
-                 f"{ag.confidence:.0%} CIs)")
+    ax.set_title(title if title is not None else f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}; "
+                 f"bands: {ag.confidence:.0%} CIs)")
+    if groups is not None:
+        ax.legend(fontsize="x-small", title=None, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
+
+
+def _compact(v: float) -> str:
+    """A tick label of a log axis: 200, 5k, 20k, 1M, 0.5 (no 2x10^4)."""
+    if v >= 1e6:
+        return f"{v / 1e6:g}M"
+    if v >= 1e3:
+        return f"{v / 1e3:g}k"
+    return f"{v:g}"
+
+
+def _ba_log_axes(ax: Axes) -> None:
+    """Log axes of a Bland-Altman view, labelled 2k / 50k / 0.5 and 0.9 / 1 / 1.2 (no 2x10^4)."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _compact(v)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+
+
+def _too_few(ax: Axes, a, b, *, log: bool, names: tuple[str, str], unit: str) -> None:
+    """The pairs of a Bland-Altman view too small for limits (n < 3): the points and the reference line only."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    mag, diff = (np.sqrt(x * y), x / y) if log else ((x + y) / 2.0, x - y)
+    ax.scatter(mag, diff, s=26, color=sns.color_palette("colorblind")[0], edgecolor="white", lw=0.5, zorder=3)
+    ax.axhline(1.0 if log else 0.0, color="0.6", lw=0.8, zorder=1)
+    u = f" ({unit})" if unit else ""
+    if log:
+        _ba_log_axes(ax)
+        ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
+        ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
+    else:
+        ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
+        ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
+
+
+def _display_unit(metric: str) -> tuple[str, float]:
+    from .tables import column_display
+
+    label, scale = column_display(metric)
+    if metric == "iops":
+        return "IOPS", scale
+    return (label[label.rfind("(") + 1: -1] if label.endswith(")") else ""), scale
+
+
+def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
+    """Bland-Altman plot(s) of a cross-tool comparison: the other tool / the baseline per configuration.
+
+    Parameters
+    ----------
+    ct : storagebench.stats.CrossTool
+        From :func:`storagebench.stats.cross_tool`; its ``pairs`` are drawn, and its ``agreement``
+        settings (log ratios or differences, confidence) are used.
+    per_group : bool
+        One panel per ``by`` group (shared y axis, so the spread of the groups compares at a glance), each
+        with its own bias and limits; default one panel of all configurations, coloured by group.
+    ncols : int
+        Panels per row with ``per_group``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Values in the metric's display unit (ms for ``*_ns``, IOPS as is). A group with fewer than 3
+        configurations gets a panel that says its limits are not estimable.
+
+    Raises
+    ------
+    SchemaError
+        ``ncols`` < 1; ``ct`` without ``pairs``.
+    StatsError
+        From :func:`storagebench.stats.bland_altman` (fewer than 3 configurations over all ...).
+    """
+    if not isinstance(ncols, int) or ncols < 1:
+        raise SchemaError(f"ncols must be a positive int, got {ncols!r}")
+    pairs = getattr(ct, "pairs", None)
+    if pairs is None:
+        raise SchemaError(f"cross_tool_plot takes the result of storagebench.stats.cross_tool, got {type(ct).__name__}")
+    a_col, b_col = f"{ct.metric}_{ct.other}", f"{ct.metric}_{ct.baseline}"
+    unit, scale = _display_unit(ct.metric)
+    ag = ct.agreement
+    conf = float(ag["confidence"].dropna().iloc[0]) if "confidence" in ag and ag["confidence"].notna().any() else 0.95
+    log = bool(ag["log"].dropna().iloc[0]) if "log" in ag and ag["log"].notna().any() else True
+    names = (str(ct.other), str(ct.baseline))
+    keys = list(getattr(ct, "by", ()))
+    if not per_group or not keys:
+        groups = pairs[keys].astype(str).agg(", ".join, axis=1) if keys and pairs[keys].drop_duplicates().shape[0] > 1 \
+            else None
+        if len(pairs) < 3:
+            ax = _new_ax(None)
+            _too_few(ax, pairs[a_col] * scale, pairs[b_col] * scale, log=log, names=names, unit=unit)
+            ax.set_title(f"{names[0]} and {names[1]} on {len(pairs)} configuration(s): limits of agreement not "
+                         "estimable (fewer than 3)")
+            return ax.figure
+        ax = bland_altman_plot(pairs[a_col] * scale, pairs[b_col] * scale, log=log, confidence=conf, names=names,
+                               unit=unit, groups=groups)
+        if groups is not None:
+            leg = ax.get_legend()
+            if leg is not None:
+                leg.set_title(", ".join(keys), prop={"size": "x-small"})
+        return ax.figure
+    grouped = list(pairs.groupby(keys, sort=True))
+    n = len(grouped)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    with house_style():
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.5 * nrows), dpi=_DPI, sharey=True,
+                                 layout="constrained", squeeze=False)
+    for ax, (key, part) in zip(axes.flat, grouped, strict=False):
+        name = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
+        if len(part) < 3:
+            _too_few(ax, part[a_col] * scale, part[b_col] * scale, log=log, names=names, unit=unit)
+            ax.set_title(f"{name} (n = {len(part)}: limits not estimable)", fontsize="small")
+            continue
+        bland_altman_plot(part[a_col] * scale, part[b_col] * scale, log=log, confidence=conf, names=names, unit=unit,
+                          ax=ax, title=f"{name} (n = {len(part)})")
+        ax.title.set_fontsize("small")
+    for ax in axes.flat[n:]:
+        ax.remove()
+    xlabel = next((ax.get_xlabel() for ax in axes.flat[:n] if ax.get_xlabel()), "")
+    ylabel = next((ax.get_ylabel() for ax in axes.flat[:n] if ax.get_ylabel()), "")
+    for ax in axes.flat[:n]:
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+    fig.supxlabel(xlabel, fontsize="medium")
+    fig.supylabel(ylabel, fontsize="medium")
+    fig.suptitle(f"Agreement of {names[0]} and {names[1]} per {', '.join(keys)} (Bland-Altman; bands: {conf:.0%} CIs)")
+    return fig
 
 
 # --------------------------------------------------------------------------- provenance

@@ -591,7 +591,7 @@ def notebooks_to_html(notebooks: Sequence[str | os.PathLike], title: str | None 
 #: testbed studies' ratio figure. A code cell calling one of them must show an image when executed.
 FIGURE_CALLS: frozenset[str] = frozenset({
     "iops_vs_iodepth", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf", "metric_vs", "ratio_forest",
-    "ratio_figure", "bland_altman_plot", "show_figure", "subplots", "figure",
+    "ratio_figure", "bland_altman_plot", "cross_tool_plot", "show_figure", "subplots", "figure",
 })
 _ADDED_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")

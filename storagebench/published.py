@@ -18,6 +18,7 @@ Units of the sources, checked against the tables themselves (``data/published/RE
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -26,8 +27,8 @@ import yaml
 from . import schema
 from .errors import IngestError
 
-__all__ = ["PUBLISHED_DIR", "list_published", "published_metadata", "read_published", "load_published",
-           "load_table"]
+__all__ = ["PUBLISHED_DIR", "RESULT_KINDS", "ResultSets", "file_sources", "list_published", "load_published",
+           "load_result_sets", "load_table", "published_metadata", "read_published"]
 
 #: Directory of the published tables in a source checkout (``<repo>/data/published``).
 PUBLISHED_DIR: Path = Path(__file__).resolve().parents[1] / "data" / "published"
@@ -332,3 +333,182 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
     if suffix == ".csv":
         return pd.read_csv(path, dtype_backend="numpy_nullable")
     raise IngestError(f"table suffix must be one of ['.csv', '.parquet'], got {suffix!r}", path=text)
+
+
+# --------------------------------------------------------------------------- result sets of any format
+
+#: What a result set was read as (the ``kind`` column of :attr:`ResultSets.sources`).
+RESULT_KINDS = ("published table", "tidy table", "study directory", "raw results")
+
+
+@dataclass(frozen=True)
+class ResultSets:
+    """Several result sets read into one ``runs`` table (see :func:`load_result_sets`).
+
+    Attributes
+    ----------
+    runs : pandas.DataFrame
+        The ``runs`` rows of every set, concatenated, with a ``result_set`` column (the source as
+        given) and, when labels were given, the label in the tool column.
+    errors : list of IngestError
+        Files of raw result sets that could not be ingested (their good neighbours were kept).
+    sources : pandas.DataFrame
+        One row per set: ``result_set``, ``label`` ("" when none was given), ``kind`` (one of
+        :data:`RESULT_KINDS`), ``files`` (files ingested, or 1 for a table), ``runs`` (distinct
+        ``run_id``), ``rows``, ``errors``, ``hosts`` (the machines the runs name, ``hostname``: two tools
+        measured on different machines differ by more than the tools).
+    """
+
+    runs: pd.DataFrame
+    errors: list
+    sources: pd.DataFrame
+
+
+def _is_table_file(path: Path) -> bool:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return True
+    if suffix != ".csv":
+        return False
+    from .ingest.loadgen import detect_format
+
+    with path.open("rb") as fh:  # an Iometer results file is a .csv too: decided by content
+        return detect_format(fh.read(65536)) is None
+
+
+def load_result_sets(sources: str | Path | list, *, labels: list | None = None, tool_col: str = "tool",
+                     data_dir: str | Path | None = None) -> ResultSets:
+    """Read result sets of any supported kind into one ``runs`` table, keeping what each set was.
+
+    A result set is anything :func:`load_table` opens (``published:<name>``, a tidy ``.parquet`` or
+    ``.csv`` table, a study directory) or raw results: a file or a directory of fio JSON/JSON+ output,
+    DiskSPD XML or text, or Iometer results CSV, ingested in memory by
+    :func:`storagebench.ingest.ingest_paths` (format detected from the content, so an Iometer ``.csv``
+    is ingested, not read as a table).
+
+    Parameters
+    ----------
+    sources : str or path, or list of them
+        The result sets.
+    labels : list of str, optional
+        One label per set, written into ``tool_col`` (e.g. ``["DiskSPD", "FIO"]`` for a DiskSPD
+        directory and a fio directory, or two fio versions). Without labels ``tool_col`` must already
+        be a column (``tool`` of ingested runs: ``fio``, ``diskspd``, ``iometer``; ``source_tool`` of the
+        seed 002 tables).
+    tool_col : str
+        The column naming the tool.
+    data_dir : path, optional
+        Directory of the published tables (default :data:`PUBLISHED_DIR`).
+
+    Returns
+    -------
+    ResultSets
+
+    Raises
+    ------
+    IngestError
+        No source; labels not one per source; a source that does not exist or a table
+        :func:`load_table` refuses; a raw result set of which no file could be ingested (the
+        message names the first few files and reasons); ``tool_col`` missing without labels.
+    """
+    items = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    if not items:
+        raise IngestError("no result set given: name at least one table, directory or file", path="")
+    if labels is not None and len(labels) not in (0, len(items)):
+        raise IngestError(f"labels must give one label per result set ({len(items)}), got {list(labels)}",
+                          path=", ".join(map(str, items)))
+    labels = list(labels) if labels else None
+    frames, errors, rows = [], [], []
+    for k, source in enumerate(items):
+        text = str(source)
+        path = Path(text)
+        if text.startswith("published:"):
+            kind, runs, files, errs = "published table", load_table(text, data_dir=data_dir), 1, []
+        elif path.is_dir() and ((path / "tidy" / "runs.parquet").is_file() or (path / "raw").is_dir()):
+            kind, runs, files, errs = "study directory", load_table(path), 1, []
+        elif path.is_file() and _is_table_file(path):
+            kind, runs, files, errs = "tidy table", load_table(path), 1, []
+        elif path.exists():
+            from .ingest import ingest_paths
+
+            res = ingest_paths(path)
+            if res.runs.empty:
+                why = "; ".join(f"{e.path}: {e.reason}" for e in res.errors[:3]) or "no result file found"
+                raise IngestError(f"no runs could be read from this result set ({why})", path=text)
+            kind, runs, files, errs = "raw results", res.runs, res.files, list(res.errors)
+        else:
+            raise IngestError("no such file or directory; a result set is published:<name>, a tidy table, a "
+                              "study directory, or fio / DiskSPD / Iometer result files or a directory of them",
+                              path=text)
+        runs = runs.copy()
+        runs["result_set"] = text
+        if labels is not None:
+            runs[tool_col] = str(labels[k])
+        elif tool_col not in runs.columns:
+            raise IngestError(f"has no {tool_col!r} column to tell the tools apart; give labels (one per result "
+                              "set) or the column that names the tool", path=text)
+        frames.append(runs)
+        errors += errs
+        hosts = sorted({str(h) for h in runs.get("hostname", pd.Series(dtype=object)).dropna() if str(h)})
+        rows.append({"result_set": text, "label": str(labels[k]) if labels else "", "kind": kind, "files": files,
+                     "runs": int(runs["run_id"].nunique()) if "run_id" in runs else len(runs), "rows": len(runs),
+                     "errors": len(errs),
+                     "hosts": ", ".join(hosts[:4]) + (f" (+{len(hosts) - 4} more)" if len(hosts) > 4 else "")})
+    return ResultSets(pd.concat(frames, ignore_index=True), errors, pd.DataFrame(rows))
+
+
+def file_sources(paths) -> pd.DataFrame:
+    """Where each result file comes from: its ``SOURCES.tsv`` entry (captured or constructed), if any.
+
+    A directory of fixtures or shared results can carry a ``SOURCES.tsv`` (tab-separated, one row per
+    file: ``file``, ``tool_version``, ``repo``, ``path``, ``commit``, ``licence``,
+    ``captured_or_constructed``), as ``tests/fixtures/diskspd`` and ``tests/fixtures/iometer`` do.
+    Published tables (``data/published/<name>.csv``) are described by their sidecar.
+
+    Parameters
+    ----------
+    paths : iterable of str or path
+        Result files (e.g. the ``source_file`` column of ``runs``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per distinct file: ``file`` (its name), ``directory``, ``status`` (``"captured"``,
+        ``"constructed"``, ``"published"`` or ``"not listed"``), ``detail`` (the entry's own words after the
+        status, or the published source), ``tool_version``, ``licence``, ``origin`` (repository @ commit, or
+        the seed file; the path in the repository is in ``SOURCES.tsv``).
+    """
+    cache: dict[Path, dict[str, dict]] = {}
+    out = []
+    for text in dict.fromkeys(str(p) for p in paths if p is not None and str(p)):
+        path = Path(text)
+        rec = {"file": path.name, "directory": str(path.parent), "status": "not listed", "detail": "",
+               "tool_version": "", "licence": "", "origin": ""}
+        sidecar = next((y for y in (path.with_suffix(".yaml"), PUBLISHED_DIR / f"{path.stem}.yaml")
+                        if path.suffix == ".csv" and path.parent.name == "published" and y.is_file()), None)
+        if sidecar is not None:  # data/published/<name>.csv, as the runs' source_file names it
+            meta = yaml.safe_load(sidecar.read_text(encoding="utf-8"))
+            src = meta.get("source", {})
+            rec.update(status="published", detail=f"transcribed from {src.get('title', '')} "
+                                                  f"({src.get('publisher', '')})",
+                       origin=f"seed {src.get('seed_file', '')}")
+        else:
+            d = path.parent.resolve()
+            if d not in cache:
+                table = d / "SOURCES.tsv"
+                entries = {}
+                if table.is_file():
+                    df = pd.read_csv(table, sep="\t", dtype=str, keep_default_na=False)
+                    entries = {r["file"]: r for r in df.to_dict("records") if "file" in r}
+                cache[d] = entries
+            entry = cache[d].get(path.name)
+            if entry is not None:
+                words = entry.get("captured_or_constructed", "")
+                status = next((s for s in ("captured", "constructed") if words.lower().startswith(s)), "not listed")
+                if status != "not listed":  # "captured (real run; ...)": the words after the status
+                    words = words[len(status):].strip().removeprefix("(").removesuffix(")").strip() or words
+                rec.update(status=status, detail=words, tool_version=entry.get("tool_version", ""),
+                           licence=entry.get("licence", ""),
+                           origin=" @ ".join(x for x in (entry.get("repo", ""), entry.get("commit", "")[:12]) if x))
+        out.append(rec)
+    return pd.DataFrame(out, columns=["file", "directory", "status", "detail", "tool_version", "licence", "origin"])

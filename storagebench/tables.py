@@ -30,6 +30,8 @@ _NAMES = {
     "rwmixread": "reads, rwmixread", "random": "random I/O", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
     "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
 }
+#: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement).
+_PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 
 
 def _words(stem: str) -> str:
@@ -55,10 +57,17 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
     -------
     (str, float)
         The header and the factor from the column's unit to the display unit: ``("mean latency, lat
-        (ms)", 1e-6)`` for ``lat_mean_ns``; ``(name, 1.0)`` for a column without a unit suffix.
+        (ms)", 1e-6)`` for ``lat_mean_ns``; ``("DiskSPD mean latency, lat (ms)", 1e-6)`` for ``"DiskSPD
+        lat_mean_ns"`` (a label, a space and a tidy column); ``(name, 1.0)`` for a column without a unit suffix.
     """
     if bandwidth not in ("MB/s", "MiB/s"):
         raise PublishError(f"bandwidth must be one of ['MB/s', 'MiB/s'], got {bandwidth!r}")
+    if " " in name:  # "<label> <tidy column>", e.g. "DiskSPD lat_mean_ns" (one tool's mean of a metric)
+        label, stem = name.rsplit(" ", 1)
+        header, scale = column_display(stem, bandwidth)
+        if header != stem:
+            return f"{label} {header}", scale
+        return name, 1.0
     if name == "iops":
         return "IOPS (1/s)", 1.0
     if name == "bs_bytes":
@@ -68,7 +77,7 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
                                 ("_ms", "ms", 1.0), ("_s", "s", 1.0)):
         if name.endswith(suffix) and len(name) > len(suffix):
             return f"{_words(name[: -len(suffix)])} ({unit})", scale
-    return name, 1.0
+    return _PLAIN.get(name, name), 1.0
 
 
 def _ci_triples(cols: Sequence[str]) -> list[tuple[str, str, str]]:

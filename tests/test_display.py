@@ -85,6 +85,23 @@ def test_table_units_digits_p_values_and_no_index(tables):
         display.table([1, 2])
 
 
+def test_table_of_one_metric_per_tool_and_limits_of_agreement():
+    """Columns "<tool> <tidy column>" (the cross-tool table) get the tidy column's unit and words."""
+    from storagebench.published import load_published
+    from storagebench.stats import cross_tool, cross_tool_table
+
+    ct = cross_tool(load_published("vsan_qd_threads"), tool_col="source_tool", baseline="DiskSPD",
+                    metric="lat_mean_ns")
+    tab = cross_tool_table(ct)
+    out = display.table(tab)
+    heads = list(out.data.columns)
+    assert heads[:3] == ["configurations", "DiskSPD mean latency, lat (ms)", "FIO mean latency, lat (ms)"]
+    assert "lower LoA" in heads and "lower LoA: 95% CI" in heads and "upper LoA: 95% CI" in heads
+    assert out.data["DiskSPD mean latency, lat (ms)"].iloc[0] == pytest.approx(tab["DiskSPD lat_mean_ns"].iloc[0] / 1e6)
+    assert display.column_display("FIO iops") == ("FIO IOPS (1/s)", 1.0)
+    assert display.column_display("DiskSPD my thing") == ("DiskSPD my thing", 1.0)  # not a tidy column: as is
+
+
 def test_figure_is_vector_numbered_and_described(tables):
     runs, hist = tables
     ax = plots.clat_cdf(hist, runs=runs, by="iodepth", where={"numjobs": 2})
@@ -119,3 +136,14 @@ def test_collapsed_keeps_the_detail_behind_one_line(tables):
     box = display.collapsed(f"All {len(checked)} runs", plots.littles_law_table(checked))
     page = box._repr_html_()
     assert page.startswith('<details class="sb-details"><summary>All 12 runs</summary>') and page.count("<tr") == 13
+
+
+def test_findings_of_several_parts_name_each_source_once():
+    from storagebench.published import load_published
+    from storagebench.stats import cross_tool, cross_tool_findings
+
+    parts = [cross_tool_findings(cross_tool(load_published(name), tool_col="source_tool", baseline="DiskSPD",
+                                            match_on=match), provenance="seed 002 (StarWind)")
+             for name, match in (("vsan_qd_threads", None), ("vsan_stripe", ["stripe_width", "vms"]))]
+    both = Findings.concat([*parts, Findings((Finding("x"),), provenance="seed 001")])
+    assert both.provenance == "seed 002 (StarWind); seed 001" and len(both) == len(parts[0]) + len(parts[1]) + 1

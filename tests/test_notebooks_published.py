@@ -25,6 +25,7 @@ NOTEBOOKS = [
     ROOT / "notebooks" / "compare.ipynb",
     ROOT / "notebooks" / "studies" / "vsan_stripe.ipynb",
     ROOT / "notebooks" / "studies" / "hdd_iops.ipynb",
+    ROOT / "notebooks" / "studies" / "cross_tool.ipynb",
 ]
 
 

@@ -444,3 +444,42 @@ def test_bland_altman_plot_draws_the_library_limits():
     assert got == pytest.approx({"bias": ba.bias, "loa_low": ba.loa_low, "loa_high": ba.loa_high})
     assert len(ax.collections[0].get_offsets()) == ba.n == len(wide)
     assert ax.get_yscale() == "log" and "FIO / DiskSPD" in ax.get_ylabel()
+
+
+def test_cross_tool_plot_one_panel_coloured_by_group_or_one_panel_per_group():
+    from storagebench.published import load_published
+    from storagebench.stats import cross_tool
+
+    ct = cross_tool(load_published("vsan_stripe"), tool_col="source_tool", baseline="DiskSPD",
+                    match_on=["stripe_width", "vms"], by="pattern", metric="lat_mean_ns")
+    fig = plots.cross_tool_plot(ct)
+    ax = fig.axes[0]
+    assert len(ax.collections) == 6 and sum(len(c.get_offsets()) for c in ax.collections) == 144
+    assert [t.get_text() for t in ax.get_legend().get_texts()][0] in set(ct.pairs["pattern"])
+    assert "(ms)" in ax.get_xlabel()  # ns shown in ms
+    xs = np.sort(np.concatenate([c.get_offsets()[:, 0] for c in ax.collections]))
+    want = np.sort((np.sqrt(ct.pairs["lat_mean_ns_FIO"] * ct.pairs["lat_mean_ns_DiskSPD"]) / 1e6).to_numpy())
+    np.testing.assert_allclose(xs, want, rtol=1e-12)
+    grid = plots.cross_tool_plot(ct, per_group=True)
+    panels = [a for a in grid.axes if a.get_title()]
+    assert len(panels) == 6 and all("(n = 24)" in a.get_title() for a in panels)
+    ag = ct.agreement.set_index("pattern")
+    for a in panels:
+        bias = next(ln.get_ydata()[0] for ln in a.lines if ln.get_gid() == "bias")
+        assert bias == pytest.approx(ag.loc[a.get_title().split(" (n")[0], "bias"])
+    ylims = {a.get_ylim() for a in panels}
+    assert len(ylims) == 1  # one shared ratio axis
+    plots.plt.close("all")
+
+
+def test_cross_tool_plot_of_too_few_configurations_draws_the_points_only():
+    from storagebench.published import load_published
+    from storagebench.stats import cross_tool
+
+    s = load_published("vsan_stripe")
+    two = s[(s["vms"] <= 2) & (s["stripe_width"] == 1) & (s["pattern"] == "4k random read")]
+    ct = cross_tool(two, tool_col="source_tool", baseline="DiskSPD", match_on=["stripe_width", "vms"])
+    ax = plots.cross_tool_plot(ct).axes[0]
+    assert len(ax.collections[0].get_offsets()) == 2 and not [ln for ln in ax.lines if ln.get_gid()]
+    assert "not estimable" in ax.get_title()
+    plots.plt.close("all")

@@ -203,3 +203,70 @@ def test_vsan_tools_agree_with_littles_law_in_the_sweep_only():
     by_tool = n.groupby(st.source_tool).median()
     assert 0.9 < by_tool["DiskSPD"] < 1.2 and 3.5 < by_tool["FIO"] < 5
     assert np.isfinite(n).all()
+
+
+# ---- result sets of any kind (the cross-tool write-up's input) ----------------------------------------
+
+
+def test_result_sets_of_every_kind_into_one_runs_table(tmp_path):
+    from conftest import FIXTURES
+
+    from storagebench.published import load_result_sets
+
+    tidy = tmp_path / "runs.parquet"
+    load_published("vsan_qd_threads").to_parquet(tidy)
+    iometer = FIXTURES / "iometer" / "iometer_1.1.0_two_tests.csv"  # a .csv that is raw Iometer output, not a table
+    sets = load_result_sets(["published:vsan_stripe", str(tidy), FIXTURES / "diskspd", iometer],
+                            labels=["a", "b", "c", "d"], tool_col="label")
+    src = sets.sources.set_index("label")
+    assert list(src["kind"]) == ["published table", "tidy table", "raw results", "raw results"]
+    assert (src.loc["c", "files"], src.loc["c", "runs"], src.loc["d", "runs"]) == (5, 5, 3)
+    assert "QuickTest2" in src.loc["c", "hosts"] and src.loc["d", "hosts"] == "IOA-WORKER-1"
+    assert sets.runs.groupby("label").size().to_dict() == {"a": 288, "b": 64, "c": 7, "d": 4}
+    assert set(sets.runs.loc[sets.runs["label"] == "d", "tool"]) == {"iometer"}
+    assert sets.errors == []
+
+
+def test_result_sets_keep_the_good_files_and_refuse_what_cannot_be_read(tmp_path):
+    from conftest import FIXTURES
+
+    from storagebench.published import load_result_sets
+
+    d = tmp_path / "mixed"
+    d.mkdir()
+    (d / "good.xml").write_bytes((FIXTURES / "diskspd" / "pkb_diskspd_result_2018.xml").read_bytes())
+    (d / "cut.xml").write_bytes((FIXTURES / "diskspd" / "pkb_diskspd_result_2018.xml").read_bytes()[:900])
+    sets = load_result_sets(d)
+    assert len(sets.runs) == 1 and len(sets.errors) == 1 and sets.errors[0].path.endswith("cut.xml")
+    assert sets.sources["errors"].tolist() == [1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.md").write_text("no results here\n")
+    with pytest.raises(IngestError, match="no runs could be read"):
+        load_result_sets(empty)
+    with pytest.raises(IngestError, match="no such file or directory"):
+        load_result_sets(tmp_path / "missing")
+    with pytest.raises(IngestError, match="one label per result set"):
+        load_result_sets([d, d], labels=["only one"])
+    with pytest.raises(IngestError, match="no 'source_tool' column"):
+        load_result_sets(d, tool_col="source_tool")
+    with pytest.raises(IngestError, match="no result set"):
+        load_result_sets([])
+
+
+def test_file_sources_say_captured_constructed_or_published():
+    from conftest import FIXTURES
+
+    from storagebench.published import file_sources
+
+    files = [FIXTURES / "diskspd" / "virtualclient_Write8k.txt", FIXTURES / "iometer" / "iometer_1.1.0_two_tests.csv",
+             "data/published/vsan_stripe.csv", FIXTURES / "fio" / "single.json"]
+    got = file_sources(files).set_index("file")
+    assert got["status"].tolist() == ["captured", "constructed", "published", "not listed"]
+    assert got.loc["virtualclient_Write8k.txt", "licence"] == "MIT"
+    assert got.loc["virtualclient_Write8k.txt", "origin"] == "microsoft/VirtualClient @ 504ffb92380c"
+    assert "seed 002_" in got.loc["vsan_stripe.csv", "origin"]
+    # every fixture of both load-generator directories is listed in its SOURCES.tsv
+    listed = file_sources([p for sub in ("diskspd", "iometer") for p in (FIXTURES / sub).iterdir()
+                           if p.suffix in (".xml", ".txt", ".csv", ".icf")])
+    assert (listed["status"] != "not listed").all(), listed

@@ -41,6 +41,7 @@ WRITEUPS = {
     "demo": (None, None),
     "vsan_stripe": (["studies/vsan_stripe.ipynb"], None),
     "hdd_iops": (["studies/hdd_iops.ipynb"], None),
+    "cross_tool": (["studies/cross_tool.ipynb"], None),
 }
 
 

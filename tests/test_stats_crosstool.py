@@ -11,6 +11,7 @@ import json
 import subprocess
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import FIXTURES
 
@@ -104,3 +105,99 @@ def test_diskspd_fixtures_against_real_fio_runs(tmp_path, fio_bin):
     ds = res.runs[(res.runs["tool"] == "diskspd") & (res.runs["rw"] == "randrw")]
     per_run_iops = ds.groupby("run_id")["iops"].sum()
     assert cell["iops_diskspd"] == pytest.approx(per_run_iops.mean(), rel=1e-12)
+
+
+# ---- write-up helpers: the table, the sentences, Little's law per tool -------------------------------
+
+
+def _stripe(metric="iops"):
+    return cross_tool(load_published("vsan_stripe"), tool_col="source_tool", baseline="DiskSPD",
+                      match_on=["stripe_width", "vms"], by="pattern", metric=metric)
+
+
+def test_cross_tool_table_is_the_comparison_with_its_verdicts_and_limits():
+    from storagebench.stats import cross_tool_table, verdict
+
+    ct = _stripe()
+    tab = cross_tool_table(ct).set_index("pattern")
+    v = verdict(ct.table, unit=ct.unit).set_index("pattern")
+    comp = ct.comparison.set_index("pattern")
+    ag = ct.agreement.set_index("pattern")
+    for p in comp.index:
+        assert tab.loc[p, "ratio"] == comp.loc[p, "ratio"] and tab.loc[p, "p_adjusted"] == comp.loc[p, "p_adjusted"]
+        assert tab.loc[p, "verdict"] == v.loc[p, "verdict"]
+        assert (tab.loc[p, "loa_low"], tab.loc[p, "loa_high"]) == (ag.loc[p, "loa_low"], ag.loc[p, "loa_high"])
+        assert tab.loc[p, "DiskSPD iops"] == pytest.approx(comp.loc[p, "mean_baseline"])
+    # per pattern: the tools differ on 5 of 6 (only 4k random read is within its CI of 1)
+    assert sorted(tab["verdict"].iloc[:6].unique()) == ["higher", "lower", "no difference shown"]
+    assert tab.loc["4k random read", "verdict"] == "no difference shown"
+    allrow = tab.loc["all"]
+    assert allrow["configurations"] == 144 and allrow["ratio"] == ag.loc["all", "bias"]
+    assert np.isnan(allrow["p_adjusted"]) and allrow["verdict"] == "(descriptive)"
+    assert ct.unit == "configuration (stripe_width x vms within each pattern), one run per tool"
+
+
+def test_cross_tool_findings_state_the_numbers_of_the_tables():
+    from storagebench.findings import fmt_number
+    from storagebench.stats import cross_tool_findings
+
+    ct = _stripe()
+    f = cross_tool_findings(ct, label="vsan_stripe")
+    allrow = ct.agreement.iloc[0]
+    agree = f["iops:agreement"]
+    assert agree.n == 144 and agree.estimate == allrow["bias"]
+    assert agree.ci == (allrow["bias_ci_low"], allrow["bias_ci_high"])
+    for value in ("bias", "loa_low", "loa_high", "loa_low_ci_low", "loa_high_ci_high"):
+        assert fmt_number(allrow[value]) in agree.sentence
+    assert ct.unit in agree.unit_of_replication
+    disagree = f["iops:disagree"].sentence
+    assert "differ in 5 of 6 patterns" in disagree and "no difference is shown for 4k random read" in disagree
+    assert "Holm" in f["iops:disagree"].method
+    assert "least for 4k random write" in f["iops:spread"].sentence
+    assert not any(x.caveat for x in f)  # every run matched
+    # latency: FIO above DiskSPD in every pattern, said once as a range
+    lat = cross_tool_findings(_stripe("lat_mean_ns"))
+    assert "higher for every one of them" in lat["lat_mean_ns:disagree"].sentence
+
+
+def test_the_tools_little_law_shows_which_latency_is_not_a_mean():
+    from storagebench.stats import tool_littles_law
+
+    table, f = tool_littles_law(load_published("vsan_stripe"), tool_col="source_tool", scale="vms")
+    t = table.set_index("tool")
+    assert t.loc["FIO", "flagged"] == 144 and 3.9 < t.loc["FIO", "median"] < 4.3  # the sum over 4 jobs
+    assert t.loc["DiskSPD", "flagged"] < 72 and 0.95 < t.loc["DiskSPD", "median"] < 1.1
+    assert f[0].caveat and "FIO's mean latency does not fit" in f[0].sentence
+    table, f = tool_littles_law(load_published("vsan_qd_threads"), tool_col="source_tool")
+    assert table["flagged"].sum() == 0 and not f[0].caveat
+
+
+def test_runs_without_the_metric_and_mislabelled_tools(tmp_path):
+    d = FIXTURES / "diskspd"
+    res = ingest_paths([d / "pkb_diskspd_result_2018.xml", d / "virtualclient_Results_DiskSpd.xml"])
+    runs = res.runs.copy()
+    # a second "tool" built from the same files under another label (the numbers do not matter here)
+    twin = runs.assign(tool="fio", run_id=runs["run_id"] + "-twin")
+    both = pd.concat([runs, twin], ignore_index=True)
+    ct = cross_tool(both, baseline="diskspd", metric="lat_mean_ns")
+    # the PKB run has no latency (no -L): left out with its reason, not dropped silently and not a crash
+    pkb = runs.loc[runs["source_file"].str.endswith("pkb_diskspd_result_2018.xml"), "run_id"].iloc[0]
+    reasons = ct.unmatched.set_index("run_id")["reason"]
+    assert "no lat_mean_ns value" in reasons[pkb]
+    # labels that put two tools under one name are refused: that would pool tools as replicates
+    mixed = both.assign(label=np.where(both["run_id"] == pkb, "B", "A"))
+    with pytest.raises(StatsError, match="holds runs of several tools"):
+        cross_tool(mixed, tool_col="label", baseline="A")
+    # labels that name the same split as the tool column are one factor
+    ok = cross_tool(both.assign(label=both["tool"].str.upper()), tool_col="label", baseline="DISKSPD")
+    assert ok.other == "FIO" and len(ok.pairs) == 2
+
+
+def test_findings_of_too_few_configurations_say_so():
+    from storagebench.stats import cross_tool_findings
+
+    stripe = load_published("vsan_stripe")
+    two = stripe[(stripe["vms"] <= 2) & (stripe["stripe_width"] == 1) & (stripe["pattern"] == "4k random read")]
+    ct = cross_tool(two, tool_col="source_tool", baseline="DiskSPD", match_on=["stripe_width", "vms"])
+    f = cross_tool_findings(ct)
+    assert f["iops:agreement"].caveat and "not estimable" in f["iops:agreement"].sentence

@@ -17,7 +17,9 @@ Modules, one per concept:
     :func:`bland_altman`: bias and limits of agreement of two methods, with CIs (Bland & Altman 1986).
 ``crosstool``
     :func:`cross_tool`: two load generators (DiskSPD, Iometer, fio) on the same configurations:
-    matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group.
+    matched pairs, ``compare`` with the tool as the factor, Bland-Altman per group;
+    :func:`cross_tool_table` / :func:`cross_tool_findings` (verdicts and sentences for a write-up),
+    :func:`tool_littles_law` (does each tool's latency fit its own IOPS?).
 ``equivalence``
     :func:`tost` ("within 1%"), :func:`tost_plan` / :func:`tost_sample_size` (planned at the CV's upper
     confidence bound, :func:`cv_upper_bound`, :func:`pilot_cv`), :func:`tost_power`, :func:`mean_ci`.
@@ -53,7 +55,15 @@ from .compare import (
     compare,
     summary_table,
 )
-from .crosstool import CONFIG_COLUMNS, CrossTool, cross_tool
+from .crosstool import (
+    CONFIG_COLUMNS,
+    CrossTool,
+    cell_words,
+    cross_tool,
+    cross_tool_findings,
+    cross_tool_table,
+    tool_littles_law,
+)
 from .drift import Drift, drift_check
 from .equivalence import (
     Equivalence,
@@ -102,7 +112,11 @@ __all__ = [
     "bland_altman",
     "CONFIG_COLUMNS",
     "CrossTool",
+    "cell_words",
     "cross_tool",
+    "cross_tool_findings",
+    "cross_tool_table",
+    "tool_littles_law",
     "ADJUST_METHODS",
     "Comparison",
     "ComparisonTable",

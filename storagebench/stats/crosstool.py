@@ -12,6 +12,11 @@ the two tools' runs are compared:
 
 and :func:`~storagebench.stats.bland_altman` gives the bias and limits of agreement of the
 per-cell means, per ``by`` group and over all cells.
+
+For a write-up, :func:`cross_tool_table` turns a :class:`CrossTool` into one row per comparison with
+its verdict (:func:`~storagebench.stats.verdict`) and limits of agreement, and
+:func:`cross_tool_findings` into plain sentences (:class:`~storagebench.findings.Findings`): the
+agreement with its CI and limits, and where the tools disagree.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import pandas as pd
 from ..errors import StatsError
 from ._common import _as_list, _require_columns
 from .agreement import bland_altman
-from .compare import compare
+from .compare import ComparisonTable, compare
 
-__all__ = ["CONFIG_COLUMNS", "CrossTool", "cross_tool"]
+__all__ = ["CONFIG_COLUMNS", "CrossTool", "cell_words", "cross_tool", "cross_tool_findings", "cross_tool_table",
+           "tool_littles_law"]
 
 #: The fio factor columns of ``runs`` that make two runs "the same configuration".
 CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
@@ -51,14 +57,22 @@ class CrossTool:
         the ``by`` columns (``"all"`` in the pooled row), ``n``, ``bias``, CIs, ``loa_low``, ``loa_high``
         and their CIs (ratios with ``log=True``), ``note`` where fewer than 3 pairs made it not estimable.
     unmatched : pandas.DataFrame
-        Runs whose cell only one tool measured, or whose configuration is unknown (-1, NaN, ""),
-        with a ``reason`` column.
+        Runs whose cell only one tool measured, whose configuration is unknown (-1, NaN, ""), or
+        without a value of the metric (NaN: e.g. a DiskSPD run without ``-L`` has no latency), with a
+        ``reason`` column.
     tool_col, baseline, other, metric : str
     cells : tuple of str
         The columns that define a configuration cell.
     paired : bool
         True when every matched cell had one run per tool (paired comparison).
     method : str
+    table : ComparisonTable
+        The comparison itself (what :func:`~storagebench.stats.verdict` takes); ``comparison`` is its frame.
+    by : tuple of str
+        The ``by`` columns.
+    unit : str
+        The experimental unit in words, from the design: a configuration measured once by each tool
+        (paired; the cell columns that vary within a group are named), or a run (replicates present).
     """
 
     pairs: pd.DataFrame
@@ -72,6 +86,9 @@ class CrossTool:
     cells: tuple[str, ...]
     paired: bool
     method: str
+    table: ComparisonTable | None = None
+    by: tuple[str, ...] = ()
+    unit: str = ""
 
 
 def _unknown(s: pd.Series) -> pd.Series:
@@ -132,8 +149,9 @@ def cross_tool(
     Raises
     ------
     StatsError
-        Missing columns; ``tool_col`` without exactly two levels; ``baseline`` not one of them;
-        no cell measured by both tools; errors of :func:`~storagebench.stats.compare`.
+        Missing columns; ``tool_col`` without exactly two levels; ``baseline`` not one of them; a level of
+        ``tool_col`` holding runs of several ``tool`` values (two tools labelled as one); no cell measured by
+        both tools; errors of :func:`~storagebench.stats.compare`.
     """
     _require_columns(runs, [tool_col, metric], "runs")
     levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
@@ -146,6 +164,17 @@ def cross_tool(
     _require_columns(runs, [*match_l, *by_l], "runs")
     df = runs.copy()
     df[tool_col] = df[tool_col].astype(str)
+    if tool_col != "tool" and "tool" in df.columns:  # e.g. user labels over ingested runs: must name the same split
+        mixed = df.groupby(tool_col)["tool"].nunique(dropna=False)
+        if (mixed > 1).any():
+            lv = mixed[mixed > 1].index[0]
+            raise StatsError(f"{tool_col}={lv!r} holds runs of several tools (tool column: "
+                             f"{sorted(map(str, df.loc[df[tool_col] == lv, 'tool'].unique()))}); a tool is a factor, "
+                             f"not a replicate: label each tool's runs apart")
+        df = df.drop(columns="tool")  # the same split as tool_col: one factor, not two
+    no_value = ~np.isfinite(pd.to_numeric(df[metric], errors="coerce").astype(float)).to_numpy()
+    missing = df[no_value].assign(reason=f"no {metric} value (the tool did not report it)")
+    df = df[~no_value]
     if aggregate and "run_id" in df.columns and df["run_id"].duplicated().any():
         from .saturation import per_run
 
@@ -159,7 +188,8 @@ def cross_tool(
     unknown = np.zeros(len(df), dtype=bool)
     for c in cells:
         unknown |= _unknown(df[c]).to_numpy()
-    unmatched = [df[unknown].assign(reason="unknown configuration (-1, NaN or empty in " + ", ".join(cells) + ")")]
+    unmatched = [missing, df[unknown].assign(reason="unknown configuration (-1, NaN or empty in "
+                                                     + ", ".join(cells) + ")")]
     df = df[~unknown]
     tools_per_cell = df.groupby(cells, dropna=False)[tool_col].nunique()
     both = tools_per_cell[tools_per_cell == 2].index
@@ -203,6 +233,417 @@ def cross_tool(
     method = (f"cross-tool: {other} vs baseline {baseline} ({tool_col} is the factor, never a replicate) on "
               f"{metric}; cells = {', '.join(cells)}; compare: {design}"
               + (f"; agreement: {method_ba}" if "method_ba" in locals() else ""))
+    spread = (pairs.groupby(by_l, dropna=False)[[c for c in cells if c not in by_l]].nunique(dropna=False).max()
+              if by_l else pairs[cells].nunique(dropna=False))
+    varying = [c for c in cells if c not in by_l and spread[c] > 1 and not (c == "direction" and "rw" in cells)]
+    if paired:
+        unit = (f"configuration ({' x '.join(varying) or 'one cell'}"
+                f"{' within each ' + ', '.join(by_l) if by_l else ''}), one run per tool")
+    else:
+        unit = "run (the runs of one tool on one configuration are its replicates)"
     return CrossTool(pairs=pairs, comparison=table.to_frame(), agreement=agreement_df,
                      unmatched=pd.concat(unmatched, ignore_index=True), tool_col=tool_col, baseline=str(baseline),
-                     other=other, metric=metric, cells=tuple(cells), paired=paired, method=method)
+                     other=other, metric=metric, cells=tuple(cells), paired=paired, method=method, table=table,
+                     by=tuple(by_l), unit=unit)
+
+
+# --------------------------------------------------------------------------- write-up helpers
+
+_METRIC_WORDS = {"iops": "IOPS", "bw_bytes_per_s": "bandwidth", "lat_mean_ns": "mean latency",
+                 "clat_mean_ns": "mean completion latency", "slat_mean_ns": "mean submission latency",
+                 "clat_p99_ns": "p99 completion latency"}
+_SEQ = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
+
+
+def _metric_words(metric: str) -> str:
+    return _METRIC_WORDS.get(metric, metric)
+
+
+def _size_words(nbytes) -> str:
+    b = int(nbytes)
+    for unit, scale in (("MiB", 2**20), ("KiB", 1024)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def _num_words(v) -> str:
+    f = float(v)
+    return f"{f:g}"
+
+
+def cell_words(cell: dict) -> str:
+    """A configuration cell in fio's terms: ``"randrw 4 KiB, rwmixread 70%, iodepth 1, numjobs 1"``.
+
+    Parameters
+    ----------
+    cell : mapping
+        Column -> value of the cell (``rw``, ``bs_bytes``, ``rwmixread_pct``, ``random_pct``, ``iodepth``,
+        ``numjobs``, ``direction`` and study columns such as ``vms``). What ``rw`` implies
+        (``random_pct`` of a pure random or sequential pattern, ``rwmixread_pct`` of a pure read or write,
+        the ``direction``) is left out; study columns are written ``name value``.
+    """
+    c = dict(cell)
+    rw = str(c.get("rw", "")) if c.get("rw") is not None else ""
+    parts = []
+    head = " ".join(x for x in (rw, _size_words(c["bs_bytes"]) if "bs_bytes" in c else "") if x)
+    if head:
+        parts.append(head)
+    mixed = rw in ("randrw", "rw", "readwrite") or not rw
+    if "rwmixread_pct" in c and mixed:
+        parts.append(f"rwmixread {_num_words(c['rwmixread_pct'])}%")
+    if "random_pct" in c:
+        implied = 100.0 if rw.startswith("rand") else (0.0 if rw in _SEQ else None)
+        if implied is None or float(c["random_pct"]) != implied:
+            parts.append(f"percentage_random {_num_words(c['random_pct'])}%")
+    for k in ("iodepth", "numjobs"):
+        if k in c:
+            parts.append(f"{k} {c[k]}")
+    skip = {"rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs"}
+    if rw:
+        skip.add("direction")
+    parts += [f"{k} {v}" if k != "pattern" else str(v) for k, v in c.items() if k not in skip]
+    return ", ".join(parts)
+
+
+def _group_words(keys: dict, cells: Sequence[str], by: Sequence[str]) -> str:
+    if list(keys) == ["pattern"] or (len(keys) == 1 and list(keys)[0] in by):
+        return str(next(iter(keys.values())))
+    if set(keys) >= set(c for c in cells if c != "direction") and len(keys) > len(by):
+        return cell_words(keys)
+    return ", ".join(f"{k} {v}" for k, v in keys.items())
+
+
+def _check_ct(ct) -> None:
+    if not isinstance(ct, CrossTool) or ct.table is None:
+        raise StatsError(f"expected the result of cross_tool(), got {type(ct).__name__}")
+
+
+def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
+    """One row per comparison of a :class:`CrossTool`, with its verdict and (paired) limits of agreement.
+
+    Parameters
+    ----------
+    ct : CrossTool
+        From :func:`cross_tool`.
+    unit : str, optional
+        The experimental unit in words for the verdicts; default ``ct.unit``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``by`` keys of the comparison (per ``by`` group when paired, per configuration cell with
+        replicates), then ``configurations`` (paired: pairs) or ``runs <baseline>`` / ``runs <other>``,
+        ``<baseline> <metric>`` and ``<other> <metric>`` (arithmetic means, the metric's unit),
+        ``ratio``, ``ci_low``, ``ci_high`` (other / baseline, :func:`~storagebench.stats.compare`'s
+        estimand), ``p_adjusted``, ``verdict`` (:func:`~storagebench.stats.verdict`: ``higher``,
+        ``lower``, ``no difference shown`` or ``no verdict: CI not estimable``) and, paired, the
+        group's Bland-Altman limits ``loa_low``, ``loa_low_ci_low``, ``loa_low_ci_high``, ``loa_high``,
+        ``loa_high_ci_low``, ``loa_high_ci_high``. Paired with ``by`` groups, a last row ``all`` gives
+        the agreement over every configuration (bias as ``ratio``; descriptive, not in the family:
+        no p, verdict ``"(descriptive)"``).
+
+    Raises
+    ------
+    StatsError
+        ``ct`` is not a :func:`cross_tool` result; the refusals of :func:`~storagebench.stats.verdict`.
+    """
+    from .verdict import verdict
+
+    _check_ct(ct)
+    keys = list(ct.table.by)
+    v = verdict(ct.table, unit=unit or ct.unit)
+    comp = ct.comparison
+    base, other, m = ct.baseline, ct.other, ct.metric
+    out = v[keys].copy()
+    if ct.paired:
+        out["configurations"] = comp["n_baseline"].astype("int64").to_numpy()
+    else:
+        out[f"runs {base}"] = comp["n_baseline"].astype("int64").to_numpy()
+        out[f"runs {other}"] = comp["n_other"].astype("int64").to_numpy()
+    out[f"{base} {m}"] = comp["mean_baseline"].to_numpy()
+    out[f"{other} {m}"] = comp["mean_other"].to_numpy()
+    for c in ("ratio", "ci_low", "ci_high", "p_adjusted", "verdict"):
+        out[c] = v[c].to_numpy()
+    loa = ["loa_low", "loa_low_ci_low", "loa_low_ci_high", "loa_high", "loa_high_ci_low", "loa_high_ci_high"]
+    if ct.paired and "loa_low" in ct.agreement.columns:
+        ag = ct.agreement
+        if keys:
+            groups = ag[~(ag[keys] == "all").all(axis=1)]
+            out = out.merge(groups[keys + loa], on=keys, how="left")
+            row = ag[(ag[keys] == "all").all(axis=1)].iloc[0]
+            if np.isfinite(row.get("bias", np.nan)):
+                allrow = {k: "all" for k in keys}
+                allrow.update({"configurations": int(row["n"]), f"{base} {m}": ct.pairs[f"{m}_{base}"].mean(),
+                               f"{other} {m}": ct.pairs[f"{m}_{other}"].mean(), "ratio": row["bias"],
+                               "ci_low": row["bias_ci_low"], "ci_high": row["bias_ci_high"], "p_adjusted": np.nan,
+                               "verdict": "(descriptive)"})
+                allrow.update({c: row[c] for c in loa})
+                out = pd.concat([out, pd.DataFrame([allrow])], ignore_index=True)
+        else:
+            row = ag.iloc[0]
+            for c in loa:
+                out[c] = row.get(c, np.nan)
+    return out
+
+
+def _ratio_words(r, digits: int) -> str:
+    from ..findings import fmt_ci, fmt_number
+
+    return f"{fmt_number(r.ratio, digits)}; {fmt_ci(r.ci_low, r.ci_high, r.confidence, digits)}"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = "", title: str = "",
+                        provenance: str = "", digits: int = 3):
+    """What a cross-tool comparison found, in plain sentences (:class:`~storagebench.findings.Findings`).
+
+    Sentences, each with its numbers in the finding's fields:
+
+    * ``agreement`` -- over all configurations both tools measured: the Bland-Altman bias of
+      ``other / baseline`` with its CI, and the limits of agreement (the range holding 95% of single
+      configurations) with their CIs; n = configurations. With one comparison only, its verdict is
+      added (adjusted p, alpha).
+    * ``disagree`` -- with several comparisons (``by`` groups, or configurations with replicates): for
+      which the tools differ (:func:`~storagebench.stats.verdict`: the family-adjusted p < alpha and the
+      CI on one side of 1), in which direction, with each ratio and CI; for which no difference is
+      shown; for which no CI could be estimated.
+    * ``spread`` -- with several ``by`` groups whose agreement is estimable: the groups of the closest
+      and of the loosest limits of agreement.
+    * caveats: runs without a counterpart in the other tool (left out), and agreement not estimable.
+
+    Parameters
+    ----------
+    ct : CrossTool
+        From :func:`cross_tool`.
+    unit : str, optional
+        The experimental unit in words; default ``ct.unit`` (from the design).
+    label : str
+        A prefix naming the data set (``"vsan_stripe"``), for write-ups holding several.
+    title : str
+        The question the findings answer.
+    provenance : str
+        Where the data come from, in one line.
+    digits : int
+        Significant digits of ratios (:func:`storagebench.findings.fmt_number`).
+
+    Returns
+    -------
+    storagebench.findings.Findings
+
+    Raises
+    ------
+    StatsError
+        ``ct`` is not a :func:`cross_tool` result; the refusals of :func:`~storagebench.stats.verdict`.
+
+    Notes
+    -----
+    Bland & Altman (1986), Lancet 327:307 (bias and limits of agreement; on log ratios for measures whose
+    differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdict`.
+    """
+    from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+    from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
+
+    _check_ct(ct)
+    unit = unit or ct.unit
+    base, other, mw = ct.baseline, ct.other, _metric_words(ct.metric)
+    pre = f"{label}: " if label else ""
+    v = verdict(ct.table, unit=unit, up="higher", down="lower")
+    rows = list(ct.table.rows)
+    keys = list(ct.table.by)
+    ag = ct.agreement
+    allrow = ag.iloc[0]
+    items = []
+    n_cfg = len(ct.pairs)
+    log = bool(allrow.get("log", True))
+    # the agreement is over configurations (each tool's runs of one averaged), whatever the comparison's unit
+    ag_unit = unit if ct.paired else "configuration (each tool's runs of it averaged)"
+    if "bias" in ag.columns and np.isfinite(allrow.get("bias", np.nan)):
+        conf = float(allrow["confidence"])
+        if log:
+            sentence = (f"{pre}over the {n_cfg} configurations both tools measured, {other}'s {mw} is "
+                        f"{fmt_number(allrow['bias'], digits)} times {base}'s on average "
+                        f"({fmt_ci(allrow['bias_ci_low'], allrow['bias_ci_high'], conf, digits)}); for a single "
+                        f"configuration the ratio lies between {fmt_number(allrow['loa_low'], digits)} and "
+                        f"{fmt_number(allrow['loa_high'], digits)} ({allrow['coverage']:.0%} limits of agreement; "
+                        f"{conf:.0%} CIs {fmt_number(allrow['loa_low_ci_low'], digits)} to "
+                        f"{fmt_number(allrow['loa_low_ci_high'], digits)} and {fmt_number(allrow['loa_high_ci_low'], digits)}"
+                        f" to {fmt_number(allrow['loa_high_ci_high'], digits)}).")
+        else:
+            sentence = (f"{pre}over the {n_cfg} configurations both tools measured, {other}'s {mw} differs from "
+                        f"{base}'s by {fmt_number(allrow['bias'], digits)} on average "
+                        f"({fmt_ci(allrow['bias_ci_low'], allrow['bias_ci_high'], conf, digits)}); for a single "
+                        f"configuration the difference lies between {fmt_number(allrow['loa_low'], digits)} and "
+                        f"{fmt_number(allrow['loa_high'], digits)} ({allrow['coverage']:.0%} limits of agreement).")
+        if len(rows) == 1:
+            r, w = rows[0], v.iloc[0]
+            p = fmt_p(r.p_adjusted)
+            sentence = sentence[:-1] + (f"; verdict: {w['verdict'] if w['verdict'] not in ('higher', 'lower') else other + ' ' + w['verdict']}"
+                                        f" (p {p if p.startswith('<') else '= ' + p} at alpha = {r.alpha:g}).")
+        items.append(Finding(_cap(sentence, pre), estimate=allrow["bias"], ci=(allrow["bias_ci_low"], allrow["bias_ci_high"]),
+                             confidence=conf, n=n_cfg, unit_of_replication=f"matched configurations; unit: {ag_unit}",
+                             method=_agreement_method(ct, short=True), unit="ratio" if log else ct.metric,
+                             key=f"{ct.metric}:agreement"))
+    else:
+        note = allrow.get("note", "") or "fewer than 3 configurations"
+        items.append(Finding(_cap(f"{pre}{base} and {other} measured {n_cfg} common configuration(s) of {mw}: their "
+                                  f"agreement is {note}.", pre), n=n_cfg,
+                             unit_of_replication=f"matched configurations; unit: {ag_unit}",
+                             key=f"{ct.metric}:agreement", caveat=True))
+    if len(rows) > 1:
+        groups = {"higher": [], "lower": [], NO_DIFFERENCE: [], NO_CI_VERDICT: []}
+        for r, (_, w) in zip(rows, v.iterrows(), strict=True):
+            name = _group_words(dict(r.group), ct.cells, ct.by)
+            text = name if w["verdict"] == NO_CI_VERDICT else f"{name} ({_ratio_words(r, digits)})"
+            groups.setdefault(w["verdict"], []).append(text)
+        noun = ("patterns" if keys == ["pattern"] else " x ".join(keys) + " groups") if ct.paired and keys \
+            else "configurations"
+        differ = len(groups["higher"]) + len(groups["lower"])
+        estimable = len(rows) - len(groups[NO_CI_VERDICT])
+        uniform = next((w for w in ("higher", "lower") if len(groups[w]) == len(rows) and len(rows) > 2), None)
+        if uniform:  # every comparison in one direction: its range, not a list
+            est = [(r.ratio, _group_words(dict(r.group), ct.cells, ct.by)) for r in rows]
+            lo, hi = min(est), max(est)
+            groups[uniform] = [f"every one of them (ratios from {fmt_number(lo[0], digits)}, {lo[1]}, to "
+                               f"{fmt_number(hi[0], digits)}, {hi[1]}; each CI excludes 1)"]
+        directed = [f"{word} for " + _and(groups[word]) for word in ("higher", "lower") if groups[word]]
+        parts = [f"{other}'s {mw} is " + "; ".join(directed)] if directed else []
+        if groups[NO_DIFFERENCE]:
+            parts.append("no difference is shown for " + _and(groups[NO_DIFFERENCE]))
+        if groups[NO_CI_VERDICT]:
+            parts.append(f"no verdict (too few runs per tool for a CI) for {_and(groups[NO_CI_VERDICT])}")
+        if estimable:
+            sentence = (f"{pre}{other} and {base} differ in {differ} of {estimable} {noun}"
+                        + (f" with a CI ({len(rows)} compared)" if estimable != len(rows) else "")
+                        + ": " + "; ".join(parts) + ".")
+        else:
+            sentence = (f"{pre}none of the {len(rows)} {noun} compared has enough runs per tool for a CI, so no "
+                        f"difference between {other} and {base} can be claimed: " + "; ".join(parts) + ".")
+        r0 = rows[0]
+        test = "paired t-test on the log ratios" if ct.paired else "Welch's t-test on log values"
+        items.append(Finding(_cap(sentence, pre), n=min(r.n_baseline for r in rows), unit_of_replication=(
+            f"matched configurations per {' x '.join(keys)} (the fewest)" if ct.paired else
+            f"run(s) of {base} per configuration (the fewest); unit: {unit}"),
+            method=f"{test} per {' x '.join(keys) if ct.paired and keys else 'configuration'}; "
+                   + (f"{r0.family.split(' of this table')[0]}; a difference only where the adjusted p < "
+                      f"{r0.alpha:g} and the CI excludes 1" if estimable else
+                      "a CI needs at least 2 runs per tool (independent arms) or 2 pairs"),
+            key=f"{ct.metric}:disagree"))
+    if ct.paired and keys and "loa_low" in ag.columns:
+        grp = ag[~(ag[keys] == "all").all(axis=1) & ag["loa_low"].notna()]
+        if len(grp) > 1:
+            width = (np.log(grp["loa_high"]) - np.log(grp["loa_low"])) if log else grp["loa_high"] - grp["loa_low"]
+            tight, loose = grp.loc[width.idxmin()], grp.loc[width.idxmax()]
+
+            def name(row):
+                return _group_words({k: row[k] for k in keys}, ct.cells, ct.by)
+            sentence = (f"{pre}the tools agree most closely for {name(tight)} (a single configuration's ratio "
+                        f"within {fmt_number(tight['loa_low'], digits)} to {fmt_number(tight['loa_high'], digits)}) "
+                        f"and least for {name(loose)} ({fmt_number(loose['loa_low'], digits)} to "
+                        f"{fmt_number(loose['loa_high'], digits)}); {int(grp['n'].min())}"
+                        + (f" to {int(grp['n'].max())}" if grp['n'].max() != grp['n'].min() else "")
+                        + f" configurations per {' and '.join(keys)}.")
+            items.append(Finding(_cap(sentence, pre), n=int(grp["n"].min()),
+                                 unit_of_replication=f"matched configurations per {' x '.join(keys)} (the fewest)",
+                                 method=_agreement_method(ct, short=True), key=f"{ct.metric}:spread"))
+    if len(ct.unmatched):
+        reasons = ct.unmatched["reason"].value_counts()
+        n_runs = ct.unmatched["run_id"].nunique() if "run_id" in ct.unmatched else len(ct.unmatched)
+        items.append(Finding(_cap(f"{pre}{n_runs} run(s) are left out of the {mw} comparison: "
+                                  + "; ".join(f"{r} ({c} row(s))" for r, c in reasons.items()) + ".", pre),
+                             n=n_runs, unit_of_replication="runs left out", key=f"{ct.metric}:unmatched",
+                             caveat=True))
+    return Findings(tuple(items), title=title, provenance=provenance)
+
+
+def _cap(sentence: str, pre: str = "") -> str:
+    """Capitalise the first letter after the data-set label ``pre`` (``"vsan_stripe: "``), kept as it is."""
+    body = sentence[len(pre):] if pre and sentence.startswith(pre) else sentence
+    return (pre if body is not sentence else "") + body[:1].upper() + body[1:]
+
+
+def _agreement_method(ct: CrossTool, short: bool = False) -> str:
+    log = bool(ct.agreement["log"].iloc[0]) if "log" in ct.agreement and len(ct.agreement) else True
+    if short:
+        return (f"Bland-Altman on {'log ratios' if log else 'differences'}: bias with its t CI, limits of agreement "
+                "bias -/+ 1.96 SD with their CIs (Bland & Altman 1986, 1999)")
+    m = ct.method.split("; agreement: ", 1)
+    return "Bland-Altman: " + m[1] if len(m) == 2 else "Bland-Altman limits of agreement"
+
+
+def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str | None = None,
+                     tolerance: float = 0.2, latency: str = "lat_mean_ns", label: str = ""):
+    """Little's law per tool: does each tool's mean latency fit its own IOPS and outstanding I/Os?
+
+    Two tools can disagree on latency because one reports it differently (a sum over jobs, a different
+    start of the clock). Little's law tells which: in a closed loop, IOPS x mean latency equals the
+    outstanding I/Os, so a tool whose ratio is far from 1 did not report a per-I/O mean.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        ``runs``-schema rows of both tools (:func:`~storagebench.stats.littles_law` aggregates each run).
+    tool_col : str
+        The column naming the tool.
+    scale : str, optional
+        A column multiplying ``numjobs x iodepth`` into the run's outstanding I/Os, for rows that are
+        totals over several load generators (``"vms"`` in seed 002's stripe table: every VM ran threads x QD).
+        Ignored when ``runs`` has no such column.
+    tolerance : float
+        A run is flagged when its ratio is off 1 by more than this fraction (default 0.2).
+    latency : str
+        Mean latency column, ns.
+    label : str
+        A prefix naming the data set in the sentence.
+
+    Returns
+    -------
+    (pandas.DataFrame, storagebench.findings.Findings)
+        Per tool: ``tool``, ``runs``, ``median``, ``min``, ``max`` (of the ratio, dimensionless) and
+        ``flagged`` (runs off by more than ``tolerance``); and one finding, a caveat when a tool has most of
+        its runs flagged. Runs without a latency (NaN) are left out.
+
+    Raises
+    ------
+    StatsError
+        Missing columns; the errors of :func:`~storagebench.stats.littles_law`.
+
+    Notes
+    -----
+    Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
+    """
+    from ..findings import Finding, Findings, fmt_number
+    from .saturation import littles_law
+
+    _require_columns(runs, [tool_col, latency], "runs")
+    df = runs[runs[latency].notna()]
+    if scale and scale in df.columns:
+        df = df.assign(numjobs=df["numjobs"] * df[scale])
+    per = littles_law(df, tolerance=tolerance, latency=latency)
+    rows = []
+    for tool, part in per.groupby(per[tool_col].astype(str), sort=True):
+        r = part["littles_ratio"].dropna()
+        rows.append({"tool": tool, "runs": len(r), "median": r.median(), "min": r.min(), "max": r.max(),
+                     "flagged": int(part["flagged"].sum())})
+    table = pd.DataFrame(rows, columns=["tool", "runs", "median", "min", "max", "flagged"])
+    if table.empty:
+        return table, Findings()
+    off = table[table["flagged"] > table["runs"] / 2]
+    per_tool = "; ".join(f"{t.tool} median {fmt_number(t.median)} (range {fmt_number(t.min)} to {fmt_number(t.max)}, "
+                         f"{t.flagged} of {t.runs} runs off by more than {tolerance:.0%})" for t in table.itertuples())
+    pre = f"{label}: " if label else ""
+    sentence = (f"{pre}Little's law (IOPS x mean latency / outstanding I/Os, 1 for a per-I/O mean latency): "
+                f"{per_tool}.")
+    if len(off):
+        names = " and ".join(off["tool"])
+        sentence += (f" {names}'s mean latency does not fit {'its' if len(off) == 1 else 'their'} own IOPS and "
+                     "outstanding I/Os, so it is not a per-I/O mean and a latency ratio between the tools measures "
+                     "how it was reported, not the storage.")
+    method = ("storagebench.stats.littles_law (Little 1961) per run, outstanding I/Os = numjobs x iodepth"
+              + (f" x {scale}" if scale and scale in runs.columns else "") + f", tolerance {tolerance:.0%}")
+    return table, Findings((Finding(_cap(sentence, pre), n=int(table["runs"].sum()),
+                                     unit_of_replication="runs of both tools", method=method,
+                                     key=f"{latency}:littles_law", caveat=bool(len(off))),))
