@@ -34,10 +34,13 @@ Modules, one per concept:
 ``regime``
     :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
-    :func:`point_means` (mean and t CI per sweep point), :func:`point_percentiles` (merged json+ bins).
+    :func:`point_estimates` / :func:`point_means` (per sweep point the geometric mean over its runs with a
+    log-scale CI, the run-to-run SD pooled over the grid and the equal-spread assumption checked,
+    :class:`SpreadCheck`), :func:`point_percentiles` (merged json+ bins).
 ``sweep``
-    :func:`sweep_summary`: peak, recommended point, cache caveat and n per point of a numjobs x iodepth
-    sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI prints and the report shows.
+    :func:`sweep_summary`: peak, recommended point (with mean and p99), Kneedle knees, cache caveat and n per
+    point of a numjobs x iodepth sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI
+    prints and the report shows.
 ``saturation``
     :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
@@ -79,7 +82,15 @@ from .equivalence import (
     tost_sample_size,
 )
 from .models import MixedModel, Model, fit_mixed, fit_model
-from .points import attach_factors, point_means, point_percentiles
+from .points import (
+    POINT_METHODS,
+    PointEstimates,
+    SpreadCheck,
+    attach_factors,
+    point_estimates,
+    point_means,
+    point_percentiles,
+)
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import (
@@ -168,6 +179,10 @@ __all__ = [
     "steady_state",
     "steady_state_timeseries",
     "attach_factors",
+    "POINT_METHODS",
+    "PointEstimates",
+    "SpreadCheck",
+    "point_estimates",
     "point_means",
     "point_percentiles",
     "CACHE_LATENCY_MS",

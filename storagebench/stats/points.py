@@ -1,80 +1,404 @@
-"""Per-point estimates of a sweep: the mean over repetitions with its CI, and merged-histogram percentiles.
+"""Per-point estimates of a sweep: geometric means over repetitions with log-scale CIs, merged-bin percentiles.
 
 A *point* is one combination of factor levels (``numjobs`` x ``iodepth``); its repetitions are runs.
 These are the numbers the figures draw and the tables and findings state; :mod:`storagebench.plots`
 draws them and computes nothing of its own.
+
+The estimand of a point is the **geometric mean** of its runs' values (IOPS, bandwidth, mean latency:
+positive quantities whose run-to-run spread is multiplicative). Its CI is computed on the log scale,
+``exp(mean(log x) ± t · s / sqrt(n))``, so it never reaches below 0. By default ``s`` is pooled over all
+points of the grid: the residual standard deviation of an OLS fit of ``log x`` on the point as a
+categorical factor (one mean per point, :mod:`statsmodels`), with its residual degrees of freedom
+``runs - points``. Two runs per point give 1 df each, t = 12.7; a grid of 12 points with 3 runs gives
+24 df, t = 2.06. The assumption is equal log-scale variance, i.e. an equal coefficient of variation, at
+every point; it is checked (Brown-Forsythe, or Bartlett when a point has only two runs) and the CIs fall
+back to each point's own runs when it is rejected.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ..errors import SchemaError
+from ..errors import SchemaError, StatsError
 from ._common import _check_confidence
 from .equivalence import mean_ci
 
-__all__ = ["point_means", "attach_factors", "point_percentiles"]
+__all__ = ["POINT_METHODS", "SpreadCheck", "PointEstimates", "point_estimates", "point_means", "attach_factors",
+           "point_percentiles"]
+
+#: CI methods of :func:`point_estimates`: ``auto`` (pooled on the log scale unless the spread check rejects
+#: equal log-scale variance, then per point on the log scale), ``pooled_log``, ``log_t`` (each point's own
+#: runs, log scale) and ``t`` (arithmetic mean with each point's Student t CI; needs n >= 3 per point).
+POINT_METHODS = ("auto", "pooled_log", "log_t", "t")
+
+#: Words of each method, for method texts.
+_WORDS = {
+    "pooled_log": "log scale, run-to-run SD pooled over the points",
+    "log_t": "log scale, each point's own runs",
+    "t": "arithmetic mean, Student t per point",
+}
 
 
-def point_means(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
-                confidence: float = 0.95) -> pd.DataFrame:
-    """Mean and Student-t confidence interval of columns per point, over the runs of each point.
+@dataclass(frozen=True)
+class SpreadCheck:
+    """How the CIs of one column were computed, and the check of the equal-spread assumption behind pooling.
+
+    Attributes
+    ----------
+    column : str
+        The value column.
+    method : {"pooled_log", "log_t", "t"}
+        The CI method used (``auto`` resolved).
+    requested : str
+        The method asked for (``auto`` or one of the above).
+    confidence : float
+    points : int
+        Points with at least one finite value.
+    runs : int
+        Finite values used.
+    df_resid : int
+        Residual degrees of freedom of the pooled fit, ``runs - points`` (0: one run per point, no pooling).
+    pooled_log_sd : float
+        Residual SD of the OLS fit of the log values on the point (NaN without residual df). Roughly the CV.
+    log_sd_min, log_sd_max : float
+        Smallest and largest per-point SD of the log values (points with >= 2 runs).
+    test : str
+        ``"Brown-Forsythe"`` (Levene's test centred on the median, every tested point has >= 3 runs),
+        ``"Bartlett"`` (some point has only two runs: with two values both absolute deviations from the
+        centre are equal, so Levene-type tests are degenerate) or ``""`` (not checkable).
+    statistic, p : float
+        The test's statistic and p-value (NaN when not checked).
+    alpha : float
+        Level at which equal spread is rejected.
+    rejected : bool
+        ``p < alpha``.
+    note : str
+        Why a CI is missing, or what the fallback did.
+    """
+
+    column: str
+    method: str
+    requested: str
+    confidence: float
+    points: int
+    runs: int
+    df_resid: int
+    pooled_log_sd: float
+    log_sd_min: float
+    log_sd_max: float
+    test: str
+    statistic: float
+    p: float
+    alpha: float
+    rejected: bool
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        """The column in words (``IOPS``, ``mean latency, lat``), from :func:`storagebench.tables.column_display`."""
+        from ..tables import column_display
+
+        header = column_display(self.column)[0]
+        return header.rsplit(" (", 1)[0] if header.endswith(")") else header
+
+    @property
+    def log_scale(self) -> bool:
+        """The estimate is a geometric mean and its CI is on the log scale."""
+        return self.method != "t"
+
+    def check_text(self) -> str:
+        """The spread check in words: ``"Brown-Forsythe test of equal spread of log iops: p = 0.31; per-point
+        SD of log iops 0.010 to 0.20"``; ``""`` when nothing could be checked."""
+        from ..findings import fmt_number, fmt_p
+
+        parts = []
+        if self.test:
+            parts.append(f"{self.test} test of equal spread of log {self.name} over {self.points} points: "
+                         f"p = {fmt_p(self.p)}" + (" (rejected)" if self.rejected else ""))
+        if np.isfinite(self.log_sd_min):
+            parts.append(f"per-point SD of log {self.name} {fmt_number(self.log_sd_min, 2)} to "
+                         f"{fmt_number(self.log_sd_max, 2)}")
+        return "; ".join(parts)
+
+    def short(self) -> str:
+        """A few words for a legend or caption: ``"log scale, pooled over 12 points (24 df)"``."""
+        if self.method == "pooled_log":
+            return f"log scale, pooled over {self.points} points ({self.df_resid} df)"
+        return _WORDS[self.method]
+
+    def method_text(self) -> str:
+        """The method in one sentence with its assumption, check and source (for a finding's method)."""
+        pct = f"{self.confidence:.0%}"
+        if self.method == "t":
+            return (f"arithmetic mean over the runs of each point with its {pct} Student t CI (n - 1 df; "
+                    "Student 1908)")
+        head = (f"geometric mean over the runs of each point; {pct} CI exp(mean(log) ± t·s/√n) on the log scale, "
+                "so it stays above 0")
+        if self.method == "pooled_log":
+            body = (f"s pooled over the {self.points} points (OLS of log {self.name} on the point as a "
+                    f"categorical factor, statsmodels; {self.df_resid} residual df), assuming equal log-scale "
+                    "variance (equal CV) at every point")
+        else:
+            body = "s and t from each point's own runs (n - 1 df)"
+            if self.requested == "auto" and self.rejected:
+                body += ", because equal spread was rejected, so pooling would understate the noisy points"
+        check = self.check_text()
+        return f"{head}; {body}" + (f"; {check}" if check else "") + (f"; {self.note}" if self.note else "")
+
+
+@dataclass(frozen=True)
+class PointEstimates:
+    """Result of :func:`point_estimates`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per point (see :func:`point_estimates`).
+    by : tuple of str
+        Factor columns of a point.
+    columns : tuple of str
+        Value columns estimated.
+    confidence : float
+    checks : dict
+        Per value column its :class:`SpreadCheck` (method used, pooled df, the equal-spread test).
+    """
+
+    table: pd.DataFrame
+    by: tuple[str, ...]
+    columns: tuple[str, ...]
+    confidence: float
+    checks: dict[str, SpreadCheck] = field(default_factory=dict)
+
+    def method_text(self, column: str) -> str:
+        """:meth:`SpreadCheck.method_text` of ``column``."""
+        return self.checks[column].method_text()
+
+
+def _point_label(by: Sequence[str], key: tuple) -> str:
+    return ", ".join(f"{c}={v.item() if isinstance(v, np.generic) else v}" for c, v in zip(by, key, strict=True))
+
+
+def _refuse_non_positive(per_run: pd.DataFrame, by: Sequence[str], col: str, values: np.ndarray,
+                         rows: pd.Index, bad: np.ndarray) -> None:
+    if not bad.any():
+        return
+    where = []
+    for i in np.flatnonzero(bad)[:5]:
+        r = per_run.loc[rows[i]]
+        who = f"run {r['run_id']}" if "run_id" in per_run.columns else f"row {rows[i]!r}"
+        where.append(f"{who} ({_point_label(by, tuple(r[c] for c in by))}): {values[i]:g}")
+    raise StatsError(f"{col} is <= 0 in {int(bad.sum())} run(s): {'; '.join(where)}. A geometric mean and a "
+                     f"log-scale CI need values > 0: a run that completed no I/O measured nothing, so leave it out "
+                     "(or rerun it); method='t' gives arithmetic means instead")
+
+
+def _spread_test(groups: list[np.ndarray]) -> tuple[str, float, float]:
+    from scipy import stats as st
+
+    tested = [g for g in groups if g.size >= 2]
+    if len(tested) < 2 or all(np.ptp(g) == 0 for g in tested):
+        return "", math.nan, math.nan
+    if min(g.size for g in tested) >= 3:
+        res, name = st.levene(*tested, center="median"), "Brown-Forsythe"
+    else:
+        res, name = st.bartlett(*tested), "Bartlett"
+    return name, float(res.statistic), float(res.pvalue)
+
+
+def _pooled_log_ci(codes: np.ndarray, y: np.ndarray, k: int, confidence: float) -> tuple[np.ndarray, ...]:
+    """OLS of ``y`` on the point as a categorical factor (cell means, no intercept): means, CI bounds, SD, df."""
+    import statsmodels.api as sm
+
+    X = np.zeros((y.size, k))
+    X[np.arange(y.size), codes] = 1.0
+    fit = sm.OLS(y, X).fit()
+    df = int(round(fit.df_resid))
+    if fit.ssr <= 0:  # every point's runs agree exactly: zero-width CIs
+        return fit.params, fit.params.copy(), fit.params.copy(), 0.0, df
+    ci = fit.conf_int(alpha=1.0 - confidence)
+    return fit.params, ci[:, 0], ci[:, 1], float(np.sqrt(fit.scale)), df
+
+
+def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
+                    confidence: float = 0.95, method: str = "auto", spread_alpha: float = 0.05) -> PointEstimates:
+    """Per point: the geometric mean of each column over its runs, with a log-scale CI pooled over the grid.
 
     Parameters
     ----------
     per_run : pandas.DataFrame
-        One row per run (:func:`storagebench.stats.per_run`), with the ``by`` and ``columns`` columns.
+        One row per run (:func:`storagebench.stats.per_run`), with the ``by`` and ``columns`` columns and,
+        for error messages, ``run_id``.
     by : str or sequence of str
         Factor columns that define a point, e.g. ``["numjobs", "iodepth"]``.
     columns : sequence of str
-        Value columns to average (in their own unit: ``iops`` in 1/s, ``lat_mean_ns`` in ns ...).
+        Value columns (in their own unit: ``iops`` in 1/s, ``lat_mean_ns`` in ns ...); > 0 for the log
+        methods. Non-finite values (NaN) are left out of their point.
     confidence : float
-        Confidence level of the interval (default 0.95).
+        Confidence level of the intervals (default 0.95).
+    method : {"auto", "pooled_log", "log_t", "t"}
+        ``pooled_log``: geometric mean, CI ``exp(mean(log x) ± t · s / sqrt(n))`` with ``s`` the residual SD
+        of the OLS fit of ``log x`` on the point as a categorical factor (statsmodels), ``t`` on its
+        residual df ``runs - points``; a point with one run gets a CI too when other points have
+        repetitions. ``log_t``: the same with each point's own ``s`` and ``n - 1`` df. ``t``: arithmetic
+        mean with each point's Student t CI (refused when a point has exactly two runs: t = 12.7 on 1 df,
+        and the interval reaches below 0). ``auto`` (default): ``pooled_log`` unless the spread check
+        rejects equal log-scale variance at ``spread_alpha``, then ``log_t``.
+    spread_alpha : float
+        Level of the equal-spread test (default 0.05).
 
     Returns
     -------
-    pandas.DataFrame
-        One row per point, sorted by ``by``: the ``by`` columns, ``n`` (runs), and per column ``<col>`` (mean
-        of the finite values), ``<col>_ci_low``, ``<col>_ci_high`` (Student t CI of the mean,
-        :func:`storagebench.stats.mean_ci`; NaN with fewer than two finite values; equal to the mean when
-        all values are equal).
+    PointEstimates
+        ``table``: one row per point, sorted by ``by``: the ``by`` columns, ``n`` (runs), and per column
+        ``<col>`` (geometric mean; arithmetic mean with ``method="t"``), ``<col>_ci_low``,
+        ``<col>_ci_high`` (NaN with a reason in the check's ``note`` when not estimable: one run and no
+        pooling possible) and, for the log methods, ``<col>_log_sd`` (SD of the point's log values, NaN
+        with one run). ``checks``: per column the :class:`SpreadCheck`.
 
     Raises
     ------
     SchemaError
         A ``by`` or value column is missing, or ``per_run`` has no rows.
     StatsError
-        Bad ``confidence``.
+        A value <= 0 with a log method (the message names the run and its point); bad ``confidence``,
+        ``method`` or ``spread_alpha``; ``method="t"`` with a point of exactly two runs.
 
     Notes
     -----
-    Student (1908), Biometrika 6:1: the t interval of a mean of n independent runs, n - 1 degrees of freedom.
+    The pooled interval is the textbook one-way ANOVA (cell means) interval on the log scale; the
+    equal-variance assumption is checked with the Brown-Forsythe test (Brown & Forsythe 1974, J. Am.
+    Stat. Assoc. 69:364; ``scipy.stats.levene(center="median")``) when every point has >= 3 runs, else
+    with Bartlett's test (Bartlett 1937, Proc. R. Soc. A 160:268; ``scipy.stats.bartlett``), and the
+    per-point SDs of the log values are reported. Student (1908), Biometrika 6:1, for the t interval.
     """
     by = [by] if isinstance(by, str) else list(by)
+    columns = list(columns)
     confidence = _check_confidence(confidence)
+    if method not in POINT_METHODS:
+        raise StatsError(f"method must be one of {list(POINT_METHODS)}, got {method!r}")
+    if not (isinstance(spread_alpha, (int, float)) and 0 < spread_alpha < 1):
+        raise StatsError(f"spread_alpha must be a level in (0, 1), got {spread_alpha!r}")
     missing = [c for c in [*by, *columns] if c not in per_run.columns]
     if missing:
         raise SchemaError(f"per_run has no column(s) {missing}; it has {sorted(map(str, per_run.columns))}")
     if per_run.empty:
         raise SchemaError("per_run has no rows")
-    rows = []
-    for key, grp in per_run.groupby(by, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        row = dict(zip(by, key, strict=True))
-        row["n"] = len(grp)
-        for col in columns:
-            v = pd.to_numeric(grp[col], errors="coerce").to_numpy(dtype=float)
-            v = v[np.isfinite(v)]
-            if v.size == 0:
-                row[col] = row[f"{col}_ci_low"] = row[f"{col}_ci_high"] = np.nan
-                continue
-            est = mean_ci(v, confidence)
-            row[col], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = est.estimate, est.ci_low, est.ci_high
-        rows.append(row)
-    return pd.DataFrame(rows)
+    grouped = per_run.groupby(by, sort=True)  # rows with a missing factor value belong to no point
+    keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
+    base = pd.DataFrame([dict(zip(by, k, strict=True)) for k in keys], columns=by)
+    codes_all = grouped.ngroup().to_numpy(dtype=int)
+    base["n"] = np.bincount(codes_all[codes_all >= 0], minlength=len(keys))
+    checks: dict[str, SpreadCheck] = {}
+    for col in columns:
+        v_all = pd.to_numeric(per_run[col], errors="coerce").to_numpy(dtype=float)
+        ok = np.isfinite(v_all) & (codes_all >= 0)
+        codes, v = codes_all[ok], v_all[ok]
+        est, lo, hi, sd = (np.full(len(keys), np.nan) for _ in range(4))
+        n_pt = np.bincount(codes, minlength=len(keys))
+        if method == "t":
+            if (n_pt == 2).any():
+                k = keys[int(np.flatnonzero(n_pt == 2)[0])]
+                raise StatsError(f"method='t' needs >= 3 runs per point; {_point_label(by, k)} has 2 (a t interval on "
+                                 "1 df has t = 12.7 and reaches below 0): use method='pooled_log' or 'auto'")
+            for i in range(len(keys)):
+                x = v[codes == i]
+                if x.size:
+                    e = mean_ci(x, confidence)
+                    est[i], lo[i], hi[i] = e.estimate, e.ci_low, e.ci_high
+            pts_n = int((n_pt > 0).sum())
+            checks[col] = SpreadCheck(col, "t", method, confidence, pts_n, int(v.size), int(v.size) - pts_n,
+                                      math.nan, math.nan, math.nan, "", math.nan, math.nan, float(spread_alpha),
+                                      False, "points with one run have no CI" if (n_pt == 1).any() else "")
+            base[col], base[f"{col}_ci_low"], base[f"{col}_ci_high"] = est, lo, hi
+            continue
+        # a value <= 0 has no log: refused where it would enter one (a point with several runs); the only
+        # value of its point (a published cell rounded to 0 ms) is kept as the point's estimate, without a CI
+        nonpos = v <= 0
+        _refuse_non_positive(per_run, by, col, v, per_run.index[ok], nonpos & (n_pt[codes] >= 2))
+        alone = {int(c): float(x) for c, x in zip(codes[nonpos], v[nonpos], strict=True)}
+        codes, v = codes[~nonpos], v[~nonpos]
+        y = np.log(v)
+        groups = [y[codes == i] for i in range(len(keys))]
+        for i, g in enumerate(groups):
+            if g.size:
+                est[i] = g.mean()
+            if g.size >= 2:
+                sd[i] = g.std(ddof=1)
+        present = np.bincount(codes, minlength=len(keys)) > 0  # points whose values enter the logs
+        pts_n, df_resid = int((n_pt > 0).sum()), int(v.size - present.sum())
+        test, stat, p = _spread_test(groups)
+        rejected = bool(np.isfinite(p) and p < spread_alpha)
+        use = method if method != "auto" else ("log_t" if rejected else "pooled_log")
+        note, pooled_sd = "", math.nan
+        if use == "pooled_log":
+            if df_resid == 0:
+                note = "one run per point: no pooling possible (0 residual df), so no CI"
+            else:
+                idx = np.flatnonzero(present)
+                remap = np.full(len(keys), -1)
+                remap[idx] = np.arange(idx.size)
+                m, a, b, pooled_sd, df_resid = _pooled_log_ci(remap[codes], y, idx.size, confidence)
+                lo[idx], hi[idx] = a, b
+        else:
+            from scipy import stats as st
+
+            for i, g in enumerate(groups):
+                if g.size >= 2 and np.ptp(g) == 0:
+                    lo[i] = hi[i] = est[i]
+                elif g.size >= 2:
+                    ci = st.ttest_1samp(g, 0.0).confidence_interval(confidence)
+                    lo[i], hi[i] = ci.low, ci.high
+            if (n_pt == 1).any():
+                note = "points with one run have no CI (no pooling with this method)"
+            if df_resid > 0 and use == "log_t":
+                pooled_sd = float(np.sqrt(sum(((g - g.mean()) ** 2).sum() for g in groups if g.size) / df_resid))
+        sds = sd[np.isfinite(sd)]
+        checks[col] = SpreadCheck(col, use, method, confidence, pts_n, int(v.size), df_resid, pooled_sd,
+                                  float(sds.min()) if sds.size else math.nan,
+                                  float(sds.max()) if sds.size else math.nan, test, stat, p, float(spread_alpha),
+                                  rejected, note)
+        gm = np.exp(est)
+        for i, g in enumerate(groups):  # one run, or runs that agree: the value itself, without exp(log()) noise
+            if g.size and np.ptp(g) == 0:
+                gm[i] = v[codes == i][0]
+        for i, x in alone.items():
+            gm[i] = x
+        if alone:
+            note = (note + "; " if note else "") + (f"{len(alone)} point(s) with one run of {col} <= 0 keep that "
+                                                    "value, without a CI")
+        base[col], base[f"{col}_ci_low"], base[f"{col}_ci_high"] = gm, np.exp(lo), np.exp(hi)
+        base[f"{col}_log_sd"] = sd
+    return PointEstimates(base, tuple(by), tuple(columns), confidence, checks)
+
+
+def point_means(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
+                confidence: float = 0.95, method: str = "auto", spread_alpha: float = 0.05) -> pd.DataFrame:
+    """The table of :func:`point_estimates`: per point the geometric mean of each column and its log-scale CI.
+
+    Parameters
+    ----------
+    per_run, by, columns, confidence, method, spread_alpha
+        As in :func:`point_estimates`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :attr:`PointEstimates.table`; ``attrs["checks"]`` holds the per-column :class:`SpreadCheck`.
+
+    Raises
+    ------
+    SchemaError, StatsError
+        As :func:`point_estimates`.
+    """
+    res = point_estimates(per_run, by, columns, confidence=confidence, method=method, spread_alpha=spread_alpha)
+    out = res.table
+    out.attrs["checks"] = res.checks
+    return out
 
 
 def attach_factors(histograms: pd.DataFrame, runs: pd.DataFrame | None, by: Sequence[str],

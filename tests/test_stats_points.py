@@ -1,0 +1,192 @@
+"""Per-point estimates of a sweep (issue 10 item 8): geometric means with log-scale CIs pooled over the grid.
+
+Real data: ``tests/fixtures/study_demo`` (a committed demo-like sweep, real fio runs, two per point) and
+``tests/fixtures/stats/demo_n3_runs.csv`` (the runs of a real ``storagebench demo``, three per point). Gold:
+R's ``lm(log(y) ~ 0 + point)`` (``tests/fixtures/stats/r_point_reference.R``) and an independent computation
+here with numpy and scipy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import FIXTURES
+from scipy import stats as st
+
+from storagebench.errors import SchemaError, StatsError
+from storagebench.ingest import ingest_study
+from storagebench.stats import per_run, point_estimates, point_means
+
+STATS = FIXTURES / "stats"
+BY = ["numjobs", "iodepth"]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    res = ingest_study(FIXTURES / "study_demo")
+    return res.runs, res.histograms
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return json.loads((STATS / "r_point_reference.json").read_text())
+
+
+def _old_t_interval(pr: pd.DataFrame, col: str) -> pd.DataFrame:
+    """The interval point_means gave before: arithmetic mean ± t(n-1) s / sqrt(n) per point (t = 12.7 at n = 2)."""
+    rows = []
+    for key, g in pr.groupby(BY):
+        v = g[col].to_numpy(float)
+        half = st.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+        rows.append(dict(zip(BY, key, strict=True), low=v.mean() - half, high=v.mean() + half))
+    return pd.DataFrame(rows)
+
+
+def test_committed_n2_sweep_has_every_ci_above_zero_where_the_t_interval_did_not(demo):
+    runs, _ = demo
+    pr = per_run(runs)
+    for col in ("iops", "lat_mean_ns"):
+        old = _old_t_interval(pr, col)
+        assert (old["low"] < 0).sum() >= 2, old  # the defect: 1 df, t = 12.7, below 0 IOPS and below 0 ns
+        est = point_estimates(pr, BY, [col])
+        t = est.table
+        assert (t["n"] == 2).all() and (t[f"{col}_ci_low"] > 0).all()
+        assert (t[f"{col}_ci_low"] < t[col]).all() and (t[col] < t[f"{col}_ci_high"]).all()
+        check = est.checks[col]
+        assert check.method == "pooled_log" and check.df_resid == 6 and check.test == "Bartlett"
+    # the per-run file the R reference reads is exactly these runs
+    csv = pd.read_csv(STATS / "demo_n2_runs.csv", dtype={"run_id": str})
+    mine = pr[["run_id", *BY, "iops", "lat_mean_ns"]].sort_values([*BY, "run_id"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(csv, mine, check_dtype=False, rtol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["demo_n2_runs.csv", "demo_n3_runs.csv"])
+@pytest.mark.parametrize("col", ["iops", "lat_mean_ns"])
+def test_pooled_log_ci_matches_r_and_an_independent_computation(ref, name, col):
+    d = pd.read_csv(STATS / name, dtype={"run_id": str})
+    est = point_estimates(d, BY, [col], method="pooled_log")
+    t = est.table
+    gold = ref[name][col]
+    assert [f"{a}x{b}" for a, b in zip(t["numjobs"], t["iodepth"], strict=True)] == gold["points"]
+    np.testing.assert_allclose(t[col], gold["estimate"], rtol=1e-12)
+    np.testing.assert_allclose(t[f"{col}_ci_low"], gold["ci_low"], rtol=1e-10)
+    np.testing.assert_allclose(t[f"{col}_ci_high"], gold["ci_high"], rtol=1e-10)
+    check = est.checks[col]
+    assert check.df_resid == gold["df_resid"] and check.pooled_log_sd == pytest.approx(gold["sigma"], rel=1e-12)
+    # by hand: pooled variance of the logs over the points, t on runs - points df
+    y = np.log(d[col].to_numpy(float))
+    g = d.groupby(BY).ngroup().to_numpy()
+    k = g.max() + 1
+    means = np.array([y[g == i].mean() for i in range(k)])
+    n = np.bincount(g)
+    s2 = sum(((y[g == i] - means[i]) ** 2).sum() for i in range(k)) / (y.size - k)
+    half = st.t.ppf(0.975, y.size - k) * np.sqrt(s2 / n)
+    np.testing.assert_allclose(t[f"{col}_ci_low"], np.exp(means - half), rtol=1e-12)
+    np.testing.assert_allclose(t[f"{col}_ci_high"], np.exp(means + half), rtol=1e-12)
+    np.testing.assert_allclose(t[f"{col}_log_sd"], [y[g == i].std(ddof=1) for i in range(k)], rtol=1e-12)
+
+
+def test_spread_check_is_brown_forsythe_from_three_runs_and_bartlett_below(ref):
+    d3 = pd.read_csv(STATS / "demo_n3_runs.csv", dtype={"run_id": str})
+    c3 = point_estimates(d3, BY, ["iops"]).checks["iops"]
+    gold = ref["demo_n3_runs.csv"]["iops"]
+    assert c3.test == "Brown-Forsythe" and c3.statistic == pytest.approx(gold["brown_forsythe_F"], rel=1e-10)
+    assert c3.p == pytest.approx(gold["brown_forsythe_p"], rel=1e-8) and not c3.rejected
+    assert c3.method == "pooled_log" and c3.df_resid == 24 and c3.points == 12
+    text = c3.method_text()
+    assert "geometric mean" in text and "24 residual df" in text and "equal CV" in text and "Brown-Forsythe" in text
+    # two runs per point: both absolute deviations from a point's centre are equal, so R's Brown-Forsythe F is
+    # degenerate (~1e29); the check uses Bartlett's test there
+    d2 = pd.read_csv(STATS / "demo_n2_runs.csv", dtype={"run_id": str})
+    g2 = ref["demo_n2_runs.csv"]["iops"]
+    assert g2["brown_forsythe_F"] > 1e20
+    c2 = point_estimates(d2, BY, ["iops"]).checks["iops"]
+    assert c2.test == "Bartlett" and c2.p == pytest.approx(g2["bartlett_p"], rel=1e-10)
+
+
+def test_auto_falls_back_to_each_points_own_runs_when_equal_spread_is_rejected(ref):
+    """The first demo of 2026-11-25 (18 points x 2 real runs on a busy host): Bartlett rejects equal spread
+    of log IOPS (p = 0.036, as R), so ``auto`` takes each point's own runs, a log-scale t on n - 1 df: wide
+    (1 df) but above 0, and the method says why."""
+    d = pd.read_csv(STATS / "demo_busy_n2_runs.csv", dtype={"run_id": str})
+    est = point_estimates(d, BY, ["iops"])
+    check = est.checks["iops"]
+    assert check.test == "Bartlett" and check.p == pytest.approx(ref["demo_busy_n2_runs.csv"]["iops"]["bartlett_p"],
+                                                                 rel=1e-10)
+    assert check.rejected and check.method == "log_t" and check.requested == "auto"
+    assert "rejected" in check.method_text() and "own runs" in check.method_text()
+    t = est.table.set_index(BY)
+    assert (t["iops_ci_low"] > 0).all()
+    for (nj, qd), g in d.groupby(BY):
+        ci = st.ttest_1samp(np.log(g["iops"]), 0.0).confidence_interval(0.95)
+        assert t.loc[(nj, qd), "iops_ci_low"] == pytest.approx(math.exp(ci.low), rel=1e-12)
+        assert t.loc[(nj, qd), "iops_ci_high"] == pytest.approx(math.exp(ci.high), rel=1e-12)
+    # asked for by name, pooling is done anyway (and the rejection still reported), as R computes it
+    forced = point_estimates(d, BY, ["iops"], method="pooled_log")
+    assert forced.checks["iops"].method == "pooled_log" and "(rejected)" in forced.checks["iops"].method_text()
+    np.testing.assert_allclose(forced.table["iops_ci_low"], ref["demo_busy_n2_runs.csv"]["iops"]["ci_low"], rtol=1e-10)
+
+
+def test_one_run_per_point_pooling_and_its_limits():
+    d = pd.read_csv(STATS / "demo_n3_runs.csv", dtype={"run_id": str})
+    # every point once: no residual df, no CI, and the reason
+    once = d.groupby(BY, as_index=False).first()
+    est = point_estimates(once, BY, ["iops"])
+    assert est.table["iops_ci_low"].isna().all() and est.checks["iops"].df_resid == 0
+    assert "no pooling possible" in est.checks["iops"].note
+    np.testing.assert_array_equal(est.table["iops"], once["iops"])  # one run: the value itself
+    # one point with a single run among points with three: the pooled SD gives it a CI too
+    part = d.drop(d[(d["numjobs"] == 1) & (d["iodepth"] == 1)].index[1:])
+    t = point_estimates(part, BY, ["iops"]).table.set_index(BY)
+    assert t.loc[(1, 1), "n"] == 1 and 0 < t.loc[(1, 1), "iops_ci_low"] < t.loc[(1, 1), "iops"]
+    c = point_estimates(part, BY, ["iops"]).checks["iops"]
+    assert c.df_resid == 34 - 12  # two runs fewer, the same 12 points
+    one = math.log(t.loc[(1, 1), "iops"])
+    assert t.loc[(1, 1), "iops_ci_high"] == pytest.approx(math.exp(one + st.t.ppf(0.975, 22) * c.pooled_log_sd))
+
+
+def test_bad_inputs_are_refused_naming_the_run():
+    d = pd.read_csv(STATS / "demo_n3_runs.csv", dtype={"run_id": str})
+    rid = d.loc[5, "run_id"]
+    for bad in (0.0, -12.0):
+        z = d.copy()
+        z.loc[5, "iops"] = bad
+        with pytest.raises(StatsError, match=rf"iops is <= 0 in 1 run\(s\): run {rid} \(numjobs=1, iodepth=2\)"):
+            point_estimates(z, BY, ["iops"])
+        # the arithmetic method has no log: it accepts the value
+        assert np.isfinite(point_estimates(z, BY, ["iops"], method="t").table["iops"]).all()
+    with pytest.raises(StatsError, match="method must be one of"):
+        point_estimates(d, BY, ["iops"], method="median")
+    with pytest.raises(StatsError, match="spread_alpha"):
+        point_estimates(d, BY, ["iops"], spread_alpha=1.5)
+    with pytest.raises(SchemaError, match="no column"):
+        point_estimates(d, BY, ["bw_bytes_per_s"])
+    with pytest.raises(SchemaError, match="no rows"):
+        point_estimates(d.iloc[:0], BY, ["iops"])
+    # NaN values are left out of their point; the rest of it stays
+    nan = d.copy()
+    nan.loc[0, "iops"] = np.nan
+    t = point_estimates(nan, BY, ["iops"]).table
+    assert np.isfinite(t["iops_ci_low"]).all()
+    # a published cell rounded to 0 ms (one value, no log needed) keeps its value, without a CI
+    pub = d.groupby(BY, as_index=False).first().drop(columns="run_id")
+    pub.loc[0, "lat_mean_ns"] = 0.0
+    assert point_estimates(pub, BY, ["lat_mean_ns"]).table.loc[0, "lat_mean_ns"] == 0.0
+
+
+def test_arithmetic_t_is_an_option_from_three_runs(demo):
+    d = pd.read_csv(STATS / "demo_n3_runs.csv", dtype={"run_id": str})
+    t = point_estimates(d, BY, ["iops"], method="t").table
+    for (nj, qd), g in d.groupby(BY):
+        ci = st.ttest_1samp(g["iops"], 0.0).confidence_interval(0.95)
+        row = t[(t["numjobs"] == nj) & (t["iodepth"] == qd)].iloc[0]
+        assert row["iops"] == pytest.approx(g["iops"].mean()) and row["iops_ci_low"] == pytest.approx(ci.low)
+    with pytest.raises(StatsError, match=r"needs >= 3 runs per point; numjobs=1, iodepth=1 has 2 .*t = 12.7"):
+        point_estimates(per_run(demo[0]), BY, ["iops"], method="t")
+    # point_means: the same table, the checks in attrs
+    pm = point_means(d, BY, ["iops"])
+    assert pm.attrs["checks"]["iops"].method == "pooled_log" and "iops_log_sd" in pm.columns
