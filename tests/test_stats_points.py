@@ -19,7 +19,7 @@ from scipy import stats as st
 
 from storagebench.errors import SchemaError, StatsError
 from storagebench.ingest import ingest_study
-from storagebench.stats import per_run, point_estimates, point_means
+from storagebench.stats import per_run, point_estimates, point_means, qos_max_load
 
 STATS = FIXTURES / "stats"
 BY = ["numjobs", "iodepth"]
@@ -190,3 +190,80 @@ def test_arithmetic_t_is_an_option_from_three_runs(demo):
     # point_means: the same table, the checks in attrs
     pm = point_means(d, BY, ["iops"])
     assert pm.attrs["checks"]["iops"].method == "pooled_log" and "iops_log_sd" in pm.columns
+
+
+def test_qos_max_load_interval_on_the_log_scale_with_real_n2_data(demo):
+    """The committed demo sweep per outstanding-I/O level (two runs each): the old Student t interval of the
+    arithmetic mean latency reached below 0 ns at two levels; the log-scale one never does."""
+    runs, _ = demo
+    pr = per_run(runs)
+    old = []
+    for _, g in pr.groupby("outstanding_ios"):
+        v = g["lat_mean_ns"].to_numpy(float)
+        old.append(st.ttest_1samp(v, 0.0).confidence_interval(0.95).low)
+    assert sum(lo < 0 for lo in old) >= 2
+    q = qos_max_load(pr[["run_id", "outstanding_ios", "lat_mean_ns"]], "outstanding_ios", "lat_mean_ns", 1e6)
+    tab = q.table
+    assert (tab["ci_low"] > 0).all() and (tab["ci_low"] < tab["mean"]).all() and (tab["n"] == 2).all()
+    gm = pr.groupby("outstanding_ios")["lat_mean_ns"].agg(st.gmean).to_numpy()
+    np.testing.assert_allclose(tab["mean"], gm, rtol=1e-12)
+    assert "geometric mean" in q.method and "pooled over the 6 points" in q.method
+    # levels in load order up to the first geometric mean above 1 ms; the confident claim never goes further
+    first_fail = next((lv for lv, m in zip(tab["load"], tab["mean"], strict=True) if m > 1e6), None)
+    assert (q.max_load is None) or first_fail is None or q.max_load < first_fail
+    order = list(tab["load"])
+    conf = -1 if q.max_load_confident is None else order.index(q.max_load_confident)
+    assert conf <= (order.index(q.max_load) if q.max_load is not None else -1)
+    with pytest.raises(StatsError, match=r"'lat_mean_ns' has 12 value\(s\) <= 0"):
+        qos_max_load(pr.assign(lat_mean_ns=0.0), "outstanding_ios", "lat_mean_ns", 1e6)
+
+
+def _frontier_by_hand(t: pd.DataFrame) -> pd.DataFrame:
+    t = t.assign(oio=t["numjobs"] * t["iodepth"]).sort_values(["oio", "iops"], ascending=[True, False])
+    return t.drop_duplicates("oio").sort_values("oio")
+
+
+def test_recommendation_rule_uses_the_p99_knee_computed_independently(demo):
+    """Kneedle on the frontier (best point per outstanding-I/O count) against log2 outstanding I/Os, by hand
+    with kneed here; then the rule: the fewest outstanding I/Os reaching 95% of the best point not past the
+    p99 knee."""
+    from kneed import KneeLocator
+
+    from storagebench.histogram import percentiles_from_bins
+    from storagebench.stats import recommend_parameters
+
+    runs, hist = demo
+    rec = recommend_parameters(runs, histograms=hist)
+    pr = per_run(runs)
+    pts = pr.groupby(BY).agg(iops=("iops", st.gmean), lat=("lat_mean_ns", st.gmean)).reset_index()
+    p99 = []
+    for _, r in pts.iterrows():
+        ids = pr.loc[(pr["numjobs"] == r["numjobs"]) & (pr["iodepth"] == r["iodepth"]), "run_id"]
+        b = hist[hist["run_id"].isin(ids)].groupby("bin_ns", as_index=False)["count"].sum()
+        p99.append(percentiles_from_bins(b["bin_ns"], b["count"], [99.0])[99.0])
+    pts["p99"] = p99
+    front = _frontier_by_hand(pts)
+    x = np.log2(front["oio"].to_numpy(float))
+    knee99 = 2 ** KneeLocator(x, front["p99"].to_numpy(), curve="convex", direction="increasing").knee
+    knee_mean = 2 ** KneeLocator(x, front["lat"].to_numpy(), curve="convex", direction="increasing").knee
+    assert rec.tail_knee.x == pytest.approx(knee99) and rec.latency_knee.x == pytest.approx(knee_mean)
+    ok = pts[pts["numjobs"] * pts["iodepth"] <= knee99]
+    cand = ok[ok["iops"] >= 0.95 * ok["iops"].max()].assign(oio=lambda t: t["numjobs"] * t["iodepth"])
+    pick = cand.sort_values(["oio", "lat"]).iloc[0]
+    assert (rec.numjobs, rec.iodepth) == (int(pick["numjobs"]), int(pick["iodepth"]))
+    assert rec.value == pytest.approx(pick["iops"]) and rec.max_value == pytest.approx(pts["iops"].max())
+    assert "p99 completion latency" in rec.rule and "Kneedle, Satopää et al. 2011" in rec.rule
+    k = rec.knees.set_index("curve")
+    assert list(k.index) == ["IOPS", "mean latency", "p99 completion latency"]
+    assert k.loc["p99 completion latency", "outstanding_ios"] == pytest.approx(knee99)
+    assert k.loc["p99 completion latency", "clat_p99_ns"] == pytest.approx(front.set_index("oio").loc[knee99, "p99"])
+    assert rec.table["qualifies"].sum() >= 1 and rec.table.loc[rec.table["qualifies"], "within_tail_knee"].all()
+    # without histograms there is no tail: the plain plateau rule, and the rule says so
+    plain = recommend_parameters(runs)
+    assert plain.tail_knee is None and "without histograms" in plain.rule
+    top = pts.assign(oio=pts["numjobs"] * pts["iodepth"])
+    top = top[top["iops"] >= 0.95 * top["iops"].max()].sort_values(["oio", "lat"]).iloc[0]
+    assert (plain.numjobs, plain.iodepth) == (int(top["numjobs"]), int(top["iodepth"]))
+    assert plain.plateau == (int(top["numjobs"]), int(top["iodepth"]))
+    with pytest.raises(StatsError, match="tail must be a percentile"):
+        recommend_parameters(runs, histograms=hist, tail=100)

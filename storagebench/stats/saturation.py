@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from kneed import KneeLocator
-from scipy import stats as st
 
 from ..errors import StatsError
 from ..runlevel import is_run_totals
@@ -260,18 +259,33 @@ class Recommendation:
     metric, latency : str
         Column names used.
     value, latency_value : float
-        Mean metric and mean latency of the recommended cell.
+        Geometric-mean metric and mean latency (ns) of the recommended point over its runs.
     max_value : float
-        Highest cell mean of the metric in the sweep.
+        Highest point estimate of the metric in the sweep (the peak).
     fraction : float
-        Share of ``max_value`` the rule requires.
+        Share of the best admissible point's metric the rule requires.
     knee : Knee
-        Kneedle knee of the best metric per outstanding-I/O count versus ``log2(outstanding_ios)``.
+        Kneedle knee of the metric on the frontier (best point per outstanding-I/O count) versus
+        ``log2(outstanding_ios)``.
     rule : str
         The rule in words.
     table : pandas.DataFrame
-        Per cell: ``numjobs, iodepth, outstanding_ios, n``, mean metric, mean latency, ``share_of_max``,
-        ``qualifies``.
+        Per point: ``numjobs, iodepth, outstanding_ios, n``, the metric and latency (geometric means)
+        with their CIs (``<col>_ci_low``, ``<col>_ci_high``), with histograms ``clat_p<tail>_ns`` (ns,
+        merged bins), ``share_of_max`` (of the peak), ``frontier`` (the best point of its
+        outstanding-I/O count), ``within_tail_knee`` (not past the tail knee), ``qualifies``.
+    latency_knee : Knee or None
+        Kneedle knee of the mean latency on the frontier versus ``log2(outstanding_ios)`` (convex,
+        increasing): where latency starts to climb.
+    tail_knee : Knee or None
+        The same for the tail percentile of the completion latency (``None`` without histograms).
+    tail : str or None
+        The tail column (``clat_p99_ns``), ``None`` without histograms.
+    plateau : (int, int)
+        ``(numjobs, iodepth)`` of the fewest outstanding I/Os reaching ``fraction`` of the peak, ignoring
+        the tail: where the throughput plateau starts.
+    method : str
+        How the per-point estimates and their CIs were computed.
     """
 
     numjobs: int
@@ -286,6 +300,11 @@ class Recommendation:
     knee: Knee
     rule: str
     table: pd.DataFrame
+    latency_knee: Knee | None = None
+    tail_knee: Knee | None = None
+    tail: str | None = None
+    plateau: tuple[int, int] | None = None
+    method: str = ""
 
     @property
     def at_grid_edge(self) -> bool:
@@ -294,29 +313,89 @@ class Recommendation:
         extend to more outstanding I/Os before this choice is trusted."""
         return bool(self.outstanding_ios >= self.table["outstanding_ios"].max())
 
+    @property
+    def share_of_peak(self) -> float:
+        """``value / max_value``: the recommended point's share of the peak metric."""
+        return self.value / self.max_value
+
+    def knee_point(self, knee: Knee | None) -> pd.Series | None:
+        """The frontier row of :attr:`table` at a knee's outstanding-I/O count (``None`` without a knee)."""
+        if knee is None or not np.isfinite(knee.x):
+            return None
+        f = self.table[self.table["frontier"]]
+        hit = f[np.isclose(f["outstanding_ios"].astype(float), knee.x, rtol=1e-9)]
+        return hit.iloc[0] if len(hit) else None
+
+    @property
+    def knees(self) -> pd.DataFrame:
+        """One row per knee: ``curve`` ("IOPS", "mean latency", "p99 completion latency"), the frontier
+        point at it (``numjobs, iodepth, outstanding_ios``, the metric, latency and tail columns of
+        :attr:`table`) and ``method`` (Kneedle, Satopää et al. 2011) or ``note`` (no knee found)."""
+        names = {self.metric: "IOPS" if self.metric == "iops" else self.metric, self.latency: "mean latency"}
+        if self.tail:
+            names[self.tail] = f"p{self.tail[len('clat_p'):-len('_ns')]} completion latency"
+        cols = ["numjobs", "iodepth", "outstanding_ios", self.metric, self.latency, *([self.tail] if self.tail else [])]
+        rows = []
+        for col, knee in ((self.metric, self.knee), (self.latency, self.latency_knee), (self.tail, self.tail_knee)):
+            if knee is None or col is None:
+                continue
+            pt = self.knee_point(knee)
+            row = {"curve": names[col]}
+            row.update({c: (pt[c] if pt is not None else np.nan) for c in cols})
+            row["method"] = knee.method
+            row["note"] = knee.note
+            rows.append(row)
+        return pd.DataFrame(rows, columns=["curve", *cols, "method", "note"])
+
+
+def _frontier(cells: pd.DataFrame, metric: str, latency: str) -> pd.Series:
+    order = cells.sort_values(["outstanding_ios", metric, latency], ascending=[True, False, True])
+    first = order.drop_duplicates("outstanding_ios", keep="first").index
+    return cells.index.isin(first)
+
 
 def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str = "lat_mean_ns", *,
-                         fraction: float = 0.95) -> Recommendation:
-    """Pick ``numjobs`` and ``iodepth`` from a saturation sweep: the cheapest load that reaches the plateau.
+                         fraction: float = 0.95, histograms: pd.DataFrame | None = None, tail: float = 99.0,
+                         confidence: float = 0.95, method: str = "auto") -> Recommendation:
+    """Pick ``numjobs`` and ``iodepth`` from a saturation sweep: the cheapest load on the plateau before the tail knee.
 
-    Rule: among the (numjobs, iodepth) cells whose mean ``metric`` is at least ``fraction`` (95%) of the
-    best cell mean, take the one with the fewest outstanding I/Os (``numjobs x iodepth``); among equal
-    outstanding I/Os, the one with the lowest mean latency. Beyond that point more outstanding I/Os add
-    latency (Little's law) but almost no throughput. The Kneedle knee of the best ``metric`` per
-    outstanding-I/O count versus ``log2(outstanding_ios)`` is reported beside it as a second opinion.
+    The rule (one rule, stated in :attr:`Recommendation.rule`):
+
+    1. Per point (``numjobs`` x ``iodepth``) the geometric mean of the metric and of the mean latency over
+       its runs (:func:`storagebench.stats.point_estimates`), and with ``histograms`` the ``tail``
+       percentile of the completion latency from the merged json+ bins of its runs.
+    2. The *frontier*: per outstanding-I/O count (``numjobs x iodepth``) the point with the highest metric.
+       Kneedle finds three knees on it against ``log2(outstanding I/Os)``: of the metric (where
+       throughput flattens), of the mean latency and of the tail latency (where they start to climb).
+    3. Admissible points: those with no more outstanding I/Os than the tail knee (every point without
+       histograms, or when Kneedle finds no tail knee). Past the tail knee, more outstanding I/Os mostly
+       buy queueing in the tail: p99 grows faster than IOPS.
+    4. Recommended: among the admissible points, the fewest outstanding I/Os whose metric reaches
+       ``fraction`` (95%) of the best admissible point; ties broken by the lowest mean latency.
+
+    Without a tail knee this is the plain plateau rule (the fewest outstanding I/Os reaching 95% of the
+    peak). That plateau start is reported too (:attr:`Recommendation.plateau`), so a reader sees what
+    the last few percent of IOPS would cost in p99.
 
     Parameters
     ----------
     runs : pandas.DataFrame
         ``runs``-schema table (aggregated per run by :func:`per_run`) or a published table with one row
-        per cell, with ``numjobs``, ``iodepth``, ``iops`` and the latency column. Repetitions of a cell
-        are averaged.
+        per cell, with ``numjobs``, ``iodepth``, the metric and the latency column (> 0).
     metric : str
         Throughput column to saturate (``iops`` or ``bw_bytes_per_s``).
     latency : str
         Mean latency column in ns.
     fraction : float
-        Share of the best cell mean that counts as saturated (default 0.95).
+        Share of the best admissible point that counts as saturated (default 0.95).
+    histograms : pandas.DataFrame, optional
+        Tidy ``histograms`` table of the runs: gives the tail percentile per point and the tail knee.
+    tail : float
+        Tail percentile in % (default 99).
+    confidence : float
+        Level of the CIs in :attr:`Recommendation.table`.
+    method : str
+        CI method of :func:`storagebench.stats.point_estimates`.
 
     Returns
     -------
@@ -325,37 +404,80 @@ def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str 
     Raises
     ------
     StatsError
-        Missing columns, NaN/<= 0 metric, fewer than 3 cells, ``fraction`` outside (0, 1].
+        Missing columns, NaN/<= 0 metric or latency, fewer than 3 cells or outstanding-I/O counts,
+        ``fraction`` outside (0, 1].
 
     Notes
     -----
-    Little (1961) for the latency cost of extra outstanding I/Os; Satopää et al. (2011) for the knee.
+    Satopää, V., Albrecht, J., Irwin, D. & Raghavan, B. (2011), "Finding a 'Kneedle' in a Haystack:
+    Detecting Knee Points in System Behavior", 31st ICDCS Workshops, pp. 166-171 (``kneed``). Little
+    (1961) for the latency cost of extra outstanding I/Os.
     """
+    from .points import point_estimates, point_percentiles
+
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
         raise StatsError(f"fraction must be in (0, 1], got {fraction!r}")
     _require_columns(runs, [metric, latency, "numjobs", "iodepth"], "runs")
     if metric not in ("iops", "bw_bytes_per_s"):
         raise StatsError(f"metric must be one of ['iops', 'bw_bytes_per_s'], got {metric!r}")
+    if not (isinstance(tail, (int, float)) and 0 < tail < 100):
+        raise StatsError(f"tail must be a percentile in (0, 100), got {tail!r}")
     pr = per_run(runs, latency=latency)
     _positive_finite(pr[metric], metric)
-    cells = (pr.groupby(["numjobs", "iodepth"], as_index=False)
-               .agg(outstanding_ios=("outstanding_ios", "mean"), n=(metric, "size"),
-                    **{metric: (metric, "mean"), latency: (latency, "mean")}))
+    by = ["numjobs", "iodepth"]
+    est = point_estimates(pr, by, [metric, latency], confidence=confidence, method=method)
+    cells = est.table.drop(columns=[f"{metric}_log_sd", f"{latency}_log_sd"], errors="ignore")
+    oio = pr.groupby(by, as_index=False)["outstanding_ios"].mean()
+    cells = cells.merge(oio, on=by, how="left")
+    cells.insert(2, "outstanding_ios", cells.pop("outstanding_ios"))
     if len(cells) < 3:
         raise StatsError(f"a sweep needs at least 3 (numjobs, iodepth) cells, got {len(cells)}")
+    tail_col = None
+    if histograms is not None and len(histograms):
+        tail_col = f"clat_p{tail:g}_ns"
+        h = histograms[histograms["run_id"].isin(pr["run_id"])] if "run_id" in pr.columns else histograms
+        pct = point_percentiles(h, runs, by, (float(tail),))
+        cells = cells.merge(pct, on=by, how="left")
     best = float(cells[metric].max())
     cells["share_of_max"] = cells[metric] / best
-    cells["qualifies"] = cells["share_of_max"] >= fraction
+    cells["frontier"] = _frontier(cells, metric, latency)
+    front = cells[cells["frontier"]]
+    knee = find_knee(front, "outstanding_ios", metric, log_x=True)
+    latency_knee = find_knee(front, "outstanding_ios", latency, curve="convex", log_x=True)
+    tail_knee = None
+    if tail_col is not None:
+        if front[tail_col].notna().all():
+            tail_knee = find_knee(front, "outstanding_ios", tail_col, curve="convex", log_x=True)
+        else:
+            tail_knee = Knee(math.nan, math.nan, 1.0, "convex", "increasing", True, "Kneedle",
+                             f"no knee: a frontier point has no p{tail:g} (no histogram bins)")
+    bound = tail_knee.x if tail_knee is not None and np.isfinite(tail_knee.x) else math.inf
+    cells["within_tail_knee"] = cells["outstanding_ios"] <= bound * (1 + 1e-9)
+    best_within = float(cells.loc[cells["within_tail_knee"], metric].max())
+    cells["qualifies"] = cells["within_tail_knee"] & (cells[metric] >= fraction * best_within)
     pick = cells[cells["qualifies"]].sort_values(["outstanding_ios", latency]).iloc[0]
-    env = cells.groupby("outstanding_ios", as_index=False)[metric].max()
-    knee = find_knee(env, "outstanding_ios", metric, log_x=True)
-    rule = (f"fewest outstanding I/Os (numjobs x iodepth) whose mean {metric} is >= {fraction:.0%} of the best "
-            f"cell ({best:.6g}); ties broken by lowest mean {latency}")
+    plateau = cells[cells[metric] >= fraction * best].sort_values(["outstanding_ios", latency]).iloc[0]
+    pname = f"p{tail:g} completion latency"
+    mname = "IOPS" if metric == "iops" else metric
+    core = (f"the fewest outstanding I/Os (numjobs x iodepth) whose geometric-mean {mname} reaches {fraction:.0%} of "
+            "the best {of}; ties broken by the lowest mean latency")
+    if tail_col is None:
+        rule = core.format(of=f"point ({best:,.6g}); no {pname} without histograms, so the tail is not used")
+    elif not np.isfinite(bound):
+        rule = (f"{pname} has no knee ({tail_knee.note}), so every point is admissible: "
+                + core.format(of=f"point ({best:,.6g})"))
+    else:
+        rule = (f"among the points not past the knee of {pname} (Kneedle, Satopää et al. 2011, on the best point "
+                f"per outstanding-I/O count against log2 outstanding I/Os: {bound:g} outstanding I/Os), "
+                + core.format(of=f"of those ({best_within:,.6g})"))
     return Recommendation(numjobs=int(pick["numjobs"]), iodepth=int(pick["iodepth"]),
                           outstanding_ios=float(pick["outstanding_ios"]), metric=metric, latency=latency,
                           value=float(pick[metric]), latency_value=float(pick[latency]), max_value=best,
                           fraction=float(fraction), knee=knee, rule=rule,
-                          table=cells.sort_values(["numjobs", "iodepth"]).reset_index(drop=True))
+                          table=cells.sort_values(by).reset_index(drop=True), latency_knee=latency_knee,
+                          tail_knee=tail_knee, tail=tail_col,
+                          plateau=(int(plateau["numjobs"]), int(plateau["iodepth"])),
+                          method=est.method_text(metric))
 
 
 # --------------------------------------------------------------------------- QoS
@@ -396,8 +518,8 @@ class QosResult:
 
 
 def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
-                 confidence: float = 0.95) -> QosResult:
-    """The highest load level whose latency meets a QoS limit, with a CI over repetitions.
+                 confidence: float = 0.95, method: str = "auto") -> QosResult:
+    """The highest load level whose latency meets a QoS limit, with a log-scale CI over repetitions.
 
     Parameters
     ----------
@@ -408,23 +530,38 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     load : str
         Ordered load column (``iodepth``, ``tiles``, ``clients`` ...).
     latency : str
-        Latency column in ns: a mean (``lat_mean_ns``) or a percentile (``clat_p99_ns``).
+        Latency column in ns, > 0: a mean (``lat_mean_ns``) or a percentile (``clat_p99_ns``).
     limit : float
         QoS limit in the same unit (ns), > 0.
     confidence : float
-        Level of the Student t CI of the mean latency per level (needs >= 2 repetitions).
+        Level of the CI of each level's latency.
+    method : {"auto", "pooled_log", "log_t", "t"}
+        CI method of :func:`storagebench.stats.point_estimates` with the load level as the point: by
+        default the geometric mean with a log-scale CI whose run-to-run SD is pooled over the levels (a
+        level with one run gets a CI when others have repetitions), per level when equal spread is rejected.
 
     Returns
     -------
     QosResult
-        ``max_load``: the level just before the first level (in load order) whose mean latency exceeds
-        ``limit``; ``max_load_confident``: the same with the upper CI bound, the defensible claim.
+        ``table``: per level ``load, n, mean`` (the geometric mean of the runs' latencies, ns; arithmetic
+        with ``method="t"``), ``ci_low, ci_high, meets, meets_confident``. ``max_load``: the level just
+        before the first level (in load order) whose ``mean`` exceeds ``limit``; ``max_load_confident``:
+        the same with the upper CI bound, the defensible claim.
 
     Raises
     ------
     StatsError
-        Missing columns, NaN latency, non-positive limit, repeated ``run_id`` within a level.
+        Missing columns, NaN or <= 0 latency (the message names the row), non-positive limit, repeated
+        ``run_id`` within a level, a bad ``method``.
+
+    Notes
+    -----
+    A Student t interval of the arithmetic mean of two runs has 1 df (t = 12.7) and reaches below 0 ns;
+    on the log scale it cannot, and pooling over the levels gives it the residual df of the whole sweep
+    (:func:`storagebench.stats.point_estimates`; Student 1908).
     """
+    from .points import point_estimates
+
     _require_columns(df, [load, latency])
     confidence = _check_confidence(confidence)
     if not (isinstance(limit, (int, float)) and limit > 0 and math.isfinite(limit)):
@@ -435,20 +572,13 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     if "run_id" in df.columns and df.duplicated([load, "run_id"]).any():
         raise StatsError(f"several rows share a run_id within one {load!r} level; aggregate per run first "
                          "(storagebench.runlevel merges histograms for percentiles)")
-    rows = []
-    for lev, grp in df.groupby(load, sort=True):
-        v = grp[latency].to_numpy(float)
-        m = float(v.mean())
-        if len(v) >= 2 and v.var() > 0:
-            ci = st.ttest_1samp(v, 0.0).confidence_interval(confidence)
-            lo, hi = float(ci.low), float(ci.high)
-        elif len(v) >= 2:
-            lo = hi = m
-        else:
-            lo = hi = math.nan
-        rows.append(dict(load=lev, n=len(v), mean=m, ci_low=lo, ci_high=hi, meets=m <= limit,
-                         meets_confident=bool(np.isfinite(hi) and hi <= limit)))
-    table = pd.DataFrame(rows)
+    est = point_estimates(df, load, [latency], confidence=confidence, method=method)
+    t = est.table
+    lo, hi = t[f"{latency}_ci_low"].astype(float), t[f"{latency}_ci_high"].astype(float)
+    table = pd.DataFrame({"load": t[load], "n": t["n"].astype(int), "mean": t[latency].astype(float),
+                          "ci_low": lo, "ci_high": hi})
+    table["meets"] = table["mean"] <= limit
+    table["meets_confident"] = np.isfinite(hi) & (hi <= limit)
 
     def _last_before_fail(col: str):
         last = None
@@ -458,13 +588,15 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
             last = lev
         return last.item() if isinstance(last, np.generic) else last
 
+    check = est.checks[latency]
     note = ""
-    if (table["n"] < 2).any():
-        note = "levels with one run have no CI: max_load_confident stops before them"
+    if not np.isfinite(hi).all():
+        note = (f"levels without a CI ({check.note or 'one run'}): max_load_confident stops before them")
+    estimand = "mean" if check.method == "t" else "geometric mean"
     return QosResult(load=load, latency=latency, limit=float(limit), max_load=_last_before_fail("meets"),
                      max_load_confident=_last_before_fail("meets_confident"), confidence=confidence, table=table,
-                     method=("highest load before the first level whose mean latency exceeds the limit; confident: "
-                             "upper Student t CI bound of the mean (Student 1908) within the limit"),
+                     method=(f"highest load before the first level whose {estimand} latency over its runs exceeds "
+                             f"the limit; confident: the upper CI bound within the limit ({check.method_text()})"),
                      note=note)
 
 
