@@ -267,3 +267,30 @@ def test_recommendation_rule_uses_the_p99_knee_computed_independently(demo):
     assert plain.plateau == (int(top["numjobs"]), int(top["iodepth"]))
     with pytest.raises(StatsError, match="tail must be a percentile"):
         recommend_parameters(runs, histograms=hist, tail=100)
+
+
+def test_sweep_findings_give_the_recommended_point_with_mean_p99_and_the_rule(demo):
+    from storagebench.publish import study_provenance
+    from storagebench.stats import sweep_summary
+
+    runs, hist = demo
+    s = sweep_summary(runs, hist, provenance=study_provenance(FIXTURES / "study_demo"))
+    f = s.findings()
+    assert [x.key for x in f] == ["peak_iops", "recommended", "cache", "runs_per_point"]
+    peak, rec = f["peak_iops"], f["recommended"]
+    assert peak.ci[0] > 0 and rec.ci[0] > 0 and "geometric mean" in peak.method and "6 residual df" in peak.method
+    rc = s.recommended
+    assert (rc.numjobs, rc.iodepth) == (s.recommendation.numjobs, s.recommendation.iodepth)
+    assert f"mean latency {rc.lat_mean_ms:.3f} ms" in rec.sentence and "p99 completion latency" in rec.sentence
+    assert "p99 knee" in rec.sentence and "Kneedle" in rec.method and "rule:" in rec.method
+    assert rc.lat_mean_ci_low_ms > 0
+    # the committed fixture's device calls itself rotational, yet answers in 0.2 ms at one outstanding I/O
+    assert f["cache"].caveat and "0.219 ms" in f["cache"].sentence
+    n = f["runs_per_point"]
+    assert "n = 2 times" in n.sentence and "pooled over all 6 points (6 residual df)" in n.sentence
+    assert "Bartlett" in n.sentence and not n.caveat
+    kp = s.key_points()
+    assert list(kp["point"])[:3] == ["peak IOPS", "recommended", "start of the IOPS plateau (>= 95% of the peak)"]
+    assert "knee of p99 completion latency" in set(kp["point"]) and (kp["iops_ci_low"].dropna() > 0).all()
+    methods = " ".join(s.methods())
+    assert "Satopää, Albrecht, Irwin & Raghavan 2011" in methods and "equal CV" in methods

@@ -7,6 +7,7 @@ displays it, so the terminal and the page say the same thing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SchemaError
-from ..findings import Finding, Findings, fmt_ci, fmt_number
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ._common import _check_confidence
-from .points import point_means, point_percentiles
+from .points import PointEstimates, point_estimates, point_percentiles
 from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import Recommendation, per_run, recommend_parameters
 
@@ -40,11 +41,13 @@ class SweepPoint:
     n : int
         Runs (repetitions) of the point.
     iops, iops_ci_low, iops_ci_high : float
-        Mean IOPS (1/s) over the runs and its Student t CI (NaN bounds with one run).
+        Geometric mean IOPS (1/s) over the runs and its log-scale CI (NaN bounds when not estimable).
     lat_mean_ms : float
-        Mean total latency (fio ``lat``), ms, mean over the runs.
+        Mean total latency (fio ``lat``), ms: the geometric mean over the runs of each run's mean.
     clat_p99_ms : float or None
         p99 completion latency, ms, from the merged json+ bins of the point's runs (``None`` without histograms).
+    lat_mean_ci_low_ms, lat_mean_ci_high_ms : float
+        Log-scale CI of ``lat_mean_ms`` (NaN when not estimable).
     """
 
     numjobs: int
@@ -55,6 +58,8 @@ class SweepPoint:
     iops_ci_high: float
     lat_mean_ms: float
     clat_p99_ms: float | None
+    lat_mean_ci_low_ms: float = math.nan
+    lat_mean_ci_high_ms: float = math.nan
 
     @property
     def outstanding_ios(self) -> int:
@@ -81,16 +86,22 @@ class SweepSummary:
         Fewest and most runs of a point.
     confidence : float
     peak : SweepPoint
-        The point with the highest mean IOPS.
+        The point with the highest geometric-mean IOPS.
     recommended : SweepPoint
         The point :func:`storagebench.stats.recommend_parameters` chooses.
     recommendation : Recommendation
-        Its full result (rule, Kneedle knee, per-cell table).
+        Its full result (rule, Kneedle knees of IOPS, mean and p99 latency, per-point table).
     cache_caveat : str
         Why the numbers may describe a cache rather than the device; "" when no sign of one.
     points : pandas.DataFrame
-        Per point: ``numjobs, iodepth, n, iops, iops_ci_low, iops_ci_high, lat_mean_ns`` (+ its CI) and,
-        with histograms, ``clat_p50_ns, clat_p99_ns``.
+        Per point: ``numjobs, iodepth, n, iops, iops_ci_low, iops_ci_high, iops_log_sd, lat_mean_ns`` (+ its
+        CI and log SD) and, with histograms, ``clat_p50_ns, clat_p99_ns``.
+    estimates : PointEstimates or None
+        How the per-point CIs were computed (:func:`storagebench.stats.point_estimates`): method, pooled
+        df and the equal-spread check per column.
+    plateau : SweepPoint or None
+        Where the IOPS plateau starts (fewest outstanding I/Os reaching the fraction of the peak), ignoring
+        the tail.
     """
 
     study: str
@@ -102,19 +113,87 @@ class SweepSummary:
     recommendation: Recommendation
     cache_caveat: str
     points: pd.DataFrame
+    estimates: PointEstimates | None = None
+    plateau: SweepPoint | None = None
 
     @property
     def at_grid_edge(self) -> bool:
         """The recommended point is the largest load measured: no saturation was seen."""
         return self.recommendation.at_grid_edge
 
+    def ci_method(self, column: str = "iops") -> str:
+        """How the CIs of ``column`` were computed, in one sentence (:meth:`SpreadCheck.method_text`)."""
+        if self.estimates is None or column not in self.estimates.checks:
+            return f"{self.confidence:.0%} CI over the runs of each point"
+        return self.estimates.method_text(column)
+
+    def key_points(self) -> pd.DataFrame:
+        """One row per point the findings name: the peak, the recommended point, the start of the IOPS plateau
+        and the Kneedle knees of IOPS, mean latency and p99 completion latency.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``point`` (what it is), ``numjobs``, ``iodepth``, ``outstanding_ios``, ``n``, ``iops`` with
+            ``iops_ci_low``/``iops_ci_high`` (1/s), ``lat_mean_ns`` with its CI (ns), ``clat_p99_ns`` (ns,
+            with histograms), ``share_of_peak_pct`` (% of the peak IOPS); a knee Kneedle did not find has NaN
+            values and says so in ``point``.
+        """
+        cols = ["numjobs", "iodepth", "n", "iops", "iops_ci_low", "iops_ci_high", "lat_mean_ns", "lat_mean_ns_ci_low",
+                "lat_mean_ns_ci_high", *(["clat_p99_ns"] if "clat_p99_ns" in self.points.columns else [])]
+        idx = self.points.set_index(["numjobs", "iodepth"])
+        rows = []
+
+        def add(name: str, nj, qd) -> None:
+            row = {"point": name, "numjobs": nj, "iodepth": qd}
+            if nj is not None and (nj, qd) in idx.index:
+                r = idx.loc[(nj, qd)]
+                row.update({c: r[c] for c in cols[2:]})
+            rows.append(row)
+
+        add("peak IOPS", self.peak.numjobs, self.peak.iodepth)
+        add("recommended", self.recommended.numjobs, self.recommended.iodepth)
+        if self.plateau is not None:
+            add(f"start of the IOPS plateau (>= {self.recommendation.fraction:.0%} of the peak)",
+                self.plateau.numjobs, self.plateau.iodepth)
+        for _, k in self.recommendation.knees.iterrows():
+            found = np.isfinite(float(k["numjobs"]))
+            name = f"knee of {k['curve']}" + ("" if found else f": {k['note'] or 'none found'}")
+            add(name, int(k["numjobs"]) if found else None, int(k["iodepth"]) if found else None)
+        out = pd.DataFrame(rows, columns=["point", *cols])
+        for c in ("numjobs", "iodepth", "n"):  # float: a knee not found is NaN (an empty cell in a table)
+            out[c] = out[c].astype(float)
+        out.insert(3, "outstanding_ios", out["numjobs"] * out["iodepth"])
+        out["share_of_peak_pct"] = 100.0 * out["iops"] / self.peak.iops
+        return out
+
+    def methods(self) -> list[str]:
+        """The methods behind the findings, one sentence each (for a report's *Methods* section)."""
+        rec = self.recommendation
+        out = [
+            "Per run: the rows of a run (jobs, directions) are combined with fio's own group-reporting rule "
+            "(sum_thread_stats in fio's stat.c): IOPS and bandwidth add up, mean latencies are weighted by "
+            "completed I/Os.",
+            f"Per point, IOPS: {self.ci_method('iops')}.",
+            f"Per point, mean latency: {self.ci_method('lat_mean_ns')}.",
+            "Percentiles (p50, p99 completion latency, clat) come from the merged json+ histograms of all runs "
+            "of a point, read with fio's percentile rule (stat.c), never from averaged percentiles; they have "
+            "no CI.",
+            f"Recommended point: {rec.rule}. Knees by Kneedle (Satopää, Albrecht, Irwin & Raghavan 2011, "
+            "\u201cFinding a \u2018Kneedle\u2019 in a Haystack\u201d, ICDCS Workshops; the kneed package), "
+            "sensitivity S = 1, on the best point per outstanding-I/O count against log2 outstanding I/Os.",
+        ]
+        return out
+
     def findings(self) -> Findings:
-        """The sweep's findings in plain sentences (peak, recommended point, caveats, n per point)."""
+        """The sweep's findings in plain sentences (peak, recommended point with mean and p99 and the rule,
+        caveats, n per point)."""
         pct = f"{self.confidence:.0%}"
         n_lo, n_hi = self.runs_per_point
         unit = "fio runs of the point, in random order"  # reads after "n = 2"
-        ci_method = f"mean over runs with its {pct} Student t CI"
+        ci_method = self.ci_method("iops")
         p99_method = "p99 from the merged json+ latency bins of the point's runs (fio's percentile rule)"
+        rule = self.recommendation
 
         def iops_text(p: SweepPoint) -> str:
             return f"{fmt_number(p.iops)} IOPS ({fmt_ci(p.iops_ci_low, p.iops_ci_high, self.confidence)})"
@@ -131,32 +210,68 @@ class SweepSummary:
             estimate=pk.iops, ci=(pk.iops_ci_low, pk.iops_ci_high), confidence=self.confidence, n=pk.n,
             unit_of_replication=unit, method=ci_method + ("; " + p99_method if pk.clat_p99_ms is not None else ""),
             unit="IOPS", key="peak_iops")]
-        rule = self.recommendation
         same = (rc.numjobs, rc.iodepth) == (pk.numjobs, pk.iodepth)
-        if self.at_grid_edge:
+        tk = rule.tail_knee
+        tail_bound = tk is not None and np.isfinite(tk.x)
+        share = f"{rc.iops / pk.iops:.0%} of the peak"
+        if tail_bound:
+            nxt = self.points.assign(oio=self.points["numjobs"] * self.points["iodepth"])
+            past = nxt[nxt["oio"] > tk.x]
+            where = (f"the fewest outstanding I/Os ({rc.outstanding_ios}) reaching {rule.fraction:.0%} of the best "
+                     f"IOPS at or below the p99 knee ({tk.x:g} outstanding I/Os, Kneedle)")
+            if len(past) and "clat_p99_ns" in past.columns and past["clat_p99_ns"].notna().any():
+                lo99, hi99 = (fmt_number(past["clat_p99_ns"].agg(f) * 1e-6) for f in ("min", "max"))
+                where += f"; past that knee p99 is {lo99 if lo99 == hi99 else f'{lo99} to {hi99}'} ms"
+            pl = self.plateau
+            if pl is not None and (pl.numjobs, pl.iodepth) != (rc.numjobs, rc.iodepth):
+                where += (f". The IOPS plateau ({rule.fraction:.0%} of the peak) starts at {pl.label}: "
+                          f"{fmt_number(pl.iops)} IOPS at p99 {fmt_number(pl.clat_p99_ms)} ms")
+                if pl.outstanding_ios >= int(self.points["numjobs"].mul(self.points["iodepth"]).max()):
+                    where += ", the grid's largest load, so IOPS may still rise beyond it"
+        elif self.at_grid_edge:
             where = (f"IOPS still rise at the largest load measured ({rc.outstanding_ios} outstanding I/Os), so "
                      f"{rc.label} is the grid's edge, not a knee: extend iodepth or numjobs before using it")
         else:
             where = (f"the fewest outstanding I/Os ({rc.outstanding_ios}) that reach {rule.fraction:.0%} of the "
                      f"peak; more outstanding I/Os add latency but almost no IOPS")
-        what = f"the peak point itself, {rc.label}" if same else f"{rc.label}, {iops_text(rc)} with {lat_text(rc)}"
+            if rc.clat_p99_ms is None:
+                where += " (no p99 without histograms, so the tail is not weighed)"
+        what = f"the peak point itself, {rc.label}" if same else f"{rc.label}, {iops_text(rc)}, {share}, with {lat_text(rc)}"
         items.append(Finding(
-            f"Recommended test point: {what}; {where}.",
+            f"Recommended test point: {what}: {where}.",
             estimate=rc.iops, ci=(rc.iops_ci_low, rc.iops_ci_high), confidence=self.confidence, n=rc.n,
-            unit_of_replication=unit, method=f"{ci_method}; rule: {rule.rule}", unit="IOPS", key="recommended"))
+            unit_of_replication=unit, method=f"rule: {rule.rule}", unit="IOPS", key="recommended"))
         if self.cache_caveat:
             items.append(Finding(self.cache_caveat, key="cache", caveat=True))
         if n_hi < 2:
             reps = (f"Each of the {len(self.points)} points was measured once ({self.n_runs} runs), so there are no "
-                    "confidence intervals: set repetitions: 2 or more in the study spec to see how much these "
+                    "confidence intervals: set repetitions: 3 or more in the study spec to see how much these "
                     "numbers move between runs.")
+            caveat = True
         else:
             count = f"n = {n_lo}" if n_lo == n_hi else f"n = {n_lo} to {n_hi}"
             reps = (f"Each of the {len(self.points)} points was measured {count} times ({self.n_runs} fio runs in "
-                    f"a seeded random order); every interval is a {pct} Student t CI over those runs"
-                    + (", which is wide with so few runs." if n_hi < 5 else "."))
+                    f"a seeded random order). ")
+            check = self.estimates.checks["iops"] if self.estimates is not None else None
+            caveat = False
+            if check is None:
+                reps += f"Every interval is a {pct} CI over those runs."
+            elif check.method == "pooled_log":
+                reps += (f"Every {pct} CI is on the log scale, with the run-to-run spread pooled over all "
+                         f"{check.points} points ({check.df_resid} residual df), which assumes the same "
+                         f"coefficient of variation at every point")
+                reps += (f"; {check.test}'s test does not reject it at {check.alpha:.0%} (p = {fmt_p(check.p)})."
+                         if check.test else "; with one run at most points it cannot be checked.")
+            elif check.requested == "auto" and check.rejected:
+                caveat = True
+                reps += (f"The spread between runs differs from point to point ({check.test} p = {fmt_p(check.p)}, "
+                         f"SD of log IOPS {fmt_number(check.log_sd_min, 2)} to {fmt_number(check.log_sd_max, 2)}), "
+                         f"so each {pct} CI rests on its point's own {n_lo if n_lo == n_hi else 'few'} runs and is "
+                         "wide: rerun on a quiet host or add repetitions.")
+            else:
+                reps += f"Every interval is a {pct} CI from the point's own runs ({check.short()})."
         items.append(Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
-                             method="repetitions of the study spec", caveat=n_hi < 2))
+                             method="repetitions of the study spec", caveat=caveat))
         return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
                                             f"numjobs × iodepth points?")
 
@@ -223,22 +338,30 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
 
 
 def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *, provenance: Any = None,
-                  confidence: float = 0.95, fraction: float = 0.95) -> SweepSummary:
-    """Peak, recommended point, caveats and n per point of a numjobs x iodepth sweep.
+                  confidence: float = 0.95, fraction: float = 0.95, method: str = "auto") -> SweepSummary:
+    """Peak, recommended point, knees, caveats and n per point of a numjobs x iodepth sweep.
+
+    The estimand of a point is the geometric mean of its runs' IOPS (and of their mean latencies), with
+    a log-scale CI that pools the run-to-run spread over the grid (:func:`storagebench.stats.point_estimates`);
+    the recommended point follows the one rule of :func:`storagebench.stats.recommend_parameters` (the
+    cheapest load reaching 95% of the IOPS available before the p99 knee, Kneedle).
 
     Parameters
     ----------
     runs : pandas.DataFrame
         Tidy ``runs`` table with ``run_id``, ``numjobs``, ``iodepth``, ``iops`` (1/s), ``lat_mean_ns`` (ns).
     histograms : pandas.DataFrame, optional
-        Tidy ``histograms`` table; gives the p99 completion latency per point (merged bins).
+        Tidy ``histograms`` table; gives the p99 completion latency per point (merged bins) and its knee.
     provenance : mapping or sequence of mappings, optional
         ``provenance.json`` records (:func:`storagebench.publish.study_provenance`); the device's
         ``rotational`` flag feeds the cache caveat.
     confidence : float
         Level of the CIs.
     fraction : float
-        Share of the peak that counts as saturated (:func:`storagebench.stats.recommend_parameters`).
+        Share of the best admissible point that counts as saturated
+        (:func:`storagebench.stats.recommend_parameters`).
+    method : str
+        CI method (:data:`storagebench.stats.POINT_METHODS`; default ``auto``).
 
     Returns
     -------
@@ -249,7 +372,8 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     SchemaError
         No completed run, or a column is missing.
     StatsError
-        Fewer than 3 points, bad ``confidence`` or ``fraction`` (from the functions called).
+        Fewer than 3 points, IOPS or latency <= 0 in a run (named), bad ``confidence``, ``fraction`` or
+        ``method`` (from the functions called).
     """
     confidence = _check_confidence(confidence)
     done = completed_runs(runs)
@@ -259,24 +383,28 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
                               "and lat_mean_ns")
     by = ["numjobs", "iodepth"]
     pr = per_run(done, latency="lat_mean_ns")
-    pts = point_means(pr, by, ["iops", "lat_mean_ns"], confidence=confidence)
-    if histograms is not None and len(histograms):
-        pts = pts.merge(point_percentiles(histograms, done, by, (50.0, 99.0)), on=by, how="left")
-    rec = recommend_parameters(done, fraction=fraction)
+    est = point_estimates(pr, by, ["iops", "lat_mean_ns"], confidence=confidence, method=method)
+    pts = est.table
+    hist = histograms if histograms is not None and len(histograms) else None
+    if hist is not None:
+        pts = pts.merge(point_percentiles(hist, done, by, (50.0, 99.0)), on=by, how="left")
+    rec = recommend_parameters(done, fraction=fraction, histograms=hist, confidence=confidence, method=method)
 
     def point(nj: int, qd: int) -> SweepPoint:
         r = pts[(pts["numjobs"] == nj) & (pts["iodepth"] == qd)].iloc[0]
         p99 = r.get("clat_p99_ns")
         return SweepPoint(int(nj), int(qd), int(r["n"]), float(r["iops"]), float(r["iops_ci_low"]),
                           float(r["iops_ci_high"]), float(r["lat_mean_ns"]) * 1e-6,
-                          None if p99 is None or pd.isna(p99) else float(p99) * 1e-6)
+                          None if p99 is None or pd.isna(p99) else float(p99) * 1e-6,
+                          float(r["lat_mean_ns_ci_low"]) * 1e-6, float(r["lat_mean_ns_ci_high"]) * 1e-6)
 
     top = pts.loc[pts["iops"].idxmax()]
     study = "/".join(sorted(map(str, done["study"].dropna().unique()))) if "study" in done.columns else ""
     return SweepSummary(study=study, n_runs=int(pr["run_id"].nunique()),
                         runs_per_point=(int(pts["n"].min()), int(pts["n"].max())), confidence=confidence,
                         peak=point(top["numjobs"], top["iodepth"]), recommended=point(rec.numjobs, rec.iodepth),
-                        recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts)
+                        recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts,
+                        estimates=est, plateau=point(*rec.plateau) if rec.plateau else None)
 
 
 def half_revolution_ms(rpm: float) -> float:
