@@ -14,9 +14,10 @@ longest runtime, mean latencies are weighted by completed I/Os (``total_ios``). 
 *percentiles* are never averaged; figures of percentiles use the json+ histograms (:func:`clat_cdf`,
 :func:`summary_table`).
 
-Uncertainty bands are Student-t confidence intervals of the mean over repetitions, computed by
-:func:`storagebench.stats.point_means` (this module draws; it computes no statistics of its own),
-drawn only where a point has at least two repetitions.
+Each point is the geometric mean over its repetitions, and its uncertainty band is the log-scale
+confidence interval computed by :func:`storagebench.stats.point_means` (by default with the run-to-run
+spread pooled over the points of the figure; this module draws, it computes no statistics of its own),
+drawn only where a point has a CI.
 """
 
 from __future__ import annotations
@@ -263,8 +264,8 @@ def _check_not_mixed(pr: pd.DataFrame, by: Sequence[str]) -> None:
 
 
 def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] = ("iops",),
-              direction: str | None = None, ci: float = 0.95) -> pd.DataFrame:
-    """Mean and Student-t confidence interval of display metrics per study point.
+              direction: str | None = None, ci: float = 0.95, method: str = "auto") -> pd.DataFrame:
+    """Geometric mean and log-scale confidence interval of display metrics per study point.
 
     Parameters
     ----------
@@ -277,14 +278,18 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
     ci : float
-        Confidence level of the interval of the mean over repetitions (Student t,
-        :func:`storagebench.stats.point_means`; plots compute no statistics of their own).
+        Confidence level of the interval (:func:`storagebench.stats.point_means`; plots compute no
+        statistics of their own).
+    method : str
+        CI method of :func:`storagebench.stats.point_estimates` (default ``auto``: log scale, pooled over
+        the points unless equal spread is rejected).
 
     Returns
     -------
     pandas.DataFrame
-        One row per point: the ``by`` columns, ``n`` (runs), and per metric ``<metric>``
-        (mean, display unit), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the mean when n < 2).
+        One row per point: the ``by`` columns, ``n`` (runs), and per metric ``<metric>`` (geometric mean,
+        display unit), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the estimate where there is no
+        CI). ``attrs["checks"]``: per metric the :class:`storagebench.stats.SpreadCheck` (method used).
 
     Raises
     ------
@@ -306,13 +311,16 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     _check_not_mixed(pr, by)
     from .stats import point_means
 
-    scaled = pr[by].copy()
+    scaled = pr[[*by, "run_id"]].copy() if "run_id" in pr.columns else pr[by].copy()  # errors name the run
     for name, spec in zip(metrics, specs, strict=True):
         scaled[name] = pr[spec.column].astype(float) * spec.scale
-    pts = point_means(scaled, by, list(metrics), confidence=ci)
+    pts = point_means(scaled, by, list(metrics), confidence=ci, method=method)
+    checks = pts.attrs.get("checks", {})
+    pts = pts.drop(columns=[f"{m}_log_sd" for m in metrics if f"{m}_log_sd" in pts.columns])
     for name in metrics:  # a band of zero width where there is no interval (one run): drawn as the line
         for side in ("_ci_low", "_ci_high"):
             pts[name + side] = pts[name + side].fillna(pts[name])
+    pts.attrs["checks"] = checks
     return pts
 
 
@@ -350,8 +358,8 @@ def summary_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     out["runs"] = pts["n"]
     out["IOPS (1/s)"] = pts["iops"].round(0)
     out[f"IOPS {level} CI (1/s)"] = [
-        f"{lo:,.0f} – {hi:,.0f}" if n > 1 else "n/a (1 run)"
-        for lo, hi, n in zip(pts["iops_ci_low"], pts["iops_ci_high"], pts["n"], strict=False)
+        f"{lo:,.0f} – {hi:,.0f}" if hi > lo else "n/a"
+        for lo, hi in zip(pts["iops_ci_low"], pts["iops_ci_high"], strict=True)
     ]
     out["bandwidth (MB/s)"] = pts["bw_MB_per_s"].round(2)
     out["mean lat (ms)"] = pts["lat_mean_ms"].round(4)
@@ -483,12 +491,14 @@ def _upper(means: pd.Series, highs: pd.Series | None, room: float = 1.5) -> floa
     return top * 1.05 if top > 0 else 1.0
 
 
-def _ci_note(ci: float | None, n: pd.Series, what: str) -> str:
+def _ci_note(ci: float | None, pts: pd.DataFrame, what: str, metric: str) -> str:
+    """``"; bands: 95% CI, log scale, pooled over 12 points (24 df)"``: the method stats used, in a few words."""
     if ci is None:
         return ""
-    if (n > 1).any():
-        return f"; {what}: {ci * 100:g}% t CI over repetitions"
-    return "; 1 run per point: no CI"
+    check = pts.attrs.get("checks", {}).get(metric)
+    if check is None or not (pts[f"{metric}_ci_high"] > pts[f"{metric}_ci_low"]).any():
+        return "; no CI (one run per point)"
+    return f"; {what}: {ci * 100:g}% CI, {check.short()}"
 
 
 _THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
@@ -516,8 +526,8 @@ def iops_vs_iodepth(runs: pd.DataFrame, *, hue: str | None = "numjobs", metric: 
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
     ci : float or None
-        Confidence level of the band around each line (Student t over repetitions); ``None``
-        draws no band.
+        Confidence level of the band around each line (:func:`storagebench.stats.point_means`: log
+        scale, pooled over the points); ``None`` draws no band.
     ax : matplotlib.axes.Axes, optional
 
     Returns
@@ -549,7 +559,7 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
     ci : float or None
-        Confidence level of the band (Student t of the mean over repetitions); ``None`` for none.
+        Confidence level of the band (:func:`storagebench.stats.point_means`); ``None`` for none.
     logx : bool
         log2 x axis with a tick at each value present.
     ax : matplotlib.axes.Axes, optional
@@ -582,7 +592,7 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
         xv = g[x].astype(float).to_numpy()
         ax.plot(xv, g[metric], marker="o", ms=5, lw=1.8, color=pal[level],
                 label=str(level) if level is not None else m.label.split(" (")[0])
-        if ci is not None and (g["n"] > 1).any():
+        if ci is not None and (g[f"{metric}_ci_high"] > g[f"{metric}_ci_low"]).any():
             ax.fill_between(xv, g[f"{metric}_ci_low"], g[f"{metric}_ci_high"], color=pal[level], alpha=0.18, lw=0)
     xscale = 1.0 / 1024 if x == "bs_bytes" else 1.0
     if logx:
@@ -595,7 +605,7 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
         ax.yaxis.set_major_formatter(_THOUSANDS)
     ax.set_ylim(0, _upper(pts[metric], pts.get(f"{metric}_ci_high") if ci is not None else None))
     if hue:
-        ax.legend(title=f"{hue}{_ci_note(ci, pts['n'], 'band')}", loc="best")
+        ax.legend(title=f"{hue}{_ci_note(ci, pts, 'band', metric)}", loc="best")
     ax.set_title(title or f"{m.label.split(' (')[0]} vs {x}")
     return ax
 
@@ -613,27 +623,36 @@ def _knee_point(knee: Any, by: Sequence[str]) -> dict[str, Any]:
     return {k: getattr(knee, k) for k in (*by, *_KNEE_KEYS) if hasattr(knee, k)}
 
 
+def _mark_label(k: Mapping[str, Any], by: Sequence[str], recommended: bool) -> str:
+    desc = ", ".join(f"{c}={k[c]:g}" for c in by)
+    return f"{'recommended' if recommended else 'knee'} ({desc})"
+
+
 def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat_mean_ms",
                     hue: str | None = "numjobs", order: str = "iodepth", direction: str | None = None,
                     ci: float | None = 0.95, histograms: pd.DataFrame | None = None, tail: float = 99.0,
                     ax: Axes | None = None) -> Axes:
-    """The hockey stick: mean latency (and the tail) against IOPS as load rises, with the knee marked.
+    """The hockey stick: mean latency (and the tail) against IOPS as load rises, with the knees marked.
 
-    Each point is one study point (``hue`` x ``order`` value), the mean over its repetitions,
-    with Student-t confidence intervals on both axes; points of a ``hue`` level are
-    joined in ``order`` (iodepth). With ``histograms``, the ``tail`` percentile of the completion
-    latency of each point (merged json+ bins of its runs) is drawn beside the mean as a dashed line
-    with open markers in the same colour: the mean alone hides what the slowest I/Os see.
+    Each point is one study point (``hue`` x ``order`` value), the geometric mean over its repetitions,
+    with the confidence intervals :func:`storagebench.stats.point_means` computes on both axes; points
+    of a ``hue`` level are joined in ``order`` (iodepth). With ``histograms``, the ``tail`` percentile of
+    the completion latency of each point (merged json+ bins of its runs) is drawn beside the mean as a
+    dashed line with open markers in the same colour, on a log latency axis (the tail is often ten
+    times the mean): the mean alone hides what the slowest I/Os see.
 
     Parameters
     ----------
     runs : pandas.DataFrame
         Tidy ``runs`` table.
     knee : mapping or object, optional
-        The chosen operating point, e.g. from :func:`storagebench.stats.recommend_parameters`:
-        anything with ``numjobs`` and ``iodepth`` keys/attributes (the ``hue``/``order``
-        columns), or with ``iops`` and ``lat_mean_ns`` (or ``latency_ms``) to mark a point
-        directly. ``None`` marks nothing.
+        The chosen operating point, e.g. the :class:`storagebench.stats.Recommendation` of
+        :func:`storagebench.stats.recommend_parameters`: anything with ``numjobs`` and ``iodepth``
+        keys/attributes (the ``hue``/``order`` columns), or with ``iops`` and ``lat_mean_ns`` (or
+        ``latency_ms``) to mark a point directly. A Recommendation is marked "recommended" on the mean
+        (and, with ``histograms``, on the tail) line, and its knees
+        (:attr:`storagebench.stats.Recommendation.knees`) of the mean latency and of the tail are marked
+        on their lines. ``None`` marks nothing.
     latency : str
         A latency name from :data:`METRICS` (``"lat_mean_ms"``, ``"clat_mean_ms"``).
     hue, order : str
@@ -651,15 +670,19 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     Returns
     -------
     matplotlib.axes.Axes
-        One line per ``hue`` level in ``ax.lines`` (plus one marker line for the knee,
-        labelled ``"knee ..."``, and with ``histograms`` one dashed line per level labelled
-        ``"_p99 <level>"``, kept out of the legend, which explains solid and dashed once).
+        One line per ``hue`` level in ``ax.lines``, plus one marker line per mark, labelled ``"knee
+        (...)"`` for a plain point, ``"recommended (...)"``, ``"knee of mean latency (...)"`` and
+        ``"knee of p99 completion latency (...)"`` for a Recommendation; with ``histograms`` one dashed
+        line per level labelled ``"_p99 <level>"``, kept out of the legend, which explains solid and
+        dashed once.
 
     Raises
     ------
     ValueError
         ``latency`` is not a latency metric; ``knee`` names a point that is not in ``runs``.
     """
+    from matplotlib.lines import Line2D
+
     lat_names = [k for k in METRICS if k.endswith("_ms")]
     _one_of("latency", latency, lat_names)
     by = [c for c in (hue, order) if c]
@@ -670,74 +693,105 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     for level in levels:
         g = pts if level is None else pts[pts[hue] == level]
         g = g.sort_values(order)
-        xerr = yerr = None
-        if ci is not None:
-            xerr = np.vstack([g["iops"] - g["iops_ci_low"], g["iops_ci_high"] - g["iops"]])
-            yerr = np.vstack([g[latency] - g[f"{latency}_ci_low"], g[f"{latency}_ci_high"] - g[latency]])
         ax.plot(g["iops"], g[latency], marker="o", ms=5, lw=1.6, color=pal[level],
                 label=f"{level}" if level is not None else "all runs")
         if ci is not None:
+            xerr = np.vstack([g["iops"] - g["iops_ci_low"], g["iops_ci_high"] - g["iops"]])
+            yerr = np.vstack([g[latency] - g[f"{latency}_ci_low"], g[f"{latency}_ci_high"] - g[latency]])
             ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=2,
                         elinewidth=0.8, alpha=0.45)
-        last = g.iloc[-1]
-        ax.annotate(f"{order}={last[order]:g}", (last["iops"], last[latency]), textcoords="offset points",
-                    xytext=(4, 4), fontsize="x-small", color=pal[level])
-    tail_top = None
+    tail_col = f"p{tail:g} clat (ms)"
+    both = None
     if histograms is not None:
-        from matplotlib.lines import Line2D
-
-        col = f"p{tail:g} clat (ms)"
         pct = _point_percentiles(runs, histograms, by=by, percentiles=(tail,), direction=direction)
         both = pts.merge(pct, on=by, how="inner")
         for level in levels:
             g = (both if level is None else both[both[hue] == level]).sort_values(order)
-            ax.plot(g["iops"], g[col], ls="--", marker="o", ms=5, mfc="white", lw=1.2, color=pal[level],
+            ax.plot(g["iops"], g[tail_col], ls="--", marker="o", ms=5, mfc="white", lw=1.2, color=pal[level],
                     label=f"_p{tail:g} {level}")
-        tail_top = float(both[col].max())
+    for level in levels:  # the load at the end of each line, on the upper curve
+        g = (both if both is not None else pts)
+        g = (g if level is None else g[g[hue] == level]).sort_values(order)
+        last = g.iloc[-1]
+        ax.annotate(f"{order}={last[order]:g}", (last["iops"], last[tail_col if both is not None else latency]),
+                    textcoords="offset points", xytext=(4, 4), fontsize="x-small", color=pal[level])
+
+    def locate(k: Mapping[str, Any], table: pd.DataFrame, col: str) -> tuple[float, float]:
+        sel = table
+        for c in by:
+            sel = sel[sel[c] == k[c]]
+        if sel.empty:
+            have = pts[by].drop_duplicates().to_dict("records")
+            raise ValueError(f"The knee {dict((c, k[c]) for c in by)} is not a point of `runs`; points are {have}.")
+        return float(sel["iops"].iloc[0]), float(sel[col].iloc[0])
+
     k = _knee_point(knee, by)
+    recommended = knee is not None and hasattr(knee, "rule") and hasattr(knee, "knees")
     if k:
-        kx = ky = None
         if all(c in k for c in by):
-            sel = pts
-            for c in by:
-                sel = sel[sel[c] == k[c]]
-            if sel.empty:
-                have = pts[by].drop_duplicates().to_dict("records")
-                raise ValueError(f"The knee {dict((c, k[c]) for c in by)} is not a point of `runs`; points are {have}.")
-            kx, ky = float(sel["iops"].iloc[0]), float(sel[latency].iloc[0])
-            desc = ", ".join(f"{c}={k[c]:g}" for c in by)
+            kx, ky = locate(k, pts, latency)
+            label = _mark_label(k, by, recommended)
+            if recommended and both is not None:
+                tx, ty = locate(k, both, tail_col)
+                ax.plot([kx, tx], [ky, ty], linestyle=":", color="crimson", lw=1.0, label="_recommended link")
+                ax.plot([tx], [ty], linestyle="none", marker="*", ms=18, mfc="none", mec="crimson", mew=2,
+                        label="_recommended tail", zorder=5)
         elif "iops" in k and ("lat_mean_ns" in k or "latency_ms" in k):
             kx = float(k["iops"])
             ky = float(k["latency_ms"]) if "latency_ms" in k else float(k["lat_mean_ns"]) * 1e-6
-            desc = f"{kx:,.0f} IOPS"
+            label = f"knee ({kx:,.0f} IOPS)"
         else:
             raise ValueError(
                 f"The value for `knee` must name a point by {by} or give `iops` and `lat_mean_ns`, "
                 f"but {k!r} was passed."
             )
         ax.plot([kx], [ky], linestyle="none", marker="*", ms=18, mfc="none", mec="crimson", mew=2,
-                label=f"knee ({desc})", zorder=5)
+                label=label, zorder=5)
+    if recommended and set(by) == {"numjobs", "iodepth"}:
+        name = METRICS[latency].label.split(",")[0].split(" (")[0]
+        for _, row in knee.knees.iterrows():
+            if not all(np.isfinite(float(row[c])) for c in by):
+                continue
+            kk = {c: row[c] for c in by}
+            if row["curve"] == "mean latency":
+                x, y = locate(kk, pts, latency)
+                marker, what = "D", name
+            elif str(row["curve"]).startswith(f"p{tail:g} ") and both is not None:
+                x, y = locate(kk, both, tail_col)
+                marker, what = "^", f"p{tail:g}"
+            else:
+                continue
+            ax.plot([x], [y], linestyle="none", marker=marker, ms=11, mfc="none", mec="black", mew=1.6, zorder=6,
+                    label=f"knee of {what} ({int(row['outstanding_ios'])} outstanding I/Os)")
     ax.set_xlabel(METRICS["iops"].label)
     ax.xaxis.set_major_formatter(_THOUSANDS)
     ax.set_xlim(0, _upper(pts["iops"], pts["iops_ci_high"] if ci is not None else None, 1.3))
     top = _upper(pts[latency], pts[f"{latency}_ci_high"] if ci is not None else None)
-    title = f"{hue or ''}{_ci_note(ci, pts['n'], 'bars')}".lstrip("; ") or None
-    if tail_top is None:
+    title = f"{hue or ''}{_ci_note(ci, pts, 'bars', 'iops')}".lstrip("; ") or None
+    if both is None:
         ax.set_ylabel(METRICS[latency].label)
         ax.legend(title=title, loc="best")
         ax.set_title(f"{METRICS[latency].label.split(' (')[0]} vs IOPS (load rises with {order})")
-    else:
-        name = METRICS[latency].label.split(" (")[0]
-        ax.set_ylabel("latency (ms)")
-        ax.set_ylim(0, max(top, tail_top * 1.05))
-        handles, labels = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], color="0.3", lw=1.6, marker="o", ms=5),
-                    Line2D([], [], color="0.3", lw=1.2, ls="--", marker="o", ms=5, mfc="white")]
-        labels += [name, f"p{tail:g} completion latency"]
-        ax.legend(handles, labels, title=title, loc="upper left")
-        ax.set_title(f"Mean and p{tail:g} latency vs IOPS (load rises with {order})")
+        ax.set_ylim(0, top)
         return ax
-    ax.set_ylim(0, top)
+    name = METRICS[latency].label.split(" (")[0]
+    ax.set_ylabel("latency (ms, log scale)")
+    ax.set_yscale("log")
+    lows = np.concatenate([pts[f"{latency}_ci_low"].to_numpy(float), both[tail_col].to_numpy(float)])
+    lows = lows[np.isfinite(lows) & (lows > 0)]
+    highs = np.concatenate([[top], both[tail_col].to_numpy(float)])
+    ax.set_ylim(float(lows.min()) / 1.5 if lows.size else None, float(np.nanmax(highs)) * 1.5)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.3", lw=1.6, marker="o", ms=5),
+                Line2D([], [], color="0.3", lw=1.2, ls="--", marker="o", ms=5, mfc="white")]
+    labels += [name, f"p{tail:g} completion latency"]
+    # below the axes, so neither the curves nor the marks are hidden behind it
+    ax.legend(handles, labels, title=title, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
+              fontsize="small", title_fontsize="small")
+    ax.set_title(f"Mean and p{tail:g} latency vs IOPS (load rises with {order})")
     return ax
 
 
@@ -762,7 +816,7 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
             direction: str | None = None, annot: bool = True, cmap: str = "viridis",
             log: bool | None = None, norm: Normalize | None = None, cbar: bool = True,
             ax: Axes | None = None) -> Axes:
-    """Mean of a display metric over a two-factor grid (numjobs x iodepth), one cell per point.
+    """Geometric mean of a display metric over a two-factor grid (numjobs x iodepth), one cell per point.
 
     Parameters
     ----------
@@ -771,7 +825,7 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
     x, y : str
         Factor columns of the grid.
     metric : str
-        A name from :data:`METRICS`; cell value is the mean over repetitions.
+        A name from :data:`METRICS`; cell value is the geometric mean over repetitions (:func:`per_point`).
     direction : {"read", "write", "trim"} or None
     annot : bool
         Write each cell's value.
@@ -813,7 +867,7 @@ def heatmap(runs: pd.DataFrame, *, x: str = "iodepth", y: str = "numjobs", metri
                 annot_kws={"fontsize": "x-small"})
     ax.set_xlabel(_factor_label(x))
     ax.set_ylabel(_factor_label(y))
-    ax.set_title(f"{m.label.split(' (')[0]} (mean over repetitions) by {y} x {x}")
+    ax.set_title(f"{m.label.split(' (')[0]} (geometric mean over repetitions) by {y} x {x}")
     return ax
 
 
@@ -870,7 +924,7 @@ def heatmap_grid(runs: pd.DataFrame, *, col: str, x: str = "iodepth", y: str = "
                        label=m.label + (", log colour scale" if log else ""),
                        format=_THOUSANDS if metric == "iops" else None)
     bar.ax.set_gid("storagebench-shared-colorbar")
-    fig.suptitle(f"{m.label.split(' (')[0]} (mean over repetitions) by {y} x {x}, one colour scale")
+    fig.suptitle(f"{m.label.split(' (')[0]} (geometric mean over repetitions) by {y} x {x}, one colour scale")
     return fig
 
 

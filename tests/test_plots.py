@@ -10,6 +10,7 @@ import pytest
 from conftest import FIXTURES
 from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection, QuadMesh
+from scipy.stats import gmean
 
 from storagebench import plots
 from storagebench.errors import SchemaError
@@ -107,7 +108,7 @@ def test_iops_vs_iodepth_one_line_per_numjobs_with_means(runs):
     assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
     assert "iodepth" in ax.get_xlabel() and _unit(ax.get_xlabel())
     assert "IOPS" in ax.get_ylabel() and "per s" in ax.get_ylabel()
-    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["iops"].mean()
+    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["iops"].agg(gmean)  # the estimand: geometric mean of runs
     for line, nj in zip(ax.lines, levels, strict=True):
         x, y = line.get_xdata(), line.get_ydata()
         np.testing.assert_allclose(y, [ref[(nj, d)] for d in x])
@@ -118,14 +119,14 @@ def test_iops_vs_iodepth_without_bands_and_in_bandwidth(runs):
     ax = plots.iops_vs_iodepth(runs, ci=None, metric="bw_MiB_per_s")
     assert len(ax.collections) == 0
     assert "MiB/s" in ax.get_ylabel() and "2^20" in ax.get_ylabel()
-    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["bw_bytes_per_s"].mean() / 2**20
+    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["bw_bytes_per_s"].agg(gmean) / 2**20
     nj = sorted(runs["numjobs"].unique())[0]
     line = ax.lines[0]
     np.testing.assert_allclose(line.get_ydata(), [ref[(nj, d)] for d in line.get_xdata()])
 
 
 def test_latency_vs_iops_marks_the_knee(runs):
-    pts = _per_run(runs).groupby(["numjobs", "iodepth"])[["iops", "lat_ms"]].mean()
+    pts = _per_run(runs).groupby(["numjobs", "iodepth"])[["iops", "lat_ms"]].agg(gmean)
     knee = {"numjobs": int(pts.index[1][0]), "iodepth": int(pts.index[1][1])}
     ax = plots.latency_vs_iops(runs, knee=knee)
     assert "ms" in ax.get_ylabel() and "latency" in ax.get_ylabel()
@@ -137,7 +138,7 @@ def test_latency_vs_iops_marks_the_knee(runs):
     want = pts.loc[(knee["numjobs"], knee["iodepth"])]
     assert kx == pytest.approx(want["iops"]) and ky == pytest.approx(want["lat_ms"])
     assert any(t.get_text().startswith("knee (numjobs=") for t in ax.get_legend().get_texts())
-    assert "95% t CI" in ax.get_legend().get_title().get_text()
+    assert "95% CI, log scale, pooled over 6 points (6 df)" in ax.get_legend().get_title().get_text()
     # latency rises along each line from the lowest to the highest iodepth (the hockey stick)
     for ln in data_lines:
         y = np.asarray(ln.get_ydata())
@@ -166,7 +167,7 @@ def test_heatmap_one_cell_per_point(runs):
     assert len(mesh) == 1
     nj, qd = runs["numjobs"].nunique(), runs["iodepth"].nunique()
     values = np.asarray(mesh[0].get_array()).reshape(nj, qd)
-    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["iops"].mean().unstack()
+    ref = _per_run(runs).groupby(["numjobs", "iodepth"])["iops"].agg(gmean).unstack()
     np.testing.assert_allclose(values, ref.sort_index(ascending=False).to_numpy())
     assert "iodepth" in ax.get_xlabel() and "numjobs" in ax.get_ylabel()
     cbar = ax.figure.axes[-1]
@@ -250,7 +251,7 @@ def test_metric_vs_any_factor(runs):
     assert len(ax.lines) == runs["iodepth"].nunique()
     assert "MB/s" in ax.get_ylabel() and "10^6" in ax.get_ylabel()
     assert "numjobs" in ax.get_xlabel()
-    ref = _per_run(runs).groupby(["iodepth", "numjobs"])["bw_bytes_per_s"].mean() / 1e6
+    ref = _per_run(runs).groupby(["iodepth", "numjobs"])["bw_bytes_per_s"].agg(gmean) / 1e6
     qd = sorted(runs["iodepth"].unique())[-1]
     np.testing.assert_allclose(ax.lines[-1].get_ydata(), [ref[(qd, n)] for n in ax.lines[-1].get_xdata()])
 
@@ -484,3 +485,32 @@ def test_cross_tool_plot_of_too_few_configurations_draws_the_points_only():
     assert len(ax.collections[0].get_offsets()) == 2 and not [ln for ln in ax.lines if ln.get_gid()]
     assert "not estimable" in ax.get_title()
     plots.plt.close("all")
+
+
+def test_hockey_stick_marks_the_recommended_point_and_the_knees_stats_computed(runs, hist):
+    """The figure draws the Recommendation: the star on the mean and on the p99 curve, the knee of the mean
+    latency on the mean curve and the knee of p99 on the dashed curve, at the points stats chose."""
+    from storagebench.stats import recommend_parameters, sweep_summary
+
+    rec = recommend_parameters(runs, histograms=hist)
+    ax = plots.latency_vs_iops(runs, knee=rec, histograms=hist)
+    labels = [ln.get_label() for ln in ax.lines]
+    star = next(ln for ln in ax.lines if ln.get_label().startswith("recommended (numjobs="))
+    pts = sweep_summary(runs, hist).points.set_index(["numjobs", "iodepth"])
+    want = pts.loc[(rec.numjobs, rec.iodepth)]
+    assert star.get_xdata()[0] == pytest.approx(want["iops"]) and star.get_ydata()[0] == pytest.approx(
+        want["lat_mean_ns"] * 1e-6)
+    tail_star = next(ln for ln in ax.lines if ln.get_label() == "_recommended tail")
+    assert tail_star.get_ydata()[0] == pytest.approx(want["clat_p99_ns"] * 1e-6, rel=1e-3)
+    k = rec.knees.set_index("curve")
+    mean_mark = next(ln for ln in ax.lines if ln.get_label().startswith("knee of mean latency"))
+    p99_mark = next(ln for ln in ax.lines if ln.get_label().startswith("knee of p99"))
+    m = k.loc["mean latency"]
+    assert mean_mark.get_ydata()[0] == pytest.approx(m["lat_mean_ns"] * 1e-6)
+    assert f"({int(m['outstanding_ios'])} outstanding I/Os)" in mean_mark.get_label()
+    assert p99_mark.get_ydata()[0] == pytest.approx(k.loc["p99 completion latency", "clat_p99_ns"] * 1e-6, rel=1e-3)
+    assert ax.get_yscale() == "log" and sum(lab.startswith("_p99") for lab in labels) == runs["numjobs"].nunique()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("knee of p99") for t in legend) and "p99 completion latency" in legend
+    # the error bars are stats' intervals: never below 0, on both axes
+    assert all(np.asarray(seg)[:, 1].min() > 0 for c in ax.collections for seg in c.get_segments())
