@@ -100,11 +100,12 @@ class SpreadCheck:
 
     @property
     def name(self) -> str:
-        """The column in words (``IOPS``, ``mean latency, lat``), from :func:`storagebench.tables.column_display`."""
+        """The column in words (``IOPS``, ``mean latency``), from :func:`storagebench.tables.column_display`."""
         from ..tables import column_display
 
         header = column_display(self.column)[0]
-        return header.rsplit(" (", 1)[0] if header.endswith(")") else header
+        header = header.rsplit(" (", 1)[0] if header.endswith(")") else header
+        return header.split(", ")[0]  # "mean latency, lat" -> "mean latency"
 
     @property
     def log_scale(self) -> bool:

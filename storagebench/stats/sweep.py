@@ -181,7 +181,9 @@ class SweepSummary:
             "no CI.",
             f"Recommended point: {rec.rule}. Knees by Kneedle (Satopää, Albrecht, Irwin & Raghavan 2011, "
             "\u201cFinding a \u2018Kneedle\u2019 in a Haystack\u201d, ICDCS Workshops; the kneed package), "
-            "sensitivity S = 1, on the best point per outstanding-I/O count against log2 outstanding I/Os.",
+            "sensitivity S = 1, on the best point per outstanding-I/O count against log2 outstanding I/Os. A p99 "
+            "read from one point's merged bins has no CI and is noisy on a busy host, so its knee can move by a "
+            "step or two between repeats of the sweep; the table of knees shows the numbers it rests on.",
         ]
         return out
 
