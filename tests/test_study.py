@@ -202,8 +202,9 @@ def test_committed_studies_load():
     assert qd.factors["iodepth"] == [1, 2, 4, 8, 16, 32, 64, 128] and qd.factors["numjobs"] == [1, 2, 4, 8]
     assert qd.fixed["rw"] == "randread" and qd.fixed["bs"] == "4k" and qd.fixed["direct"] == 1
     demo = load_study(ROOT / "data" / "studies" / "demo.yaml")
-    assert len(demo.expand()) == 3 * 6 * 2
-    assert (demo.runtime, demo.ramp_time, demo.size, demo.repetitions) == (2, 1, "256m", 2)
+    assert len(demo.expand()) == 2 * 6 * 3  # numjobs 1, 4 x iodepth 1..32 x 3 runs: 36 runs, ~2.5 min
+    assert demo.factors["numjobs"] == [1, 4] and demo.factors["iodepth"] == [1, 2, 4, 8, 16, 32]
+    assert (demo.runtime, demo.ramp_time, demo.size, demo.repetitions) == (2, 1, "256m", 3)
 
 
 def test_hosts_forms():
