@@ -56,7 +56,8 @@ _DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """ISO 8601 UTC with a ``Z``, as every time in ``provenance.json``."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _libc = None

@@ -56,8 +56,8 @@ def _check_version(data: Mapping[str, Any], what: str) -> int:
         raise SchemaError(f"{what}: format_version must be a non-negative integer, got {version!r}")
     if version > FORMAT_VERSION:
         raise SchemaError(
-            f"{what}: format_version {version} is newer than this storagebench reads ({FORMAT_VERSION}); "
-            "upgrade storagebench to read it"
+            f"{what}: format_version {version} is newer than this storagebench reads (formats 0 to "
+            f"{FORMAT_VERSION}); upgrade storagebench to read it"
         )
     return version
 
