@@ -18,7 +18,7 @@ import pytest
 
 from storagebench.errors import FioError, StudyError, UnsafeTargetError
 from storagebench.hostinfo import device_behind
-from storagebench.hoststeps import SCHEDULERS
+from storagebench.hoststeps import SCHEDULERS, restore_journal
 from storagebench.records import Provenance
 from storagebench.runner import run_study
 from storagebench.study import load_study
@@ -142,10 +142,22 @@ def test_a_killed_sweeps_scheduler_is_put_back_by_the_next_sweep(require_root, o
     assert _scheduler(dev)[0] == other  # nobody put it back ...
     entry = json.loads(journal.read_text())[0]
     assert (entry["device"], entry["previous"], entry["set"]) == (dev.path, original, other)
-    again = run_study(load_study(spec), target=dev.path, out_dir=out, fio_bin=fio_bin, progress=False)
-    assert [(r["device"], r["restored"]) for r in again.schedulers_restored] == [(dev.path, True)]
-    assert again.ok and len(again.completed) == 1 and _scheduler(dev)[0] == original
+    # the rerun, through the CLI: it puts the scheduler back first and says so, then measures the run
+    spec_path = tmp_path / "hs-kill.yaml"
+    spec_path.write_text(json.dumps(spec))  # JSON is YAML
+    again = subprocess.run([sys.executable, "-m", "storagebench.cli", "run", str(spec_path), "--target", dev.path,
+                            "--out", str(out), "--no-progress"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"had set it to {other} (host_steps); put the I/O scheduler of {dev.path} back to {original}" in \
+        again.stderr
+    assert len(list((out / "hs-kill" / "raw").iterdir())) == 1 and _scheduler(dev)[0] == original
     assert not journal.exists()
+    # the journal's rule: a device whose scheduler someone changed since is left alone
+    journal.write_text(json.dumps([{"device": dev.path, "devno": entry["devno"], "set": "kyber-not-set",
+                                    "previous": original}]))
+    (rec,) = restore_journal(journal)
+    assert not rec["restored"] and "left alone" in rec["note"] and not journal.exists()
 
 
 def test_bad_host_steps_are_refused_before_anything_runs(tmp_path, fio_bin, loop_dev):
