@@ -738,7 +738,10 @@ def _run_group(group, done: set[str], *, study: Study, store: StudyStore, target
         done.difference_update(have)
         bar.remaining += len(have)
         todo = list(group)
-    # the study's host steps once before the group (its runs start together), undone after it
+    # the study's host steps once before the group (its runs start together), undone after it;
+    # after the previous run's fsyncs, so that a dropped cache is not refilled by them
+    if study.host_steps:
+        pool.submit(_noop).result()
     with _host_steps(study, todo, store, target=target, targets=targets, allow_devices=allow_devices) as steps:
         kw = dict(target=target, targets=targets, fio_exe=fio_exe, allow_devices=allow_devices, timeout_s=timeout_s,
                   quiet_window_s=quiet_window_s, set_up=set_up, host_steps=steps)
