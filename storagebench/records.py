@@ -18,6 +18,7 @@ and during it, and never changes it afterwards.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -62,10 +63,15 @@ def _check_version(data: Mapping[str, Any], what: str) -> int:
     return version
 
 
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls)) - {"extra", "format_version"}
+
+
 def _split(cls: type, data: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, Mapping):
         raise SchemaError(f"{what}: must be a JSON object, got {type(data).__name__}")
-    names = {f.name for f in fields(cls)} - {"extra", "format_version"}
+    names = _field_names(cls)
     known = {k: v for k, v in data.items() if k in names}
     extra = {k: v for k, v in data.items() if k not in names and k != "format_version"}
     return known, extra
