@@ -497,6 +497,8 @@ def _design_words(pair_on, unit, blocks, factors, averaged, estimand: str) -> st
 
 def _family_words(method: str | None, k: int, by: Sequence[str], factor: str) -> str:
     scope = f"one per ({', '.join(by)}) group and level of {factor}" if by else f"one per level of {factor}"
+    if k == 1:
+        return f"a single comparison ({scope}): nothing to adjust for"
     if method is None:
         return f"no adjustment: each of the {k} estimable comparison(s) ({scope}) stands alone"
     return f"{_ADJUST_WORDS[method]} over the {k} estimable comparison(s) of this table ({scope})"

@@ -33,7 +33,7 @@ from .agreement import bland_altman
 from .compare import ComparisonTable, compare
 
 __all__ = ["CONFIG_COLUMNS", "CrossTool", "cell_words", "cross_tool", "cross_tool_findings", "cross_tool_table",
-           "tool_littles_law"]
+           "metric_words", "tool_littles_law"]
 
 #: The fio factor columns of ``runs`` that make two runs "the same configuration".
 CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
@@ -310,8 +310,19 @@ _METRIC_WORDS = {"iops": "IOPS", "bw_bytes_per_s": "bandwidth", "lat_mean_ns": "
 _SEQ = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
 
 
-def _metric_words(metric: str) -> str:
+def metric_words(metric: str) -> str:
+    """A metric column in words, for sentences and captions: ``"IOPS"``, ``"bandwidth"``, ``"mean latency"``.
+
+    Parameters
+    ----------
+    metric : str
+        A ``runs`` metric column (``iops``, ``bw_bytes_per_s``, ``lat_mean_ns`` ...); another name is
+        returned as it is.
+    """
     return _METRIC_WORDS.get(metric, metric)
+
+
+_metric_words = metric_words
 
 
 def _size_words(nbytes) -> str:
