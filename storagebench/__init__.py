@@ -12,7 +12,8 @@ matplotlib; the CLI should not pay for that), so ``import storagebench`` stays c
 Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
 ``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``findings``, ``tables``,
 ``plots``, ``display``, ``publish``,
-``testbed``, ``hoststeps``, ``testbed_studies``, ``servers``, ``clientserver``, ``batch``, ``cli``.
+``testbed``, ``hoststeps``, ``studies`` (the testbed studies: one module each), ``servers``, ``clientserver``,
+``batch``, ``cli``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ _LAZY: dict[str, str] = {
     "Finding": "findings", "Findings": "findings",
     # testbeds (root)
     "DropPageCache": "hoststeps", "DropFileCache": "hoststeps", "SetScheduler": "hoststeps",
-    "run_testbed_study": "testbed_studies",
+    "SetUp": "runner",
     # scale-out
     "fio_servers": "servers", "run_clients": "clientserver", "run_batch": "batch",
     "scaling_study": "clientserver", "run_scaling": "clientserver", "measure_scaling": "clientserver",
@@ -68,7 +69,7 @@ _LAZY: dict[str, str] = {
 _MODULES = (
     "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
     "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed", "hoststeps",
-    "testbed_studies", "servers", "clientserver", "batch",
+    "studies", "servers", "clientserver", "batch",
 )
 
 __all__ = [

@@ -544,48 +544,83 @@ def compare_cmd(
 # ---- end compare -------------------------------------------------------------------------
 
 # ---- testbed studies ---------------------------------------------------------------------
-_TESTBED_STUDIES = ("rdm_vs_vmfs", "stripe_width", "consolidation", "fast_vs_slow")
+
+
+def _params(items: Optional[List[str]]) -> dict:
+    """``KEY=VALUE`` pairs; values read as YAML scalars (5, 0.5, true, text)."""
+    import yaml
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"must be KEY=VALUE, got {item!r}", param_hint="-p/--param")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise typer.BadParameter(f"{item!r}: the value is not a YAML scalar ({exc})", param_hint="-p/--param") \
+                from None
+    return out
 
 
 @_command("testbed")
-@cli_errors(interrupted="the testbed was torn down, completed runs are kept; rerun the same command to resume")
+@cli_errors(interrupted="the testbed was torn down, completed runs are kept; rerun the same command to resume (a "
+                        "set-up measured in part is built and measured again as a whole)")
 def testbed_cmd(
-    study: Annotated[str, typer.Argument(help=f"one of {', '.join(_TESTBED_STUDIES)}")],
+    study: Annotated[Optional[str], typer.Argument(
+        help="a testbed study (storagebench testbed --list names them)")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="results root; the study goes to OUT/<study>[-quick]/")] = Path(
         "results"),
-    quick: Annotated[bool, typer.Option("--quick", help="tiny grid, 1 s runs (seconds; for tests)")] = False,
-    qos_p99_ms: Annotated[float, typer.Option(
-        "--qos-p99-ms", help="fast_vs_slow: QoS limit on the p99 completion latency, ms")] = 5.0,
+    quick: Annotated[bool, typer.Option("--quick", help="the spec's quick variant (test_factors, test_settings)")] = False,
+    confidence: Annotated[float, typer.Option("--confidence", help="level of every CI; tests at 1 - confidence")] = 0.95,
+    param: Annotated[Optional[List[str]], typer.Option(
+        "-p", "--param", help="analysis parameter of the study as KEY=VALUE (repeatable), e.g. -p qos_p99_ms=5")] = None,
     report: Annotated[bool, typer.Option(
-        "--report/--no-report", help="execute notebooks/studies/STUDY.ipynb into OUT/<study>/report.html")] = True,
+        "--report/--no-report", help="execute notebooks/studies/testbed.ipynb into OUT/<study>/report.html")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar on stderr")] = True,
+    list_: Annotated[bool, typer.Option("--list", help="list the testbed studies and their parameters")] = False,
 ) -> None:
-    """Set up STUDY's loop/btrfs/zram testbed (root), run it, tear it down, print the verdicts.
+    """Build STUDY's testbed afresh for each set-up (root), measure, tear down, print the findings.
 
     Examples:
 
+      storagebench testbed --list
+
       storagebench testbed stripe_width --quick
 
-      storagebench testbed fast_vs_slow --qos-p99-ms 2 --out results
+      storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 --out results
     """
     import pandas as pd
 
-    from . import testbed_studies as ts
+    from . import studies
 
-    res = ts.run_testbed_study(study, out_dir=out, quick=quick, progress=progress, qos_p99_ms=qos_p99_ms)
+    if list_:
+        for name in studies.names():
+            ts = studies.get(name)
+            params = ", ".join(f"{k}={v!r}" for k, v in ts.parameters().items()) or "no parameters"
+            typer.echo(f"{name}: {ts.title} [{params}] ({ts.spec_path})")
+        return
+    if study is None:
+        raise typer.BadParameter(f"name a study: one of {', '.join(studies.names())}", param_hint="STUDY")
+    params = _params(param)
+    res = studies.run(study, out_dir=out, quick=quick, progress=progress, confidence=confidence, params=params)
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in res.phases_s.items())
-    typer.echo(f"{res.name}: {res.completed} run(s) measured, {res.skipped} already complete, {res.failed} failed "
-               f"in {res.wall_s:.1f} s ({phases}) -> {res.study_dir}")
-    for note in res.testbed.get("notes", []):
+    sw = res.sweep
+    typer.echo(f"{res.name}: {res.completed} run(s) measured, {res.skipped} already complete, {res.failed} failed, "
+               f"{len(sw.set_aside)} set aside, {len(sw.builds)} testbed build(s) in {res.wall_s:.1f} s ({phases}) "
+               f"-> {res.study_dir}")
+    for note in dict.fromkeys(n for r in res.set_ups for n in r.notes):
         typer.echo(f"  testbed: {note}")
+    typer.echo("\nfindings:")
+    for f in res.result.findings:
+        typer.echo(f"- {f.sentence}")
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
-        for key, table in ts.verdict_summary(res.name, res.tables).items():
-            typer.echo(f"\n{key}:\n{table.to_string(index=False)}")
+        typer.echo(f"\nverdicts:\n{res.result.verdict_summary().to_string(index=False)}")
     if report:
         from .publish import publish_report
 
-        html = publish_report(res.study_dir, notebooks=[ts.notebook_path(study)],
-                              parameters={"qos_p99_ms": qos_p99_ms} if study == "fast_vs_slow" else None)
+        html = publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
+                              parameters={"study": study, "confidence": confidence, "params": params})
         typer.echo(f"\nreport: {html}")
     if res.failed:
         raise typer.Exit(1)

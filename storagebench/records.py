@@ -374,6 +374,17 @@ class TestbedRecord:
         Each device or filesystem made (``kind``, path, size, role ...).
     notes : tuple of str
         What a reader must know about the testbed (shared disk, sparse files, fallbacks).
+    block : int or None
+        Block of the set-up (``blocks: true``).
+    arm : dict
+        Levels of the study's ``setup_factors`` this build serves (empty: every level).
+    build_id : str or None
+        Random id of this build; every run measured on it records it in ``provenance.json``
+        (``set_up.build_id``), so the runs of one build can be told from a rebuild's.
+    run_ids : tuple of str
+        The runs planned on this build.
+    phases_s : dict of str to float
+        Wall time of the build's phases, s (``build``, ``precondition``).
     """
 
     __test__ = False  # not a pytest test class
@@ -384,14 +395,21 @@ class TestbedRecord:
     targets: dict[str, str] = field(default_factory=dict)
     devices: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
+    block: int | None = None
+    arm: dict[str, Any] = field(default_factory=dict)
+    build_id: str | None = None
+    run_ids: tuple[str, ...] = ()
+    phases_s: dict[str, float] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready data with ``format_version``."""
         return {"format_version": FORMAT_VERSION, "study": self.study, "set_up_at": self.set_up_at,
-                "setup": self.setup, "targets": dict(self.targets), "devices": [dict(d) for d in self.devices],
-                "notes": list(self.notes), **self.extra}
+                "setup": self.setup, "block": self.block, "arm": dict(self.arm), "build_id": self.build_id,
+                "targets": dict(self.targets), "devices": [dict(d) for d in self.devices],
+                "notes": list(self.notes), "run_ids": list(self.run_ids), "phases_s": dict(self.phases_s),
+                **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, path: str = "testbed.json") -> TestbedRecord:
@@ -404,4 +422,10 @@ class TestbedRecord:
         known["devices"] = tuple(known.get("devices") or ())
         known["notes"] = tuple(known.get("notes") or ())
         known["targets"] = dict(known.get("targets") or {})
+        known["arm"] = dict(known.get("arm") or {})
+        known["run_ids"] = tuple(known.get("run_ids") or ())
+        known["phases_s"] = dict(known.get("phases_s") or {})
+        known["setup"] = _typed(known.get("setup", 1), (int,), f"{path}: setup")
+        known["block"] = _typed(known.get("block"), (int,), f"{path}: block")
+        known["build_id"] = _typed(known.get("build_id"), (str,), f"{path}: build_id")
         return cls(**known, extra=extra)

@@ -19,9 +19,11 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,9 +37,34 @@ from .fio.process import find_fio, fio_message
 from .hostinfo import QuietProbe, collect_provenance
 from .jobfile import render_jobfile
 from .store import StudyStore
-from .study import RunPoint, Study, load_study
+from .study import RunPoint, SetUpUnit, Study, load_study
 
-__all__ = ["SweepResult", "FioRun", "run_study", "run_point", "run_fio", "quiet_window_for"]
+__all__ = ["SweepResult", "FioRun", "SetUp", "run_study", "run_point", "run_fio", "quiet_window_for"]
+
+
+@dataclass(frozen=True)
+class SetUp:
+    """What one build of a testbed gives the sweep (yielded by a ``testbed`` of :func:`run_study`).
+
+    Attributes
+    ----------
+    targets : mapping of str to str
+        Target level -> path of this build (as ``targets`` of :func:`run_study`).
+    allow_devices : tuple of str
+        Block devices of this build that runs may write (devices the testbed created).
+    devices : tuple of dict
+        What was made (loop devices, filesystems ...; ``kind``, ``path``, ``role`` ...).
+    notes : tuple of str
+        What a reader must know about the build.
+    phases_s : mapping of str to float
+        Wall time of the build's phases so far, s (e.g. ``build``, ``precondition``).
+    """
+
+    targets: Mapping[str, str]
+    allow_devices: tuple[str, ...] = ()
+    devices: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    phases_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,6 +92,11 @@ class SweepResult:
     not_quiet : dict of str to list of str
         run id -> why the host was not quiet when that run started (another fio, I/O on the
         target's device); the numbers are in the run's ``provenance.json`` (``quiet_host``).
+    set_aside : tuple of str
+        Complete runs this call moved to ``aside/`` before measuring their set-up or concurrency
+        group again as a whole (:meth:`storagebench.store.StudyStore.set_aside`).
+    builds : tuple of str
+        Build ids of the testbed set-ups this call built (``testbed.json``).
     """
 
     study: str
@@ -76,6 +108,8 @@ class SweepResult:
     errors: dict[str, str] = field(default_factory=dict)
     stale_stopped: tuple[dict[str, Any], ...] = ()
     not_quiet: dict[str, list[str]] = field(default_factory=dict)
+    set_aside: tuple[str, ...] = ()
+    builds: tuple[str, ...] = ()
 
     @property
     def raw_dir(self) -> Path:
@@ -410,6 +444,7 @@ def run_study(
     overwrite: bool = False,
     wait_quiet_s: float = 0.0,
     quiet_window_s: float | None = None,
+    testbed: Callable[[SetUpUnit], AbstractContextManager[SetUp]] | None = None,
 ) -> SweepResult:
     """Run every run of a study's plan that is not complete yet.
 
@@ -445,6 +480,13 @@ def run_study(
         Sample window of the device counters before each run, s (the run's preparation is
         inside it); 0 reads them back to back. Default :func:`quiet_window_for`: 1 % of a
         run's runtime + ramp_time, between 0.02 and 0.5 s.
+    testbed : callable, optional
+        Builds the testbed of one set-up: called with a :class:`storagebench.study.SetUpUnit`
+        (set-up number, block, arm levels, runs), it returns a context manager that builds the
+        devices, yields a :class:`SetUp` (targets, devices it may write, what it made) and tears
+        them down on exit. Required when the study has ``setups > 1``. Each set-up unit of the
+        plan gets a build of its own, recorded in ``testbed.json`` with a build id that each of
+        its runs keeps in ``provenance.json`` (``set_up``).
 
     Returns
     -------
@@ -462,8 +504,9 @@ def run_study(
         run in progress is discarded; complete runs are kept. The message is one line naming
         the path and what to do.
     StudyError
-        No target, a different spec is stored under the same study name, or a ``clients``
-        level exceeds the number of hosts (of a host file).
+        No target, a different spec is stored under the same study name, a ``clients``
+        level exceeds the number of hosts (of a host file), or ``setups > 1`` without a
+        ``testbed``.
     UnsafeTargetError
         A run would destroy data (nothing of that run is written; the sweep stops).
     FioError
@@ -486,9 +529,26 @@ def run_study(
     not applied to it. A ``clients`` factor runs each point on ``hosts[:clients]``
     (:meth:`Study.hosts_for`), in the same seeded random order as every other factor;
     ``provenance.json`` lists the hosts that ran the point.
+
+    Resume is exact at every level of the design:
+
+    * a run is complete or absent (``raw/<run_id>/`` appears in one rename);
+    * a concurrency group (``concurrent``) is measured as a whole: when only some of its runs are
+      complete, they are moved aside (``aside/``, with the reason) and the whole group is
+      measured again, together;
+    * a testbed set-up is measured on one build: when only some runs of a set-up unit are complete,
+      its testbed no longer exists (it was torn down when the sweep stopped), so its complete runs
+      are moved aside and the set-up is built and measured again as a whole. Runs of two builds
+      are never mixed in one set-up, and the set-up stays the experimental unit the analysis
+      expects (a set-up that failed a run is redone the same way on the next call).
     """
     if not isinstance(study, Study):
         study = load_study(study)
+    if study.setups > 1 and testbed is None:
+        raise StudyError(
+            f"study {study.name}: setups: {study.setups} builds each arm's testbed afresh {study.setups} times, "
+            "so it needs a testbed that can build it (storagebench testbed NAME, or run_study(..., testbed=...)); "
+            "a plain sweep on one target has one set-up: remove setups or set it to 1")
     fio_exe = find_fio(fio_bin)
     plan = study.expand()
     hosts = _hosts_list(study.hosts)
@@ -509,7 +569,8 @@ def run_study(
             store.cleanup_stale()
             return _sweep(study, plan, store, stale, completed, target=target, targets=targets, fio_exe=fio_exe,
                           allow_devices=allow_devices, timeout_s=timeout_s, stop_on_error=stop_on_error,
-                          progress=progress, wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s)
+                          progress=progress, wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s,
+                          testbed=testbed)
     except OSError as exc:
         if exc.errno not in _WRITE_ERRNOS and not _inside(exc.filename, Path(out_dir).absolute()):
             raise
@@ -530,48 +591,156 @@ def quiet_window_for(study: Study) -> float:
     return min(0.5, max(0.02, 0.01 * study.run_duration_s))
 
 
+@dataclass
+class _Tally:
+    """What a sweep did so far (filled by :func:`_run_group`)."""
+
+    completed: list[str]
+    failed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    not_quiet: dict[str, list[str]] = field(default_factory=dict)
+    set_aside: list[str] = field(default_factory=list)
+    builds: list[str] = field(default_factory=list)
+
+
 def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], completed: list[str], *,
            target, targets, fio_exe: str, allow_devices: Sequence[str], timeout_s: float | None,
-           stop_on_error: bool, progress: bool, wait_quiet_s: float, quiet_window_s: float) -> SweepResult:
-    """The loop of :func:`run_study`, with the study's lock held."""
+           stop_on_error: bool, progress: bool, wait_quiet_s: float, quiet_window_s: float,
+           testbed=None) -> SweepResult:
+    """The loop of :func:`run_study`, with the study's lock held: set-up units, then concurrency groups."""
     done = store.completed_run_ids()
     limit = float(timeout_s) if timeout_s is not None else study.timeout_s
-    skipped = [p.run_id for p in plan if p.run_id in done]
-    failed: list[str] = []
-    errors: dict[str, str] = {}
-    not_quiet: dict[str, list[str]] = {}
+    tally = _Tally(completed)
+    skipped = {p.run_id for p in plan if p.run_id in done}
     bar = _Progress(len(plan), len(skipped), study.run_duration_s, study.name, progress)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-runner")
+    common = dict(study=study, store=store, target=target, fio_exe=fio_exe, timeout_s=limit, pool=pool,
+                  wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, stop_on_error=stop_on_error,
+                  bar=bar, tally=tally)
     try:
-        for point in plan:
-            if point.run_id in done:
+        for unit in plan.units():
+            have = [r for r in unit.run_ids if r in done]
+            if len(have) == len(unit.points):
                 continue
-            report: dict[str, Any] = {}
-            try:
-                duration = run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
-                                      allow_devices=allow_devices, timeout_s=limit, pool=pool,
-                                      wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report)
-            except (FioError, HostError) as exc:
-                failed.append(point.run_id)
-                errors[point.run_id] = getattr(exc, "message", str(exc))
-                bar.step(None, failed=len(failed))
-                if stop_on_error:
-                    raise
+            if testbed is None:
+                for group in unit.groups:
+                    _run_group(group, done, targets=targets, allow_devices=allow_devices, set_up=None, **common)
                 continue
-            finally:
-                quiet = report.get("quiet_host")
-                if quiet and not quiet.get("quiet", True):
-                    not_quiet[point.run_id] = list(quiet.get("reasons", []))
-            completed.append(point.run_id)
-            bar.step(duration, failed=len(failed))
+            if have:  # the build these runs were measured on was torn down: redo the set-up as a whole
+                store.set_aside(have, f"{unit.describe()} was interrupted after {len(have)} of its "
+                                f"{len(unit.points)} runs; its testbed no longer exists, so the set-up is built "
+                                "and measured again as a whole (runs of two builds are never mixed in one set-up)",
+                                setup=unit.setup, block=unit.block, arm=unit.arm)
+                tally.set_aside.extend(have)
+                done.difference_update(have)
+                bar.remaining += len(have)
+            _run_unit(unit, done, testbed, targets=targets, allow_devices=allow_devices, **common)
     finally:
         pool.shutdown(wait=True)  # pending fsyncs of completed runs
         with contextlib.suppress(OSError):
             store.sync_raw_dir()
         bar.close()
-    return SweepResult(study=study.name, root=store.root, planned=plan.run_ids, completed=tuple(completed),
-                       skipped=tuple(skipped), failed=tuple(failed), errors=errors, stale_stopped=tuple(stale),
-                       not_quiet=not_quiet)
+    return SweepResult(study=study.name, root=store.root, planned=plan.run_ids, completed=tuple(tally.completed),
+                       skipped=tuple(r for r in plan.run_ids if r in skipped and r not in tally.set_aside),
+                       failed=tuple(tally.failed),
+                       errors=tally.errors, stale_stopped=tuple(stale), not_quiet=tally.not_quiet,
+                       set_aside=tuple(tally.set_aside), builds=tuple(tally.builds))
+
+
+def _run_unit(unit: SetUpUnit, done: set[str], testbed, *, targets, allow_devices, study: Study,
+              store: StudyStore, tally: _Tally, **common) -> None:
+    """Build the unit's testbed, record the build, measure the unit's groups on it, tear it down."""
+    import uuid
+
+    from .records import TestbedRecord
+
+    set_up_at = _utc_now()
+    with testbed(unit) as built:
+        if not isinstance(built, SetUp):
+            raise StudyError(f"testbed of study {study.name} must yield a storagebench.runner.SetUp, got "
+                             f"{type(built).__name__}")
+        build_id = uuid.uuid4().hex[:12]
+        store.append_setup(TestbedRecord(
+            study=study.name, set_up_at=set_up_at, setup=unit.setup, block=unit.block, arm=dict(unit.arm),
+            build_id=build_id, targets={str(k): os.fspath(v) for k, v in built.targets.items()},
+            devices=tuple(built.devices), notes=tuple(built.notes), run_ids=unit.run_ids,
+            phases_s=dict(built.phases_s)))
+        tally.builds.append(build_id)
+        set_up = {"setup": unit.setup, "block": unit.block, "arm": dict(unit.arm), "build_id": build_id}
+        for group in unit.groups:
+            _run_group(group, done, targets={**(targets or {}), **built.targets},
+                       allow_devices=[*allow_devices, *built.allow_devices], set_up=set_up, study=study,
+                       store=store, tally=tally, **common)
+
+
+def _run_group(group, done: set[str], *, study: Study, store: StudyStore, target, targets, fio_exe: str,
+               allow_devices: Sequence[str], timeout_s: float, pool: ThreadPoolExecutor, wait_quiet_s: float,
+               quiet_window_s: float, stop_on_error: bool, bar: _Progress, tally: _Tally,
+               set_up: Mapping[str, Any] | None) -> None:
+    """Measure the runs of one concurrency group that are not complete: one alone, several together."""
+    todo = [p for p in group if p.run_id not in done]
+    if not todo:
+        return
+    if len(group) > 1 and len(todo) < len(group):  # half a group: measured again as a whole
+        have = [p.run_id for p in group if p.run_id in done]
+        store.set_aside(have, f"concurrency group of {len(group)} runs was measured only in part ({len(have)} "
+                        f"complete); its runs ran at the same time by design, so the group is measured again as "
+                        f"a whole", run_ids_of_group=[p.run_id for p in group])
+        tally.set_aside.extend(have)
+        done.difference_update(have)
+        bar.remaining += len(have)
+        todo = list(group)
+    kw = dict(target=target, targets=targets, fio_exe=fio_exe, allow_devices=allow_devices, timeout_s=timeout_s,
+              quiet_window_s=quiet_window_s, set_up=set_up)
+    if len(todo) == 1:
+        _one(todo[0], study, store, tally, bar, stop_on_error,
+             lambda p, report: run_point(p, study, store, pool=pool, wait_quiet_s=wait_quiet_s, report=report, **kw))
+        return
+    # several runs at once: one thread and one helper each; no waiting for a quiet host (the others are us)
+    helper = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="storagebench-group-helper")
+    with helper, ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="storagebench-group") as threads:
+        futures = [threads.submit(_one, p, study, store, tally, bar, stop_on_error,
+                                  lambda p, report: run_point(p, study, store, pool=helper, wait_quiet_s=0.0,
+                                                              report=report, **kw))
+                   for p in todo]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            for marker, exe in process.live_markers():  # this process's own runs only
+                with contextlib.suppress(Exception):
+                    process.stop_processes(marker, exe)
+            for f in futures:
+                with contextlib.suppress(BaseException):
+                    f.result()
+            raise
+
+
+_TALLY_LOCK = threading.Lock()
+
+
+def _one(point: RunPoint, study: Study, store: StudyStore, tally: _Tally, bar: _Progress, stop_on_error: bool,
+         measure) -> None:
+    """Measure one run with ``measure(point, report)`` and account for it in ``tally`` (thread-safe)."""
+    report: dict[str, Any] = {}
+    try:
+        duration = measure(point, report)
+    except (FioError, HostError) as exc:
+        with _TALLY_LOCK:
+            tally.failed.append(point.run_id)
+            tally.errors[point.run_id] = getattr(exc, "message", str(exc))
+            bar.step(None, failed=len(tally.failed))
+        if stop_on_error:
+            raise
+        return
+    finally:
+        quiet = report.get("quiet_host")
+        if quiet and not quiet.get("quiet", True):
+            with _TALLY_LOCK:
+                tally.not_quiet[point.run_id] = list(quiet.get("reasons", []))
+    with _TALLY_LOCK:
+        tally.completed.append(point.run_id)
+        bar.step(duration, failed=len(tally.failed))
 
 
 #: errno values that mean "this path cannot be written": full, over quota, read-only, not permitted.
@@ -667,6 +836,7 @@ def run_point(
     wait_quiet_s: float = 0.0,
     quiet_window_s: float | None = None,
     report: dict[str, Any] | None = None,
+    set_up: Mapping[str, Any] | None = None,
 ) -> float:
     """Measure one point of a plan and store it (the step :func:`run_study` repeats).
 
@@ -695,6 +865,9 @@ def run_point(
         As in :func:`run_study`, s.
     report : dict, optional
         Receives ``quiet_host``: the quiet-host record of this run (also in ``provenance.json``).
+    set_up : mapping, optional
+        The testbed build the run is measured on (``setup``, ``block``, ``arm``, ``build_id``),
+        kept in ``provenance.json`` as ``set_up``.
 
     Returns
     -------
@@ -717,7 +890,8 @@ def run_point(
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-point") as own:
             return run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
                              allow_devices=allow_devices, timeout_s=timeout_s, pool=own,
-                             wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report)
+                             wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report,
+                             set_up=set_up)
     if quiet_window_s is None:
         quiet_window_s = quiet_window_for(study)
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
@@ -738,7 +912,7 @@ def run_point(
     try:
         try:
             duration = _measure(point, study, store, staging, tgt, hosts, checked, existed, fio_exe, timeout_s,
-                                pool, probe, wait_quiet_s, quiet_window_s, report)
+                                pool, probe, wait_quiet_s, quiet_window_s, report, set_up)
         except OSError as exc:
             if exc.errno in _WRITE_ERRNOS:
                 raise _not_writable(exc, store) from None
@@ -769,7 +943,8 @@ def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float, wait_s: f
 
 def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tgt: str, hosts, checked, existed,
              fio_exe: str, timeout_s: float, pool: ThreadPoolExecutor, probe: QuietProbe | None,
-             wait_quiet_s: float, quiet_window_s: float, report: dict[str, Any] | None) -> float:
+             wait_quiet_s: float, quiet_window_s: float, report: dict[str, Any] | None,
+             set_up: Mapping[str, Any] | None = None) -> float:
     job_text = render_jobfile(point, study, tgt)
     job_path = staging / "job.fio"
     job_path.write_text(job_text)
@@ -809,6 +984,8 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
             duration = time.monotonic() - t0
             prov = pending.result()
             prov.update(finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked, quiet_host=quiet)
+            if set_up is not None:
+                prov["set_up"] = dict(set_up)
             if hosts:
                 prov["hosts"] = hosts
                 prov["target"] = tgt

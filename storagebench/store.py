@@ -9,6 +9,9 @@
       raw/.tmp-<run_id>-<pid>/ a run being measured (renamed to raw/<run_id>/ when complete); while
                                fio runs it holds .fio-process.json (fio's pid, argv, job file)
       failed/<run_id>/<utc>/   failed attempts: the same files + error.json
+      aside/<utc>/<run_id>/    complete runs moved aside, never deleted: the rest of their set-up or
+                               concurrency group could not be measured with them (reason.json says why)
+      testbed.json             testbed studies: one record per build of the testbed (set-up)
       tidy/                    parquet tables (ingest)
       report.html
 
@@ -240,6 +243,16 @@ class StudyStore:
     def run_dir(self, run_id: str) -> Path:
         """``raw/<run_id>/``."""
         return self.raw_dir / run_id
+
+    @property
+    def aside_dir(self) -> Path:
+        """``aside/``: complete runs moved aside (:meth:`set_aside`)."""
+        return self.root / "aside"
+
+    @property
+    def testbed_path(self) -> Path:
+        """``testbed.json``: the set-up records of a testbed study."""
+        return self.root / "testbed.json"
 
     # -- spec -----------------------------------------------------------------------------
 
@@ -508,6 +521,90 @@ class StudyStore:
             if d.is_dir():
                 out[d.name] = sorted(p for p in d.iterdir() if p.is_dir())
         return out
+
+    def set_aside(self, run_ids, reason: str, **info: Any) -> Path | None:
+        """Move complete runs out of ``raw/`` to ``aside/<utc>/<run_id>/``, with ``reason.json``.
+
+        For runs that may not be mixed with the runs measured next: the rest of a set-up whose
+        testbed is gone (it is built and measured again as a whole), or the rest of a concurrency
+        group that must be measured again together. Nothing is deleted; ingest reads only ``raw/``.
+
+        Parameters
+        ----------
+        run_ids : iterable of str
+            Runs to move (those without a complete ``raw/<run_id>/`` are ignored).
+        reason : str
+            Why, in words (kept in ``reason.json``).
+        **info
+            More JSON-ready facts for ``reason.json`` (e.g. the set-up and its build id).
+
+        Returns
+        -------
+        Path or None
+            ``aside/<utc>/``, or None when none of the runs was complete.
+        """
+        todo = [r for r in run_ids if self.run_dir(r).is_dir()]
+        if not todo:
+            return None
+        dest = self.aside_dir / utc_stamp()
+        dest.mkdir(parents=True)
+        _write_file(dest / "reason.json", orjson.dumps(
+            {"reason": reason, "run_ids": todo, "moved_at": datetime.now(timezone.utc).isoformat(), **info},
+            option=orjson.OPT_INDENT_2))
+        for r in todo:
+            os.rename(self.run_dir(r), dest / r)
+        _fsync_dir(dest)
+        self.sync_raw_dir()
+        return dest
+
+    def set_aside_runs(self) -> dict[str, list[Path]]:
+        """Run id -> where it was moved aside (:meth:`set_aside`), oldest first."""
+        out: dict[str, list[Path]] = {}
+        if not self.aside_dir.is_dir():
+            return out
+        for d in sorted(p for p in self.aside_dir.iterdir() if p.is_dir()):
+            for r in sorted(p for p in d.iterdir() if p.is_dir()):
+                out.setdefault(r.name, []).append(r)
+        return out
+
+    def append_setup(self, record: Any) -> None:
+        """Add one set-up record (:class:`storagebench.records.TestbedRecord`) to ``testbed.json``, atomically.
+
+        The file holds ``format_version``, ``set_ups`` (every record, oldest first) and ``latest``.
+        """
+        from .records import FORMAT_VERSION
+
+        history = [r.to_json() for r in self.setup_records()]
+        history.append(record.to_json())
+        data = {"format_version": FORMAT_VERSION, "latest": history[-1], "set_ups": history}
+        tmp = self.root / f".testbed.json.tmp-{os.getpid()}"
+        _write_file(tmp, orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str))
+        os.replace(tmp, self.testbed_path)
+        _fsync_dir(self.root)
+
+    def setup_records(self) -> list[Any]:
+        """The set-up records of ``testbed.json`` (:class:`storagebench.records.TestbedRecord`), oldest first.
+
+        Raises
+        ------
+        SchemaError
+            A record of a newer format, or a malformed one.
+        """
+        from .records import TestbedRecord
+
+        path = self.testbed_path
+        if not path.exists():
+            return []
+        try:
+            data = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            from .errors import SchemaError
+
+            raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
+        recs = data.get("set_ups") if isinstance(data, dict) else None
+        if not recs and isinstance(data, dict) and isinstance(data.get("latest"), dict):
+            recs = [data["latest"]]
+        return [TestbedRecord.from_json(r, path=str(path)) for r in recs or []]
 
     def load_spec(self) -> dict[str, Any]:
         """The stored ``study.yaml`` as a dict."""

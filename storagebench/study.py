@@ -74,8 +74,12 @@ __all__ = [
     "RunPlan",
     "load_study",
     "safe_name",
+    "SetUpUnit",
     "DEFAULT_MAX_RUNS",
+    "DESIGN_COLUMNS",
     "MAX_REPETITIONS",
+    "MAX_SETUPS",
+    "TEST_SETTINGS",
     "MAX_RUN_SECONDS",
     "MAX_SEED",
 ]
@@ -100,6 +104,18 @@ MAX_REPETITIONS = 1_000
 #: to 2**63-1 µs, and Python cannot wait longer than ``threading.TIMEOUT_MAX`` (~292 years): a
 #: single run longer than a month is a unit mistake (ms or µs written as s), not a benchmark.
 MAX_RUN_SECONDS = 30 * 86_400
+#: Most set-ups of a study (each builds its testbed afresh: minutes each; 1000 is a typo).
+MAX_SETUPS = 100
+#: Columns the plan itself adds to every run (``point.json``, the ``runs`` table): not factor names.
+DESIGN_COLUMNS: tuple[str, ...] = ("setup", "block")
+#: Keys of ``test_settings``: what the quick variant (``--quick``) may change besides the levels.
+TEST_SETTINGS: tuple[str, ...] = ("runtime", "ramp_time", "size", "repetitions", "setups", "timeout")
+#: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
+#: that every spec written before they existed keeps its hash (and its results resume).
+_DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": []}
+#: Keys never in :attr:`Study.spec_hash`: they do not change the runs of the study.
+_NOT_HASHED = ("description", "timeout", "test_factors", "test_settings")
+
 #: Largest ``seed`` (the run order hashes ``f"{seed}:{run_id}"``; the spec is stored as JSON,
 #: whose integers orjson writes up to 2**64-1).
 MAX_SEED = 2**64 - 1
@@ -159,6 +175,8 @@ def _check_value(name: str, value: Any) -> Any:
     if name == "bs":
         # fio: bs=int[,int][,int] for reads, writes, trims
         parts = str(value).split(",") if isinstance(value, str) else [value]
+        if isinstance(value, str) and not any(p.strip() for p in parts):  # fio: "failed parsing bs="
+            raise ValueError(f"must be a positive block size (fio bs=int[,int][,int]), got {shown(value)}")
         for part in parts:
             if part == "" and isinstance(value, str):
                 continue
@@ -372,6 +390,11 @@ def _level_kind(level: Any) -> str:
     return "null" if level is None else type(level).__name__
 
 
+def _level_label(level: Any) -> Any:
+    """A level's label: a mapping level's ``name``, else the level itself."""
+    return level["name"] if isinstance(level, dict) else level
+
+
 def _label_problem(label: Any, *, bool_ok: bool = False) -> str | None:
     """Why ``label`` cannot name a level (a mapping level's ``name``, a study factor's scalar level)."""
     if isinstance(label, bool):
@@ -487,6 +510,34 @@ class Study(BaseModel):
         that server the user vouches for. A remote server's files cannot be inspected from here, so
         a block-device target (``/dev/...``) or a writing workload on a remote server is refused
         unless named here; the write-up records it. Servers on this machine get the local checks.
+    setups : int
+        How many times each arm's testbed is built afresh (1 to :data:`MAX_SETUPS`): new loop files,
+        mkfs, file placement and preconditioning each time. The set-up, not the run, is then the
+        experimental unit: repetitions within one set-up sample the run-to-run noise of one build
+        only. Needs a testbed that can build it (``storagebench testbed``); a plain
+        :func:`~storagebench.runner.run_study` refuses ``setups > 1`` without one. With
+        ``setups > 1`` the set-up number is part of each run id.
+    setup_factors : list of str
+        The factors whose levels each get a testbed build of their own (the arms, e.g.
+        ``[datastore]``); every other factor is run on the arm's build. Empty (default): one build
+        holds every level.
+    blocks : bool
+        Randomised complete blocks: block ``b`` holds every arm once, in a seeded random order
+        within the block, and the blocks run one after the other. With ``setups > 1`` the arms are
+        set-ups (block ``b`` = the ``b``-th set-up of every arm); otherwise they are the grid
+        points (block ``b`` = repetition ``b`` of every point). Runs record their ``block``.
+    concurrent : list of str
+        Factors whose levels run at the same time: the points that differ only in these factors
+        form one group, started together (one fio process each) and measured as a whole (a
+        half-measured group is measured again as a whole on resume).
+    test_factors : dict of str to list
+        The quick grid (``--quick``, tests): factor -> the level names to keep (a subset of
+        ``factors``; a factor not named keeps all its levels). As benchopt keeps
+        ``test_parameters`` beside ``parameters``. Not part of :attr:`spec_hash`: it does not
+        change the study's own runs.
+    test_settings : dict
+        What else the quick variant changes: any of ``runtime``, ``ramp_time``, ``size``,
+        ``repetitions``, ``setups``, ``timeout`` (:data:`TEST_SETTINGS`). Not hashed either.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -506,6 +557,12 @@ class Study(BaseModel):
     allow: list[str] = Field(default_factory=list)
     allow_exec: bool = False
     allow_remote: dict[str, list[str]] = Field(default_factory=dict)
+    setups: int = 1
+    setup_factors: list[str] = Field(default_factory=list)
+    blocks: bool = False
+    concurrent: list[str] = Field(default_factory=list)
+    test_factors: dict[str, list[Any]] = Field(default_factory=dict)
+    test_settings: dict[str, Any] = Field(default_factory=dict)
 
     #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
     #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
@@ -672,6 +729,74 @@ class Study(BaseModel):
                                      f"characters, ';', '#' or '$'; at most 255 characters), got {shown(h)}")
         return v
 
+    @field_validator("setups", mode="before")
+    @classmethod
+    def _setups_ok(cls, v: Any) -> int:
+        return _whole(v, "setups", 1, MAX_SETUPS, "testbed builds per arm")
+
+    @field_validator("blocks", mode="before")
+    @classmethod
+    def _blocks_ok(cls, v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"must be true or false, got {shown(v)}")
+        return v
+
+    @field_validator("setup_factors", "concurrent", mode="before")
+    @classmethod
+    def _factor_list_ok(cls, v: Any) -> Any:
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ValueError(f"must be a list of factor names, got {shown(v)}")
+        dupes = sorted({x for x in v if v.count(x) > 1})
+        if dupes:
+            raise ValueError(f"must name each factor once, got {dupes} more than once")
+        return v
+
+    @field_validator("test_settings", mode="before")
+    @classmethod
+    def _test_settings_keys_ok(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            raise ValueError(f"must be a mapping of {list(TEST_SETTINGS)} to values, got {shown(v)}")
+        unknown = [k for k in v if k not in TEST_SETTINGS]
+        if unknown:
+            raise ValueError(f"unknown key(s) {shown(unknown)}: the quick variant may change only "
+                             f"[{', '.join(TEST_SETTINGS)}] (levels go under test_factors)")
+        return v
+
+    def _design_ok(self) -> None:
+        """``setup_factors``, ``concurrent`` and ``test_factors`` name factors and levels of this study."""
+        for factor in self.factors:
+            if factor in DESIGN_COLUMNS:
+                raise ValueError(f"factors.{factor}: {factor!r} is a column the plan adds to every run (the "
+                                 f"set-up and block of the design, {list(DESIGN_COLUMNS)}); name the factor otherwise")
+        for key in ("setup_factors", "concurrent"):
+            for name in getattr(self, key):
+                if name not in self.factors:
+                    raise ValueError(f"{key}: {shown(name)} is not a factor of this study; must be one of "
+                                     f"{list(self.factors)}")
+        both = sorted(set(self.setup_factors) & set(self.concurrent))
+        if both:
+            raise ValueError(f"concurrent: {both} also in setup_factors; levels with testbeds of their own cannot "
+                             "run at the same time on one build")
+        for factor, keep in self.test_factors.items():
+            where = f"test_factors.{_key_text(factor)}"
+            if factor not in self.factors:
+                raise ValueError(f"{where}: not a factor of this study; must be one of {list(self.factors)}")
+            labels = [_level_label(lv) for lv in self.factors[factor]]
+            if not isinstance(keep, list) or not keep:
+                raise ValueError(f"{where}: must be a non-empty list of level names, got {shown(keep)}")
+            for name in keep:
+                if name not in labels or isinstance(name, bool) != any(isinstance(x, bool) for x in labels):
+                    raise ValueError(f"{where}: {shown(name)} is not a level of factors.{factor}; must be one of "
+                                     f"{shown(labels)}")
+            dupes = sorted(shown(x, 40) for x, n in Counter(map(str, keep)).items() if n > 1)
+            if dupes:
+                raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes)} more than once")
+        if self.test_factors or self.test_settings:
+            try:
+                self.test_variant()
+            except StudyError as exc:
+                raise ValueError(f"the quick variant (test_factors, test_settings): {exc}") from None
+
     @model_validator(mode="after")
     def _grid_ok(self) -> Study:
         self._clients_ok()
@@ -734,6 +859,7 @@ class Study(BaseModel):
             dupes = sorted(shown(x, 40) for x, n in Counter(labels).items() if n > 1)
             if dupes:
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
+        self._design_ok()
         return self
 
     def _clients_ok(self) -> None:
@@ -805,11 +931,11 @@ class Study(BaseModel):
 
     @property
     def n_runs(self) -> int:
-        """Runs in the plan: the product of the factors' level counts times ``repetitions``.
+        """Runs in the plan: the product of the factors' level counts times ``repetitions`` times ``setups``.
 
         Computed without expanding anything, so a 10**20-run grid is counted, not built.
         """
-        n = self.repetitions
+        n = self.repetitions * self.setups
         for levels in self.factors.values():
             n *= len(levels)
         return n
@@ -841,6 +967,8 @@ class Study(BaseModel):
             counts = [len(v) for v in self.factors.values()]
             shown_counts = " x ".join(str(c) for c in counts[:8]) + (" x ..." if len(counts) > 8 else "")
             reps = f"{self.repetitions:,} repetition{'s' if self.repetitions != 1 else ''}"
+            if self.setups > 1:
+                reps += f" x {self.setups:,} set-ups"
             grid = f"{len(counts)} factor{'s' if len(counts) != 1 else ''}: {shown_counts} levels, x {reps}"
             raise StudyError(
                 f"study {self.name}: the plan has {_count_text(n)} runs ({grid}); the limit is {limit:,} "
@@ -854,19 +982,61 @@ class Study(BaseModel):
         """Nominal duration of one run, s (runtime + ramp_time): the ETA's unit."""
         return float(self.runtime + self.ramp_time)
 
+    def _without_default_design(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in data.items()
+                if not (k in _DESIGN_DEFAULTS and v == _DESIGN_DEFAULTS[k])
+                and not (k in ("test_factors", "test_settings") and not v)}
+
     def spec_dict(self) -> dict[str, Any]:
-        """The spec as plain data (what ``study.yaml`` holds)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The spec as plain data (what ``study.yaml`` holds; design keys at their defaults left out)."""
+        return self._without_default_design(self.model_dump(mode="json", exclude_none=True))
 
     @property
     def spec_hash(self) -> str:
-        """16-hex SHA-256 of the spec, ignoring ``description`` and ``timeout``.
+        """16-hex SHA-256 of the spec, ignoring ``description``, ``timeout``, ``test_factors`` and ``test_settings``.
 
-        Two specs with the same hash produce the same runs; a reworded description or a
-        longer timeout does not make a different study.
+        Two specs with the same hash produce the same runs; a reworded description, a longer
+        timeout or another quick grid does not make a different study. The design keys
+        (``setups``, ``setup_factors``, ``blocks``, ``concurrent``) count only when they differ
+        from their defaults, so specs written before they existed keep their hash.
         """
-        data = self.model_dump(mode="json", exclude={"description", "timeout"})
+        data = self._without_default_design(self.model_dump(mode="json", exclude=set(_NOT_HASHED)))
         return hashlib.sha256(_canonical(data)).hexdigest()[:16]
+
+    @property
+    def quick_name(self) -> str:
+        """Name of the quick variant: ``<name>-quick``."""
+        return f"{self.name}-quick"
+
+    def test_variant(self) -> Study:
+        """The quick variant of this study (``--quick``): ``test_factors`` and ``test_settings`` applied.
+
+        Named :attr:`quick_name`; its factors keep only the levels ``test_factors`` names (in the
+        order of ``factors``), ``test_settings`` replace the spec's values, and the variant has no
+        ``test_*`` keys of its own. A study without ``test_*`` keys gives the same grid under the
+        quick name.
+
+        Returns
+        -------
+        Study
+
+        Raises
+        ------
+        StudyError
+            The variant is not a valid study (e.g. a ``test_settings`` value out of bounds, or a
+            quick name longer than 64 characters).
+        """
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"test_factors", "test_settings"})
+        data["name"] = self.quick_name
+        data["factors"] = {
+            name: [lv for lv in levels if _level_label(lv) in self.test_factors[name]]
+            if name in self.test_factors else levels
+            for name, levels in data["factors"].items()
+        }
+        data.update(self.test_settings)
+        variant = load_study(data)
+        variant._max_runs = getattr(self, "_max_runs", DEFAULT_MAX_RUNS) or DEFAULT_MAX_RUNS
+        return variant
 
     def to_yaml(self) -> str:
         """The spec as YAML (keys in declaration order)."""
@@ -885,13 +1055,26 @@ class Study(BaseModel):
         return opts
 
     def expand(self, *, max_runs: int | None = None) -> RunPlan:
-        """The full factorial grid × repetitions, in a seeded random run order.
+        """The full factorial grid × repetitions × set-ups, in a seeded random run order.
 
         ``run_id`` is the first 12 hex digits of the SHA-256 of the canonical JSON of
         (study name, every fio option the run gets except ``filename``, the factor levels,
-        the repetition): the same on every machine and in every process, so a rerun finds
-        the runs already done. The run order sorts runs by SHA-256 of (seed, run_id): a
-        shuffle that depends on nothing but the seed and the runs.
+        the repetition, and the set-up when ``setups > 1``): the same on every machine and in
+        every process, so a rerun finds the runs already done.
+
+        The order is built from seeded hashes, so it depends on nothing but the seed and the runs:
+
+        * the plan is cut into set-up units (:class:`SetUpUnit`: one per set-up and level
+          combination of ``setup_factors``), each run on one build of its testbed, one unit
+          after the other, in the order of SHA-256 of (seed, unit); with ``blocks`` and
+          ``setups > 1``, block ``b`` holds the ``b``-th set-up of every arm, shuffled within;
+        * within a unit, the concurrency groups (one point each without ``concurrent``) follow in
+          the order of SHA-256 of (seed, first run id of the group); with ``blocks``, repetition
+          ``r`` comes before ``r + 1``;
+        * the members of a group are adjacent, in the order of the factors' levels.
+
+        Without ``setups``, ``blocks`` and ``concurrent`` this is the order of earlier versions:
+        runs sorted by SHA-256 of (seed, run_id).
 
         Parameters
         ----------
@@ -912,8 +1095,12 @@ class Study(BaseModel):
         self.check_max_runs(max_runs)
         names = list(self.factors)
         grids = [self.factors[n] for n in names]
-        points = []
-        for combo in itertools.product(*grids):
+        concurrent = set(self.concurrent)
+        if any(isinstance(lv, dict) and "target" in lv for f in self.concurrent for lv in self.factors[f]):
+            concurrent.add("target")  # the target a concurrent factor picks differs within its group
+        # unit key -> group key -> [(rank, run_id, rep, factors, options)]
+        units: dict[tuple, dict[tuple, list]] = {}
+        for rank, combo in enumerate(itertools.product(*grids)):
             factors: dict[str, Any] = {}
             options = self._base_options()
             for name, level in zip(names, combo, strict=True):
@@ -930,19 +1117,43 @@ class Study(BaseModel):
                     factors[name] = level
                     if name in KNOWN_OPTIONS:
                         options[name] = level
-            for rep in range(1, self.repetitions + 1):
-                key = {"study": self.name, "options": options, "factors": factors, "repetition": rep}
-                run_id = hashlib.sha256(_canonical(key)).hexdigest()[:12]
-                points.append((run_id, rep, dict(factors), dict(options)))
-        order = sorted(points, key=lambda p: hashlib.sha256(f"{self.seed}:{p[0]}".encode()).hexdigest())
+            arm = tuple((f, factors[f]) for f in self.setup_factors)
+            rest = tuple((k, _canonical(v)) for k, v in factors.items() if k not in concurrent)
+            for setup in range(1, self.setups + 1):
+                for rep in range(1, self.repetitions + 1):
+                    key = {"study": self.name, "options": options, "factors": factors, "repetition": rep}
+                    if self.setups > 1:
+                        key["setup"] = setup
+                    run_id = hashlib.sha256(_canonical(key)).hexdigest()[:12]
+                    units.setdefault((setup, arm), {}).setdefault((rep, rest), []).append(
+                        (rank, run_id, rep, dict(factors), dict(options)))
+
+        def unit_rank(key: tuple) -> tuple:
+            setup, arm = key
+            h = hashlib.sha256(f"{self.seed}:set-up:{setup}:".encode() + _canonical([list(a) for a in arm])).hexdigest()
+            return (setup if self.blocks and self.setups > 1 else 0, h)
+
+        ordered = []
+        for ukey in sorted(units, key=unit_rank):
+            setup, arm = ukey
+            groups = [sorted(g) for g in units[ukey].values()]
+            groups.sort(key=lambda g: (g[0][2] if self.blocks else 0,
+                                       hashlib.sha256(f"{self.seed}:{min(m[1] for m in g)}".encode()).hexdigest()))
+            for g in groups:
+                for _, run_id, rep, factors, options in g:
+                    block = (setup if self.setups > 1 else rep) if self.blocks else None
+                    ordered.append((run_id, rep, setup, block, factors, options))
         run_points = tuple(
-            RunPoint(run_id=rid, repetition=rep, run_order=i, factors=f, options=o)
-            for i, (rid, rep, f, o) in enumerate(order)
+            RunPoint(run_id=rid, repetition=rep, run_order=i, factors=f, options=o, setup=setup, block=block)
+            for i, (rid, rep, setup, block, f, o) in enumerate(ordered)
         )
         ids = [p.run_id for p in run_points]
         if len(set(ids)) != len(ids):  # pragma: no cover - distinct levels make distinct ids
             raise StudyError(f"study {self.name}: two runs got the same run_id; make factor levels distinct")
-        return RunPlan(study=self.name, spec_hash=self.spec_hash, points=run_points)
+        return RunPlan(study=self.name, spec_hash=self.spec_hash, points=run_points,
+                       setup_factors=tuple(self.setup_factors),
+                       concurrent=tuple(self.concurrent) + (("target",) if "target" in concurrent
+                                                            and "target" not in self.concurrent else ()))
 
 
 def _num(x: float) -> int | float:
@@ -972,13 +1183,55 @@ class RunPoint:
     run_order: int
     factors: dict[str, Any]
     options: dict[str, Any]
+    setup: int = 1
+    block: int | None = None
 
     def to_dict(self, study: str) -> dict[str, Any]:
-        """What ``point.json`` holds."""
-        return {
+        """What ``point.json`` holds (``setup``/``block`` only when the design has them)."""
+        out: dict[str, Any] = {
             "study": study, "run_id": self.run_id, "repetition": self.repetition,
             "run_order": self.run_order, "factors": self.factors, "options": self.options,
         }
+        if self.setup != 1 or self.block is not None:
+            out["setup"] = self.setup
+        if self.block is not None:
+            out["block"] = self.block
+        return out
+
+
+@dataclass(frozen=True)
+class SetUpUnit:
+    """The runs of one build of a testbed: one set-up of one arm.
+
+    Attributes
+    ----------
+    setup : int
+        1-based set-up number (the build of this arm).
+    block : int or None
+        Block of the unit (``blocks: true``), else None.
+    arm : dict
+        Level of each of the study's ``setup_factors`` (empty: the build holds every level).
+    points : tuple of RunPoint
+        Its runs, in run order.
+    groups : tuple of tuple of RunPoint
+        The same runs cut into concurrency groups (one point each without ``concurrent``).
+    """
+
+    setup: int
+    block: int | None
+    arm: dict[str, Any]
+    points: tuple[RunPoint, ...]
+    groups: tuple[tuple[RunPoint, ...], ...]
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Run ids of the unit, in run order."""
+        return tuple(p.run_id for p in self.points)
+
+    def describe(self) -> str:
+        """``set-up 2 (datastore=ext4)``."""
+        arm = ", ".join(f"{k}={v}" for k, v in self.arm.items())
+        return f"set-up {self.setup}" + (f" ({arm})" if arm else "")
 
 
 @dataclass(frozen=True)
@@ -995,9 +1248,42 @@ class RunPlan:
     study: str
     spec_hash: str
     points: tuple[RunPoint, ...]
+    setup_factors: tuple[str, ...] = ()
+    #: The study's ``concurrent`` factors (plus ``target`` when their levels pick the target).
+    concurrent: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.points)
+
+    def groups(self, points=None) -> tuple[tuple[RunPoint, ...], ...]:
+        """``points`` (default: the plan) cut into concurrency groups: adjacent runs of one set-up and
+        repetition that differ only in the ``concurrent`` factors. Without ``concurrent``, one run each."""
+        out: list[list[RunPoint]] = []
+        last = None
+        for p in self.points if points is None else points:
+            key = (p.setup, p.repetition,
+                   tuple((k, repr(v)) for k, v in p.factors.items() if k not in self.concurrent))
+            if self.concurrent and out and key == last:
+                out[-1].append(p)
+            else:
+                out.append([p])
+            last = key
+        return tuple(tuple(g) for g in out)
+
+    def units(self) -> tuple[SetUpUnit, ...]:
+        """The plan cut into set-up units (adjacent runs of one set-up of one arm), in run order."""
+        out: list[list[RunPoint]] = []
+        last = None
+        for p in self.points:
+            key = (p.setup, tuple(repr(p.factors.get(f)) for f in self.setup_factors))
+            if out and key == last:
+                out[-1].append(p)
+            else:
+                out.append([p])
+            last = key
+        return tuple(SetUpUnit(setup=u[0].setup, block=u[0].block if len({p.block for p in u}) == 1 else None,
+                               arm={f: u[0].factors[f] for f in self.setup_factors},
+                               points=tuple(u), groups=self.groups(u)) for u in out)
 
     def __iter__(self) -> Iterator[RunPoint]:
         return iter(self.points)
@@ -1008,7 +1294,8 @@ class RunPlan:
         return tuple(p.run_id for p in self.points)
 
     def to_frame(self):
-        """One row per run: ``run_id``, ``repetition``, ``run_order`` and a column per factor.
+        """One row per run: ``run_id``, ``repetition``, ``run_order`` (``setup``, ``block`` when the design has
+        set-ups or blocks) and a column per factor.
 
         Returns
         -------
@@ -1016,8 +1303,9 @@ class RunPlan:
         """
         import pandas as pd
 
-        rows = [{"run_id": p.run_id, "repetition": p.repetition, "run_order": p.run_order, **p.factors}
-                for p in self.points]
+        design = any(p.setup != 1 or p.block is not None for p in self.points)
+        rows = [{"run_id": p.run_id, "repetition": p.repetition, "run_order": p.run_order,
+                 **({"setup": p.setup, "block": p.block} if design else {}), **p.factors} for p in self.points]
         return pd.DataFrame(rows)
 
 

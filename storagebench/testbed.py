@@ -33,8 +33,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import TestbedError
+from .errors import FioError, TestbedError
 from .fio import options as fo
+from .fio import process
+from .safety import check_run
 from .store import _pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 
 __all__ = [
@@ -53,6 +55,8 @@ __all__ = [
     "leftovers",
     "cleanup_stale",
     "parse_size",
+    "precondition",
+    "PRECONDITION_LOOPS",
 ]
 
 #: prefix of every backing file, mount point and state file we create
@@ -701,3 +705,75 @@ def cleanup_stale() -> list[dict]:
         if not _pid_alive(int(rec.get("pid", -1))):
             _state_remove(rec["_key"])
     return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# preconditioning
+
+#: Times :func:`precondition` writes the region (SNIA PTS workload-independent preconditioning:
+#: twice the user capacity in sequential writes).
+PRECONDITION_LOOPS = 2
+
+
+def precondition(paths: Sequence[str], size: int | str, *, allow_devices: Sequence[str] = (), loops: int = PRECONDITION_LOOPS,
+                 fio_bin: str = "fio", timeout_s: float = 600.0) -> float:
+    """Write the region of each target sequentially ``loops`` times before it is measured.
+
+    fio ``rw=write bs=1m direct=1 ioengine=libaio iodepth=8 size=<size> loops=<loops>`` on each path,
+    one after the other, each checked first by :func:`storagebench.safety.check_run` (a block device
+    must be in ``allow_devices``) and run by :func:`storagebench.fio.process.run` (its own session,
+    stopped on timeout or Ctrl-C). Reads then hit written blocks (no holes of a sparse file or a fresh
+    device, which read back without touching the medium), and writes start from a device state that is
+    the same for every set-up.
+
+    Parameters
+    ----------
+    paths : sequence of str
+        Files (created as needed) or block devices this testbed made.
+    size : int or str
+        The region each run touches (the study's ``size``), bytes or an fio size such as ``256m``.
+    allow_devices : sequence of str
+        Block devices that may be written.
+    loops : int
+        Passes over the region (SNIA PTS: 2, i.e. twice the capacity under test).
+    fio_bin : str
+        fio executable.
+    timeout_s : float
+        Limit per path, s.
+
+    Returns
+    -------
+    float
+        Wall time, s.
+
+    Raises
+    ------
+    UnsafeTargetError
+        A path the safety check refuses.
+    FioError
+        fio failed or did not finish within ``timeout_s``.
+
+    Notes
+    -----
+    SNIA Solid State Storage Performance Test Specification (PTS) 2.0, sec. 3 (purge, then
+    workload-independent preconditioning: sequential 128 KiB writes of twice the user capacity).
+    A loop device over a file cannot be purged; a fresh sparse file is its purge.
+    """
+    nbytes = parse_size(size)
+    exe = process.find_fio(fio_bin)
+    t0 = time.monotonic()
+    for path in paths:
+        opts = {"rw": "write", "bs": "1m", "size": str(nbytes), "direct": 1, "ioengine": "libaio", "iodepth": 8,
+                "loops": int(loops)}
+        check_run(path, opts, allow_devices=allow_devices)
+        cmd = [exe, "--name=precondition", f"--filename={path}", "--rw=write", "--bs=1m", f"--size={nbytes}",
+               f"--loops={int(loops)}", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--output-format=terse"]
+        try:
+            proc = process.run(cmd, timeout_s=timeout_s, marker=f"--filename={path}")
+        except subprocess.TimeoutExpired:
+            raise FioError(f"preconditioning {path} did not finish within {timeout_s:g} s and was killed",
+                           returncode=None) from None
+        if proc.returncode != 0:
+            raise FioError(f"preconditioning {path} failed: {proc.stderr.strip()[-500:]}", returncode=proc.returncode,
+                           stderr=proc.stderr)
+    return time.monotonic() - t0

@@ -189,3 +189,23 @@ def test_without_root_a_clear_error(monkeypatch):
         with tb.zram_device("16M"):
             pass
     assert sorted(Path("/sys/block").glob("loop*")) == before
+
+
+def test_precondition_writes_the_region_twice_and_never_over_data(fio_bin, tmp_path):
+    """SNIA PTS preconditioning: the loop device's own write counter (sysfs stat, 512-byte sectors) grows by
+    twice the region; a device that holds a mounted filesystem is refused before anything is written."""
+    from storagebench.errors import UnsafeTargetError
+
+    with tb.loop_device("48M", dir=tmp_path) as dev:
+        stat = Path(f"/sys/block/{dev.name}/stat")
+        before = int(stat.read_text().split()[6])
+        tb.precondition([dev.path], "8m", allow_devices=[dev.path], fio_bin=fio_bin)
+        written = (int(stat.read_text().split()[6]) - before) * 512
+        assert written == 2 * (8 << 20)
+        with open(dev.path, "rb") as fh:  # reads now hit written blocks, not holes
+            assert fh.read(4096) != bytes(4096)
+        with tb.filesystem(dev, "ext4"), pytest.raises(UnsafeTargetError):  # checked before fio starts
+            tb.precondition([dev.path], "8m", fio_bin=fio_bin)
+    f = tmp_path / "file.dat"  # a file is created and filled (its blocks allocated: not sparse)
+    tb.precondition([str(f)], 1 << 20, fio_bin=fio_bin, loops=1)
+    assert f.stat().st_size == 1 << 20 and f.stat().st_blocks * 512 >= 1 << 20

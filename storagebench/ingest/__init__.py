@@ -605,9 +605,10 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
     Returns
     -------
     IngestResult
-        Rows carry ``study``, ``run_id``, ``repetition``, ``run_order`` and the study factors (extra
-        columns of ``runs``) from ``point.json``, and ``fio_version``/``kernel``/``hostname``/``started_at``
-        from ``provenance.json``. ``failed/`` attempts are not read.
+        Rows carry ``study``, ``run_id``, ``repetition``, ``run_order``, the study factors and, when the
+        design has them, ``setup`` and ``block`` (extra columns of ``runs``) from ``point.json``, and
+        ``fio_version``/``kernel``/``hostname``/``started_at`` from ``provenance.json``. ``failed/``
+        attempts and runs moved to ``aside/`` are not read.
 
     Raises
     ------

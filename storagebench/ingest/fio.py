@@ -217,6 +217,8 @@ class _Point(Struct, gc=False):
     run_order: Annotated[int, Meta(ge=-1, le=MAX_VALUE)] = -1
     factors: dict[str, _Factor] = {}
     options: dict[str, _Factor] = {}
+    setup: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None  # the design (storagebench.study)
+    block: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None
 
 
 class _Prov(Struct, gc=False):
@@ -863,6 +865,9 @@ RUN_FIELDS: tuple[str, ...] = (
     "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
 )
 _RUN_FIELD_SET = frozenset(RUN_FIELDS)
+#: Keys of a runner's ``point.json`` beside the factors that become columns of ``runs`` when present:
+#: the set-up and block of the run in the study's design (``storagebench.study.DESIGN_COLUMNS``).
+_DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
 
@@ -1164,7 +1169,8 @@ def check_point(point: Any, path: str) -> Any:
     point : bytes, mapping, checked struct or None
         The file's bytes (decoded here) or its parsed JSON: ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
         -1..2**63-1), ``factors`` and ``options`` (objects of strings, numbers, booleans, null, or
-        arrays of them). Other keys are ignored.
+        arrays of them), ``setup`` and ``block`` (int >= 1 or null: the study's design). Other keys are
+        ignored.
     path : str
         File named in errors.
 
@@ -1261,6 +1267,8 @@ def _emit_rows(
     run_id = point.run_id or file_id or file_run_id(data)
     factors = point.factors
     extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else _NO_EXTRA
+    if point.setup is not None or point.block is not None:  # the plan's design: columns like factors
+        extra = {**extra, **{k: v for k in _DESIGN_KEYS if (v := getattr(point, k)) is not None}}
     gopts = doc.global_options
     if type(gopts) is not dict:
         gopts = _global_options(doc)

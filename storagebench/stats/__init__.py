@@ -36,6 +36,10 @@ Modules, one per concept:
     :func:`fit_model` (OLS + type-II ANOVA with interactions), :func:`fit_mixed` (MixedLM, repeated measures).
 ``steady``
     :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
+``drift``
+    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
+``regime``
+    :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
     :func:`point_means` (mean and t CI per sweep point), :func:`point_percentiles` (merged json+ bins).
 ``sweep``
@@ -77,6 +81,7 @@ from .crosstool import (
     metric_words,
     tool_littles_law,
 )
+from .drift import Drift, drift_check
 from .equivalence import (
     Equivalence,
     Estimate,
@@ -93,6 +98,7 @@ from .equivalence import (
 from .models import MixedModel, Model, fit_mixed, fit_model
 from .points import attach_factors, point_means, point_percentiles
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
+from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import (
     Knee,
     QosResult,
@@ -151,6 +157,11 @@ __all__ = [
     "ratio_ci",
     "ratio_tost",
     "summary_table",
+    "Drift",
+    "drift_check",
+    "CACHE_CAVEAT",
+    "ROTATIONAL_FLOOR_NS",
+    "cache_caveats",
     "Equivalence",
     "Estimate",
     "PlanningCV",

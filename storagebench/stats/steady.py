@@ -126,7 +126,8 @@ def steady_state(values: Sequence[float], *, window: int = 5, data_limit: float 
 
 def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: float = 1.0, window: int = 5,
                             data_limit: float = 0.20, fit_limit: float = 0.10,
-                            by: str | Sequence[str] | None = ("run_id", "host", "job", "direction")) -> pd.DataFrame:
+                            by: str | Sequence[str] | None = ("run_id", "host", "job", "direction"),
+                            sum_over: str | Sequence[str] | None = None, align: str = "floor") -> pd.DataFrame:
     """The SNIA PTS window test on a ``timeseries`` table: samples averaged into rounds of ``round_s``.
 
     Parameters
@@ -136,11 +137,22 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
     metric : str
         Which ``metric`` rows to use: ``iops``, ``bw_bytes_per_s``, ``lat_ns``, ``clat_ns`` or ``slat_ns``.
     round_s : float
-        Round length in seconds; samples with ``floor(t_s / round_s) == k`` form round ``k`` (their mean).
+        Round length in seconds.
     window, data_limit, fit_limit
         As in :func:`steady_state`.
     by : list of str
         Columns identifying one series (those missing from ``ts`` are ignored).
+    sum_over : str or list of str, optional
+        Columns whose series are added up within each round before the test (those missing from ``ts``
+        are ignored): e.g. ``["job", "log_index", "direction"]`` with ``by=["run_id"]`` tests a run's
+        total IOPS (fio writes one log per job and one line per direction). Each sub-series is averaged
+        within the round first. Only for additive metrics (``iops``, ``bw_bytes_per_s``).
+    align : {"floor", "nearest"}
+        How a sample's time gives its round: ``"floor"``, round ``k`` holds ``k x round_s <= t_s < (k+1) x
+        round_s`` (per-I/O logs); ``"nearest"``, round ``k`` is the sample nearest ``k x round_s`` (logs
+        averaged by fio over ``log_avg_msec = 1000 x round_s``: fio stamps each average at the end of its
+        interval, give or take a few ms, e.g. 999, 2000, 2999 ms, which ``floor`` would put into rounds
+        0, 2, 2).
 
     Returns
     -------
@@ -151,19 +163,28 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
     Raises
     ------
     StatsError
-        Missing columns, no rows of ``metric``, ``round_s`` <= 0. A series shorter than ``window`` rounds
-        gives a row with ``steady`` False and a note.
+        Missing columns, no rows of ``metric``, ``round_s`` <= 0, unknown ``align``, ``sum_over`` of a
+        latency. A series shorter than ``window`` rounds gives a row with ``steady`` False and a note.
     """
     _require_columns(ts, ["t_s", "metric", "value"], "timeseries")
     if not (isinstance(round_s, (int, float)) and round_s > 0):
         raise StatsError(f"round_s must be a positive number of seconds, got {round_s!r}")
+    if align not in ("floor", "nearest"):
+        raise StatsError(f"align must be 'floor' or 'nearest', got {align!r}")
+    if sum_over and metric not in ("iops", "bw_bytes_per_s"):
+        raise StatsError(f"sum_over adds series up: only for iops or bw_bytes_per_s, got metric {metric!r}")
     sel = ts[ts["metric"] == metric]
     if sel.empty:
         raise StatsError(f"timeseries has no rows with metric {metric!r}; metrics present: "
                          f"{sorted(map(str, ts['metric'].unique()))}")
     keys = [c for c in _as_list(by) if c in sel.columns]
-    sel = sel.assign(_round=np.floor(sel["t_s"].to_numpy(float) / round_s).astype(int))
-    groups = sel.groupby(keys, sort=True) if keys else [((), sel)]
+    parts = [c for c in _as_list(sum_over) if c in sel.columns and c not in keys]
+    t = sel["t_s"].to_numpy(float) / round_s
+    sel = sel.assign(_round=(np.rint(t) if align == "nearest" else np.floor(t)).astype(int))
+    if parts:  # each sub-series' round mean, then their sum per round
+        sel = (sel.groupby([*keys, *parts, "_round"], sort=True, dropna=False)["value"].mean()
+               .groupby([*keys, "_round"] if keys else ["_round"], sort=True, dropna=False).sum().reset_index())
+    groups = sel.groupby(keys, sort=True, dropna=False) if keys else [((), sel)]
     out = []
     for key, g in groups:
         rec = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)) if keys else {}
@@ -175,7 +196,9 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
             rec.update(steady=False, first_round=None, steady_at_s=math.nan, mean=math.nan,
                        data_range_pct=math.nan, fit_range_pct=math.nan, slope=math.nan, note=str(exc))
         else:
-            at = (per_round.index[r.first_round] + 1) * round_s if r.steady else math.nan
+            at = math.nan
+            if r.steady:  # the end of the round at which the window was first steady
+                at = (per_round.index[r.first_round] + (0 if align == "nearest" else 1)) * round_s
             rec.update(steady=r.steady, first_round=r.first_round, steady_at_s=float(at), mean=r.mean,
                        data_range_pct=r.data_range_pct, fit_range_pct=r.fit_range_pct, slope=r.slope, note="")
         out.append(rec)

@@ -17,6 +17,7 @@ from ..errors import SchemaError
 from ..findings import Finding, Findings, fmt_ci, fmt_number
 from ._common import _check_confidence
 from .points import point_means, point_percentiles
+from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import Recommendation, per_run, recommend_parameters
 
 __all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS", "half_revolution_ms",
@@ -24,7 +25,8 @@ __all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CAC
 
 #: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
 #: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
-CACHE_LATENCY_MS = 1.0
+#: The one floor of the cache rule (:data:`storagebench.stats.regime.ROTATIONAL_FLOOR_NS`), in ms.
+CACHE_LATENCY_MS = ROTATIONAL_FLOOR_NS / 1e6
 
 
 @dataclass(frozen=True)
@@ -189,10 +191,12 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
     if "direct" in runs.columns and (pd.to_numeric(runs["direct"], errors="coerce") == 0).any():
         return ("Some runs used buffered I/O (direct=0): their reads may have been served from the page cache, "
                 "so those numbers describe memory, not the device.")
-    if _rotational(provenance):
+    rot = _rotational(provenance)
+    if rot:
         low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
         lat_ms = float(low["lat_mean_ns"]) * 1e-6
-        if lat_ms < CACHE_LATENCY_MS:
+        # the one rule (stats.cache_caveats) on the lightest load's mean latency
+        if cache_caveats(points.loc[[low.name]], {"rotational": rot}, latency="lat_mean_ns")["cache_not_medium"].iloc[0]:
             return (f"The target's device reports itself rotational, yet at the lightest load "
                     f"(numjobs={int(low['numjobs'])} × iodepth={int(low['iodepth'])}) an I/O took "
                     f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "

@@ -208,7 +208,7 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     items = []
     for r, v in zip(rows, frame.itertuples(index=False), strict=True):
         where = ", ".join(f"{k} {val}" for k, val in r.group)
-        conf = f"{r.confidence:.0%}"
+        conf = f"{r.confidence:.{max(0, -int(math.floor(math.log10(1 - r.confidence))) - 2)}%}"  # 99.5%, not 100%
         ci = (f"{conf} CI {_fmt(r.ci_low, digits)} to {_fmt(r.ci_high, digits)}" if np.isfinite(r.ci_low)
               and np.isfinite(r.ci_high) else "CI not estimable")
         p_text = fmt_p(r.p_adjusted)

@@ -1,0 +1,803 @@
+"""What every testbed study shares: its data, its experimental unit, its findings, its result type.
+
+A study module (see :mod:`storagebench.studies`) builds its testbed and states its question; the rest
+is here, once: loading a study directory (:func:`load_data`), the one run-level aggregation
+(:func:`_run_totals`), the per-run checks (steady state, cache regime, build), the comparison of arms
+with the set-up as the experimental unit (:func:`compare_arms`), and the findings that every write-up
+carries (drift, steady state, cache caveats).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .. import stats
+from ..errors import StatsError, StudyError
+from ..records import Provenance, TestbedRecord
+from ..store import StudyStore
+from ..study import Study, load_study
+
+__all__ = [
+    "Finding",
+    "StudyData",
+    "TestbedResult",
+    "load_data",
+    "compare_arms",
+    "unit_values",
+    "tost_plans",
+    "setup_variance",
+    "common_findings",
+    "finish",
+    "ratio_figure",
+    "drift_figure",
+    "steady_figure",
+    "conf_text",
+    "region_bytes",
+    "loop_size",
+]
+
+#: Round of the per-second IOPS log (fio ``log_avg_msec=1000``), s.
+ROUND_S = 1.0
+#: SNIA PTS steady-state window: rounds, data excursion and fitted-line excursion (fractions of the mean).
+PTS_WINDOW, PTS_DATA_LIMIT, PTS_FIT_LIMIT = 5, 0.20, 0.10
+#: Columns of a fio IOPS log series that add up to a run's total IOPS in one round.
+_LOG_PARTS = ("host", "job", "log_index", "direction")
+
+
+# ---------------------------------------------------------------------------------------------
+# result types
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of a study: a plain sentence and the numbers it states.
+
+    Attributes
+    ----------
+    sentence : str
+        The finding in words, generated from the statistics (never typed in).
+    estimate, ci_low, ci_high : float
+        The estimate (a ratio, a % change, ...) and its CI; NaN when the finding has none (a count).
+    confidence : float
+        Level of the CI.
+    n : str
+        What the estimate rests on, with its unit: ``"4 pairs"``, ``"3 vs 3 units"``, ``"54 runs"``.
+    unit : str
+        The experimental unit in words (what was independently repeated).
+    method : str
+        How the estimate was computed (estimand, test, CI, adjustment), with its source.
+    kind : str
+        ``verdict``, ``equivalence``, ``plan``, ``qos``, ``variance``, ``drift``, ``steady`` or ``caveat``.
+    """
+
+    sentence: str
+    estimate: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    confidence: float = math.nan
+    n: str = ""
+    unit: str = ""
+    method: str = ""
+    kind: str = "verdict"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as a plain mapping (one row of :meth:`TestbedResult.findings_frame`)."""
+        return {"kind": self.kind, "sentence": self.sentence, "estimate": self.estimate, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "confidence": self.confidence, "n": self.n, "unit": self.unit,
+                "method": self.method}
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """A testbed study directory, read once: tables, per-run checks and set-up records.
+
+    Attributes
+    ----------
+    name : str
+        The study module's name (``rdm_vs_vmfs`` ...).
+    study_dir : Path
+    study : Study
+        The spec as run (``study.yaml``).
+    runs, histograms, timeseries : pandas.DataFrame
+        The tidy tables (ingest).
+    per_run : pandas.DataFrame
+        One row per run (:func:`_run_totals`): the factors, ``run_order``, ``repetition``, ``setup`` and
+        ``block`` of the design, the metrics (IOPS and bandwidth summed over jobs and directions,
+        latencies, ``clat_p90_ns``/``clat_p99_ns`` from the run's merged json+ bins), ``outstanding_ios``
+        (numjobs x iodepth), ``build_id`` (the testbed build it ran on), ``steady`` (SNIA PTS window
+        on its per-second IOPS: True/False; None without a log), ``steady_rounds``, ``steady_note``,
+        ``target_device`` and ``target_rotational`` (the block device under the run's target, from
+        provenance) and ``cache_not_medium``/``cache_caveat`` (:func:`storagebench.stats.cache_caveats`).
+    set_ups : tuple of TestbedRecord
+        Every build of the testbed (``testbed.json``), oldest first.
+    """
+
+    name: str
+    study_dir: Path
+    study: Study
+    runs: pd.DataFrame
+    histograms: pd.DataFrame
+    timeseries: pd.DataFrame
+    per_run: pd.DataFrame
+    set_ups: tuple[TestbedRecord, ...] = ()
+
+    @property
+    def factors(self) -> list[str]:
+        """The study's factor columns (``target`` excluded)."""
+        return [f for f in self.study.factors if f != "target" and f in self.per_run.columns]
+
+    @property
+    def setups(self) -> int:
+        """Set-ups per arm in the spec."""
+        return self.study.setups
+
+    @property
+    def paired(self) -> bool:
+        """Arms are compared within blocks (``blocks: true``)."""
+        return bool(self.study.blocks) and "block" in self.per_run.columns
+
+    def design(self) -> dict[str, Any]:
+        """``unit``/``pair_on``/``blocks`` for :func:`storagebench.stats.compare`."""
+        out: dict[str, Any] = {}
+        if self.setups > 1:
+            out["unit"] = "setup"
+        if self.paired:
+            out["pair_on"] = "block"
+            out["blocks"] = ["block"]
+        return out
+
+    def unit_words(self) -> str:
+        """The experimental unit of the arm comparisons, in words (the pairing is in the design's words)."""
+        arms = "/".join(self.study.setup_factors) or "whole"
+        if self.setups > 1:
+            return (f"set-up (the {arms} testbed built afresh: new loop files, mkfs, file placement, "
+                    f"preconditioning; {self.setups} per arm"
+                    + (", each block holding one set-up of every arm in random order" if self.paired else "") + ")")
+        return ("run (a fresh fio process on the one build of the testbed: the build-to-build variation is not "
+                "sampled)")
+
+
+@dataclass(frozen=True)
+class TestbedResult:
+    """What :func:`storagebench.studies.analyse` returns for a testbed study.
+
+    Attributes
+    ----------
+    name, title, question : str
+        The study, its title and the question it answers.
+    findings : tuple of Finding
+        Plain sentences, each with its estimate, CI, n, unit of replication and method.
+    verdicts : pandas.DataFrame
+        The verdict table: one row per comparison (:func:`storagebench.stats.verdict` columns plus the
+        study's keys, ``runs``, ``runs_not_steady`` and ``runs_cache_not_medium``).
+    tables : mapping of str to DataFrame
+        Further tables (``per_run``, ``units``, study-specific ones).
+    figures : mapping of str to callable
+        Figure name -> function returning a :class:`matplotlib.figure.Figure`.
+    captions : mapping of str to str
+        Figure name -> its caption, generated from the results (what is drawn, n, the CI level).
+    confidence : float
+        Level of every CI; ``alpha = 1 - confidence`` for every test.
+    unit : str
+        The experimental unit in words.
+    drift : storagebench.stats.Drift
+    runs, runs_not_steady, runs_cache_not_medium : int
+        Runs analysed, runs the SNIA PTS window did not find steady (or too short to test), runs
+        with a "cache, not medium" caveat.
+    caveats : tuple of str
+    """
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    title: str
+    question: str
+    findings: tuple[Finding, ...]
+    verdicts: pd.DataFrame
+    tables: Mapping[str, pd.DataFrame]
+    figures: Mapping[str, Callable[[], Any]]
+    confidence: float
+    unit: str
+    drift: stats.Drift | None
+    runs: int
+    runs_not_steady: int
+    runs_cache_not_medium: int
+    caveats: tuple[str, ...] = ()
+    captions: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def alpha(self) -> float:
+        """``1 - confidence``."""
+        return 1.0 - self.confidence
+
+    @property
+    def text(self) -> str:
+        """The findings as Markdown bullets (every number generated from the statistics)."""
+        return "\n".join(f"- {f.sentence}" for f in self.findings)
+
+    @property
+    def methods_text(self) -> str:
+        """Markdown: the experimental unit, then each distinct method once, with the kinds of finding it gave."""
+        seen: dict[str, list[str]] = {}
+        for f in self.findings:
+            if f.method:
+                seen.setdefault(f.method, [])
+                if f.kind not in seen[f.method]:
+                    seen[f.method].append(f.kind)
+        lines = [f"- Experimental unit of the comparisons: {self.unit}."]
+        lines += [f"- *{', '.join(kinds)}*: {method}" for method, kinds in seen.items()]
+        return "\n".join(lines)
+
+    def verdict_summary(self, digits: int = 3) -> pd.DataFrame:
+        """The verdict table in short: the study's keys, ``level``, ``metric``, ``ratio [CI]`` (at
+        :attr:`confidence`), ``n``, ``p_adjusted``, ``verdict`` and the flagged-run counts."""
+        v = self.verdicts
+        keys = list(v.columns[:list(v.columns).index("factor")]) if "factor" in v.columns else []
+
+        def ci(r) -> str:
+            if not (np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"])):
+                return f"{r['ratio']:.{digits}g} [CI not estimable]"
+            return f"{r['ratio']:.{digits}g} [{r['ci_low']:.{digits}g}, {r['ci_high']:.{digits}g}]"
+
+        out = v[keys + ["level", "metric"]].copy()
+        out[f"ratio [{conf_text(self.confidence)} CI]"] = [ci(r) for _, r in v.iterrows()]
+        for c in ("n", "p_adjusted", "verdict", "runs_not_steady", "runs_cache_not_medium"):
+            out[c] = v[c]
+        out["p_adjusted"] = out["p_adjusted"].map(lambda p: f"{p:.2g}" if np.isfinite(p) else "n/a")
+        return out.reset_index(drop=True)
+
+    def report_findings(self):
+        """The findings as :class:`storagebench.findings.Findings`, which a write-up displays first.
+
+        Each finding keeps its sentence, estimate, CI, confidence and method; ``n`` is the count of
+        units (the smaller arm when unpaired) and ``unit_of_replication`` says what they are.
+        """
+        from ..findings import Finding as ReportFinding
+        from ..findings import Findings
+
+        units = {"verdict": "ratio", "equivalence": "points shown", "plan": "units", "qos": "outstanding I/Os",
+                 "variance": "share", "drift": "%", "steady": "runs", "caveat": "ns"}
+        out = []
+        for i, f in enumerate(self.findings):
+            m = re.match(r"(\d+)(?: (?:vs|to) (\d+))? ?(.*)", f.n or "")
+            n = min(int(m.group(1)), int(m.group(2) or m.group(1))) if m else None
+            rest = (m.group(3) if m else f.n) or ""
+            ci = (f.ci_low, f.ci_high) if np.isfinite(f.ci_low) and np.isfinite(f.ci_high) else None
+            out.append(ReportFinding(
+                f.sentence, estimate=f.estimate if np.isfinite(f.estimate) else None, ci=ci,
+                confidence=f.confidence if np.isfinite(f.confidence) else None, n=n,
+                unit_of_replication=(f"{rest}; unit: {f.unit}" if f.unit and f.kind == "verdict" else rest),
+                method=f.method, unit=units.get(f.kind, ""), key=f"{f.kind}:{i}", caveat=f.kind == "caveat"))
+        return Findings(tuple(out), title=self.question)
+
+    def findings_frame(self) -> pd.DataFrame:
+        """One row per finding: ``kind, sentence, estimate, ci_low, ci_high, confidence, n, unit, method``."""
+        cols = ["kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit", "method"]
+        return pd.DataFrame([f.to_dict() for f in self.findings], columns=cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes
+
+
+def region_bytes(study: Study) -> int:
+    """The region each run touches (the spec's ``size``), bytes."""
+    from ..testbed import parse_size
+
+    if study.size is None:
+        raise StudyError(f"study {study.name}: a testbed study needs 'size' (the region each run touches)")
+    return parse_size(study.size)
+
+
+def loop_size(study: Study, minimum: int = 512 << 20) -> int:
+    """Size of a loop device for one target of ``study``: twice its region, at least ``minimum`` bytes
+    (sparse: only what is written takes space)."""
+    return max(minimum, 2 * region_bytes(study))
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None,
+                percentiles: Sequence[float] = (90.0, 99.0)) -> pd.DataFrame:
+    """One row per run: jobs and directions combined. THE one per-run aggregation of the testbed studies.
+
+    Today :func:`storagebench.aggregate.combine_jobs` (IOPS and bandwidth summed, percentiles from the
+    run's merged json+ bins); when ingest writes ``tidy/run_totals.parquet`` (fio's ``sum_thread_stats``
+    rule) this is the one line to change.
+    """
+    from ..aggregate import combine_jobs
+
+    out = combine_jobs(runs, histograms, by=("run_id",), percentiles=percentiles)
+    return out.drop(columns=["direction", "job", "job_index"], errors="ignore")
+
+
+def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(runs, histograms, timeseries)``: ``tidy/*.parquet`` when they hold exactly the runs of ``raw/``
+    and are newer than every one of them, else ingested now (and written to ``tidy/`` when possible)."""
+    tidy, raw = study_dir / "tidy", study_dir / "raw"
+    names = {p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
+    newest = max((p.stat().st_mtime for p in raw.glob("*/output.json")), default=0.0)
+    paths = [tidy / f"{t}.parquet" for t in ("runs", "histograms")]
+    if all(p.exists() and p.stat().st_mtime >= newest for p in paths):
+        runs = pd.read_parquet(paths[0])
+        if set(runs["run_id"].astype(str)) == names:
+            ts_path = tidy / "timeseries.parquet"
+            ts = pd.read_parquet(ts_path) if ts_path.exists() else pd.DataFrame(columns=["run_id", "t_s", "metric",
+                                                                                          "value"])
+            return runs, pd.read_parquet(paths[1]), ts
+    from ..ingest import ingest_study
+
+    res = ingest_study(study_dir)
+    with contextlib.suppress(OSError):  # a read-only results tree still gets its analysis
+        res.write_parquet(tidy)
+    return res.runs, res.histograms, res.timeseries
+
+
+def _provenance(study_dir: Path, run_ids) -> dict[str, Provenance]:
+    """Run id -> its typed ``provenance.json`` (unreadable ones are left out: no device, no build)."""
+    out = {}
+    for rid in run_ids:
+        path = study_dir / "raw" / str(rid) / "provenance.json"
+        try:
+            out[str(rid)] = Provenance.from_json(orjson.loads(path.read_bytes()), path=str(path))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the SNIA PTS window test on its per-second total IOPS (jobs and directions added up)."""
+    cols = ["run_id", "steady", "steady_rounds", "steady_note"]
+    if timeseries.empty or "metric" not in timeseries.columns or not (timeseries["metric"] == "iops").any():
+        return pd.DataFrame(columns=cols)
+    out = stats.steady_state_timeseries(timeseries, metric="iops", round_s=ROUND_S, by=["run_id"],
+                                        sum_over=list(_LOG_PARTS), align="nearest", window=PTS_WINDOW,
+                                        data_limit=PTS_DATA_LIMIT, fit_limit=PTS_FIT_LIMIT)
+    return out.rename(columns={"rounds": "steady_rounds", "note": "steady_note"})[cols]
+
+
+def load_data(name: str, study_dir: str | Path) -> StudyData:
+    """Read a testbed study directory: spec, tidy tables, one row per run with its checks, set-ups.
+
+    Parameters
+    ----------
+    name : str
+        The study module's name.
+    study_dir : str or path
+        ``<out>/<study>/`` (``study.yaml``, ``raw/``, ``testbed.json``).
+
+    Returns
+    -------
+    StudyData
+
+    Raises
+    ------
+    StudyError
+        Not a study directory; runs of one set-up measured on more than one build.
+    IngestError
+        Nothing ingestible.
+    """
+    sdir = Path(study_dir)
+    store = StudyStore(sdir)
+    if not store.spec_path.exists():
+        raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
+    study = load_study(store.spec_path)
+    runs, hist, ts = _tables(sdir)
+    if runs.empty:
+        raise StudyError(f"{sdir}: no complete runs in raw/")
+    pr = _run_totals(runs, hist)
+    if "iodepth" in pr.columns and "numjobs" in pr.columns:
+        pr["outstanding_ios"] = pr["iodepth"].astype(int) * pr["numjobs"].astype(int)
+    if "setup" not in pr.columns:
+        pr["setup"] = 1
+    pr["setup"] = pr["setup"].astype(int)
+    steady = _steady(ts)
+    pr = pr.merge(steady, on="run_id", how="left")
+    missing = pr["steady"].isna()
+    if "write_iops_log" in study.fixed:  # logged, but not one sample: shorter than a round
+        pr.loc[missing, "steady"] = False
+        pr.loc[missing, "steady_rounds"] = 0
+        pr.loc[missing, "steady_note"] = f"0 rounds logged: steady state needs at least window={PTS_WINDOW} rounds"
+    pr["steady"] = pr["steady"].astype(object).where(pr["steady"].notna(), None)
+    pr["steady_note"] = pr["steady_note"].fillna("no per-second IOPS log (write_iops_log) in this run")
+    prov = _provenance(sdir, pr["run_id"])
+    pr["build_id"] = [((prov[r].extra.get("set_up") or {}).get("build_id") if r in prov else None)
+                      for r in pr["run_id"].astype(str)]
+    devices = {r: p.device for r, p in prov.items() if p.device is not None}
+    cache = stats.cache_caveats(pr, devices)
+    pr["target_device"] = cache["device"].to_numpy()
+    pr["target_rotational"] = cache["rotational"].to_numpy()
+    pr["cache_not_medium"] = cache["cache_not_medium"].to_numpy()
+    pr["cache_caveat"] = cache["caveat"].to_numpy()
+    keys = ["setup", *[f for f in study.setup_factors if f in pr.columns]]
+    builds = pr.dropna(subset=["build_id"]).groupby(keys)["build_id"].nunique()
+    if (builds > 1).any():
+        raise StudyError(f"{sdir}: set-up {dict(zip(keys, builds[builds > 1].index[0], strict=False))} holds runs "
+                         f"of {int(builds.max())} testbed builds; a set-up is measured on one build (the runner "
+                         "moves a half-measured set-up aside): the raw/ directory was edited by hand")
+    return StudyData(name=name, study_dir=sdir, study=study, runs=runs, histograms=hist, timeseries=ts,
+                     per_run=pr.sort_values("run_order").reset_index(drop=True),
+                     set_ups=tuple(store.setup_records()))
+
+
+# ---------------------------------------------------------------------------------------------
+# comparisons with the set-up as the unit
+
+
+def unit_values(data: StudyData, metric: str, keys: Sequence[str]) -> pd.DataFrame:
+    """One row per experimental unit and ``keys`` cell: the geometric mean of its runs' ``metric``.
+
+    The unit is the set-up (``setup``) when the study has several, else the run; ``block`` is kept.
+    """
+    pr = data.per_run
+    unit = ["setup"] if data.setups > 1 else ["run_id"]
+    cols = [*keys, *unit, *(["block"] if data.paired and "block" not in keys else [])]
+    cols = list(dict.fromkeys(cols))
+    g = pr.assign(_log=np.log(pr[metric].astype(float))).groupby(cols, sort=True, dropna=False)
+    out = g["_log"].mean().apply(np.exp).rename(metric).reset_index()
+    out["runs"] = g.size().to_numpy()
+    return out
+
+
+def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by: str | Sequence[str] | None = None,
+                 up: str = "higher", down: str = "lower", confidence: float = 0.95, adjust: str = "holm",
+                 margin: float | None = None) -> tuple[stats.ComparisonTable, pd.DataFrame, list[Finding]]:
+    """Compare the arms of ``factor`` with the set-up as the experimental unit, and say what it shows.
+
+    :func:`storagebench.stats.compare` on the per-run table with ``unit="setup"`` (several set-ups) and
+    ``pair_on="block"`` (blocks), then :func:`storagebench.stats.verdict` naming the unit.
+
+    Returns
+    -------
+    (ComparisonTable, DataFrame, list of Finding)
+        The comparison, its verdict table (``verdict`` columns plus ``runs``, ``runs_not_steady``,
+        ``runs_cache_not_medium``: the runs behind each row) and one finding per row.
+    """
+    pr = data.per_run
+    by_l = [by] if isinstance(by, str) else list(by or [])
+    base = _level_like(pr[factor], baseline)
+    table = stats.compare(pr, factor, base, metric, by=by_l or None, confidence=confidence, adjust=adjust,
+                          margin=margin, **data.design())
+    unit = data.unit_words()
+    v = stats.verdict(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
+    short = stats.verdict_findings(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
+    counts = []
+    for r in table.rows:
+        sel = pr[factor].isin([r.level, r.baseline])
+        for k, val in r.group:
+            sel &= pr[k] == val
+        counts.append((int(sel.sum()), int((pr.loc[sel, "steady"] == False).sum()),  # noqa: E712
+                       int(pr.loc[sel, "cache_not_medium"].sum())))
+    v["runs"] = [c[0] for c in counts]
+    v["runs_not_steady"] = [c[1] for c in counts]
+    v["runs_cache_not_medium"] = [c[2] for c in counts]
+    v["method"] = [r.method for r in table.rows]
+    # the sentence: stats.verdict_findings' short one (the full one, with unit, design and family, is the
+    # verdict table's ``text``; those facts are the finding's n, unit and method)
+    findings = [Finding(sentence=item.sentence, estimate=float(row["ratio"]), ci_low=float(row["ci_low"]),
+                        ci_high=float(row["ci_high"]), confidence=float(row["confidence"]),
+                        n=_n_words(row["n"], data), unit=unit,
+                        method=f"{row['method']}; design: {row['design']}; family: {row['family']}", kind="verdict")
+                for item, (_, row) in zip(short, v.iterrows(), strict=True)]
+    return table, v, findings
+
+
+def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: Sequence[str], margin: float,
+               confidence: float = 0.95, power: float = 0.8) -> pd.DataFrame:
+    """Per (group, level): how many units the TOST for "within ``margin``" would need.
+
+    The pilot is this study's own units (:func:`unit_values`): with blocks, the per-block ratios
+    other/baseline (a paired plan counting blocks); else the two arms' unit values (pooled log SD,
+    units per arm). :func:`storagebench.stats.tost_plan` plans at the one-sided 80% upper confidence
+    bound of the CV, never at the point estimate.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``*by, level, units_now, cv_pct, cv_upper_pct, cv_df, cv_confidence, units_needed`` (NaN when no plan can be
+        made: fewer than 2 units, no spread, or more than the planner's limit) and ``plan_note``.
+    """
+    u = unit_values(data, metric, [*by, factor])
+    base = _level_like(u[factor], baseline)
+    rows = []
+    for key, g in u.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        b = g[g[factor] == base]
+        for lev in [x for x in pd.unique(g[factor]) if x != base]:
+            o = g[g[factor] == lev]
+            rec = dict(zip(by, key, strict=True), level=lev)
+            if data.paired:
+                m = b.merge(o, on="block", suffixes=("_b", "_o"))
+                pilot = [(m[f"{metric}_o"] / m[f"{metric}_b"]).to_numpy(float)]
+                now = len(m)
+            else:
+                pilot = [b[metric].to_numpy(float), o[metric].to_numpy(float)]
+                now = min(len(b), len(o))
+            rec.update(units_now=now, cv_pct=math.nan, cv_upper_pct=math.nan, cv_df=math.nan, cv_confidence=math.nan,
+                       units_needed=math.nan, plan_note="")
+            try:
+                pcv = stats.pilot_cv(pilot)
+                rec.update(cv_pct=pcv.cv * 100, cv_upper_pct=pcv.cv_upper * 100, cv_df=pcv.df,
+                           cv_confidence=pcv.confidence)
+                plan = stats.tost_plan(pcv, margin, alpha=1 - confidence, power=power, paired=data.paired)
+                rec["units_needed"] = float(plan.n)
+            except StatsError as exc:  # no spread, < 2 units, or beyond the planner's limit: no made-up number
+                rec["plan_note"] = str(exc)
+            rows.append(rec)
+    return pd.DataFrame(rows)
+
+
+def setup_variance(data: StudyData, metric: str, cells: Sequence[str], *,
+                   confidence: float = 0.95) -> tuple[pd.DataFrame, list[Finding]]:
+    """How much of the variation is between set-ups, and how many runs per set-up are worth it.
+
+    Per cell (``cells`` levels), :func:`storagebench.stats.variance_components` of ``metric`` with the
+    levels set-up > repetition (Kalibera & Jones 2013), and the repetitions per set-up that minimise the
+    cost of a given precision with the measured costs: a set-up costs its build and preconditioning
+    (``testbed.json``), a run its runtime + ramp_time. Needs >= 2 set-ups and >= 2 repetitions.
+
+    Returns
+    -------
+    (DataFrame, list of Finding)
+        ``*cells, setups, reps, mean, cv_setups_pct`` (sqrt of the set-up component over the mean),
+        ``cv_runs_pct``, ``setup_share`` (share of the set-up component in the total),
+        ``optimal_runs_per_setup``; and one finding (empty without the design for it).
+    """
+    pr = data.per_run
+    if data.setups < 2 or data.study.repetitions < 2:
+        return pd.DataFrame(), []
+    build = [sum(r.phases_s.values()) for r in data.set_ups if r.phases_s]
+    costs = [float(np.mean(build)) if build else math.nan, float(data.study.run_duration_s)]
+    rows = []
+    for key, g in pr.groupby(list(cells), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        try:
+            vc = stats.variance_components(g, ["setup", "repetition"], metric,
+                                           costs=costs if np.isfinite(costs[0]) and costs[0] > 0 else None,
+                                           confidence=confidence)
+        except StatsError:
+            continue
+        t2 = np.clip(np.array(vc.t2), 0, None)
+        rows.append({**dict(zip(cells, key, strict=True)), "setups": vc.reps[0], "reps": vc.reps[1], "mean": vc.mean,
+                     "cv_setups_pct": 100 * math.sqrt(t2[0]) / vc.mean, "cv_runs_pct": 100 * math.sqrt(t2[1]) / vc.mean,
+                     "setup_share": t2[0] / t2.sum() if t2.sum() > 0 else math.nan,
+                     "optimal_runs_per_setup": vc.optimal_reps[0] if vc.optimal_reps else math.nan,
+                     "method": vc.method})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table, []
+    opt = table["optimal_runs_per_setup"]
+    sentence = (f"Variance components of {metric} (set-up > run, Kalibera & Jones 2013) in {len(table)} cells: the "
+                f"set-up level holds {table['setup_share'].median():.0%} of the variance (median; from "
+                f"{table['setup_share'].min():.0%} to {table['setup_share'].max():.0%}); set-up CV "
+                f"{table['cv_setups_pct'].median():.1f}% vs run-to-run CV {table['cv_runs_pct'].median():.1f}% "
+                "within a set-up (medians)")
+    if opt.notna().any():
+        sentence += (f"; with a set-up costing {costs[0]:.0f} s and a run {costs[1]:.0f} s, the cheapest precision "
+                     f"comes from {np.nanmedian(opt):.1f} run(s) per set-up (median over cells; more set-ups beyond that)")
+    finding = Finding(sentence=sentence + ".", estimate=float(table["setup_share"].median()),
+                      n=f"{int(table['setups'].iloc[0])} set-ups x {int(table['reps'].iloc[0])} runs per cell",
+                      unit="set-up and run", method=str(table["method"].iloc[0]), kind="variance")
+    return table, [finding]
+
+
+def conf_text(confidence: float) -> str:
+    """A confidence level as text with the digits it needs: ``95%``, ``99.5%``."""
+    return f"{confidence:.{max(0, -int(math.floor(math.log10(1 - confidence))) - 2)}%}"
+
+
+def _n_words(n: str, data: StudyData) -> str:
+    what = "set-ups" if data.setups > 1 else "runs"
+    if "/" in str(n):
+        a, b = str(n).split("/")
+        return f"{a} vs {b} {what}"
+    return f"{n} blocks" if data.paired else f"{n} {what}"
+
+
+def _level_like(series: pd.Series, value: Any) -> Any:
+    for v in pd.unique(series):
+        if str(v) == str(value):
+            return v.item() if isinstance(v, np.generic) else v
+    raise StatsError(f"baseline {value!r} is not a level of {series.name!r}: {sorted(map(str, pd.unique(series)))}")
+
+
+# ---------------------------------------------------------------------------------------------
+# what every write-up says
+
+
+def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = 0.95) -> tuple[
+        stats.Drift | None, list[Finding], tuple[str, ...]]:
+    """The drift check, the steady-state count and the cache caveats of a study, as findings.
+
+    Returns
+    -------
+    (Drift or None, list of Finding, tuple of str)
+        The drift check of ``metric`` (None with fewer than 3 runs), the findings, and the caveats
+        (one per device and load whose runs measured a cache).
+    """
+    pr = data.per_run
+    out: list[Finding] = []
+    cells = data.factors
+    drift = None
+    if len(pr) >= 3:
+        drift = stats.drift_check(pr, metric, cells=cells, order="run_order", confidence=confidence)
+        out.append(Finding(sentence=drift.text("per-run IOPS" if metric == "iops" else metric),
+                           estimate=drift.pct_over_span, ci_low=drift.ci_low_pct, ci_high=drift.ci_high_pct,
+                           confidence=confidence, n=f"{drift.n} runs", unit="run (position in the run order)",
+                           method=drift.method, kind="drift"))
+    checked = pr["steady"].notna()
+    bad = int((pr["steady"] == False).sum())  # noqa: E712
+    short = int(pr["steady_note"].str.contains("at least window", na=False).sum())
+    if checked.any():
+        sentence = (f"Steady state (SNIA PTS window of {PTS_WINDOW} one-second rounds: range <= {PTS_DATA_LIMIT:.0%} "
+                    f"and fitted-line excursion <= {PTS_FIT_LIMIT:.0%} of the window mean, on each run's per-second "
+                    f"IOPS): {bad} of {int(checked.sum())} runs not steady"
+                    + (f" ({short} of them too short to test: fewer than {PTS_WINDOW} rounds)" if short else "")
+                    + "; they are flagged in the verdict table (runs_not_steady).")
+    else:
+        sentence = ("Steady state not checked: the runs logged no per-second IOPS (add write_iops_log and "
+                    "log_avg_msec: 1000 to the spec's fixed options).")
+    out.append(Finding(sentence=sentence, estimate=float(bad), n=f"{len(pr)} runs", unit="run",
+                       method="stats.steady_state_timeseries (SNIA Solid State Storage PTS steady-state window)",
+                       kind="steady"))
+    caveats = []
+    flagged = pr[pr["cache_not_medium"].astype(bool)]
+    if len(flagged):
+        arms = [f for f in data.study.setup_factors if f in flagged.columns]
+        groups = flagged.groupby(arms, sort=True) if arms else [((), flagged)]
+        for key, g in groups:
+            key = key if isinstance(key, tuple) else (key,)
+            where = ", ".join(f"{k}={v}" for k, v in zip(arms, key, strict=True))
+            total = len(pr[(pr[arms] == pd.Series(dict(zip(arms, key, strict=True)))).all(axis=1)]) if arms \
+                else len(pr)
+            loads = sorted({int(x) for x in g["outstanding_ios"].dropna()}) if "outstanding_ios" in g else []
+            lat = g["clat_mean_ns"] / 1e3
+            paths = sorted(p for p in g["target_device"].unique() if p)
+            on = ", ".join(paths) if 0 < len(paths) <= 3 else f"{len(paths)} devices"
+            text = (f"{stats.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
+                    f"{on}, which sysfs calls rotational"
+                    + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
+                    + f", completed I/Os in {lat.min():.0f} to {lat.max():.0f} µs on average: a rotating medium "
+                    f"needs milliseconds per I/O (below {stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
+                    "these runs measured a cache, not the medium.")
+            caveats.append(text)
+            out.append(Finding(sentence=text, estimate=float(g["clat_mean_ns"].median()), n=f"{len(g)} runs",
+                               unit="run", method=f"stats.cache_caveats (rotational device, mean clat < "
+                                                  f"{stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", kind="caveat"))
+    return drift, out, tuple(caveats)
+
+
+def finish(data: StudyData, *, title: str, question: str, findings: list[Finding], verdicts: pd.DataFrame,
+           tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Callable[[], Any]], confidence: float,
+           captions: Mapping[str, str] | None = None, metric: str = "iops") -> TestbedResult:
+    """Add the common findings (drift, steady state, cache) and figures with their captions, and build the result."""
+    drift, common, caveats = common_findings(data, metric=metric, confidence=confidence)
+    figs, caps = dict(figures), dict(captions or {})
+    pr = data.per_run
+    if drift is not None:
+        figs.setdefault("drift", lambda: drift_figure(drift))
+        caps.setdefault("drift", (
+            f"Drift check: each run's {metric} as % from the mean of its cell ({', '.join(drift.cells)}) against its "
+            f"position in the sweep ({drift.n} runs), with the fitted common slope: {drift.pct_over_span:+.3g}% from "
+            f"the first run to the last ({conf_text(confidence)} CI {drift.ci_low_pct:+.3g}% to "
+            f"{drift.ci_high_pct:+.3g}%)."))
+    if not data.timeseries.empty:
+        figs.setdefault("steady", lambda: steady_figure(data))
+        bad = int((pr["steady"] == False).sum())  # noqa: E712
+        caps.setdefault("steady", (
+            f"Per-second IOPS of every run as % of the run's own mean ({len(pr)} runs); red: the {bad} runs whose "
+            f"{PTS_WINDOW}-second SNIA PTS window was not steady (range > {PTS_DATA_LIMIT:.0%} or fitted-line "
+            f"excursion > {PTS_FIT_LIMIT:.0%} of the mean, or too short); grey band: ±10%."))
+    for name in figs:
+        caps.setdefault(name, f"{title}: {name.replace('_', ' ')}.")
+    return TestbedResult(
+        name=data.name, title=title, question=question, findings=tuple(findings + common), verdicts=verdicts,
+        tables={"per_run": pr, **tables}, figures=figs, confidence=confidence, unit=data.unit_words(),
+        drift=drift, runs=len(pr), runs_not_steady=int((pr["steady"] == False).sum()),  # noqa: E712
+        runs_cache_not_medium=int(pr["cache_not_medium"].sum()), caveats=caveats, captions=caps)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures (plain matplotlib Figures; numbering, captions and alt text belong to the write-up)
+
+
+def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: str,
+                 margin: float | None = None):
+    """Forest plot of the verdict table's ratios with their CIs (:func:`storagebench.plots.ratio_forest`).
+
+    Rows whose CI is not estimable are left out and counted in the title; with none left, the figure
+    says so. ``margin`` (a fraction) draws the equivalence bounds dotted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    from ..plots import ratio_forest
+
+    ok = verdicts.dropna(subset=["ratio", "ci_low", "ci_high"])
+    ok = ok[(ok["ci_low"] > 0) & (ok["ci_high"] > 0)]
+    height = 1.5 + 0.3 * max(len(ok), 1)
+    fig, ax = plt.subplots(figsize=(7, height))
+    if ok.empty:
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no ratio has an estimable CI with these runs", ha="center", va="center")
+        return fig
+    ratio_forest(ok, group=group, ax=ax)
+    if margin:
+        for x in (1 - margin, 1 + margin):
+            ax.axvline(x, ls=":", color="grey")
+    left = len(verdicts) - len(ok)
+    ax.set_title(title + (f" ({left} of {len(verdicts)} left out: CI not estimable)" if left else ""),
+                 fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def drift_figure(drift: stats.Drift):
+    """Residuals (log scale, from the cell means) against the run order, with the fitted common slope.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    r = drift.residuals
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.scatter(r[drift.order], 100 * np.expm1(r["residual"]), s=12, color="C0")
+    if np.isfinite(drift.slope):
+        x = np.array([r[drift.order].min(), r[drift.order].max()])
+        xm = r[drift.order].mean()
+        ax.plot(x, 100 * np.expm1(drift.slope * (x - xm)), color="C3",
+                label=f"{drift.pct_over_span:+.3g}% first to last run")
+        ax.legend(loc="best", fontsize="small")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel(f"{drift.order} (position in the sweep)")
+    ax.set_ylabel(f"{drift.metric}: % from its cell mean")
+    fig.tight_layout()
+    return fig
+
+
+def steady_figure(data: StudyData):
+    """Every run's per-second IOPS as % of its own mean, not-steady runs in red.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    ts = data.timeseries[data.timeseries["metric"] == "iops"]
+    parts = [c for c in _LOG_PARTS if c in ts.columns]
+    per = (ts.assign(_round=np.rint(ts["t_s"].astype(float) / ROUND_S).astype(int))
+           .groupby(["run_id", *parts, "_round"])["value"].mean().groupby(["run_id", "_round"]).sum())
+    flags = data.per_run.set_index("run_id")["steady"]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for rid, s in per.groupby(level=0):
+        y = s.to_numpy(float)
+        bad = flags.get(rid) is False
+        ax.plot(s.index.get_level_values(1), 100 * y / y.mean(), color="C3" if bad else "C0",
+                alpha=0.9 if bad else 0.25, lw=1.2 if bad else 0.8)
+    ax.axhspan(90, 110, color="grey", alpha=0.1)
+    ax.set_xlabel("second of the run")
+    ax.set_ylabel("IOPS, % of the run's mean")
+    n_bad = int((data.per_run["steady"] == False).sum())  # noqa: E712
+    ax.set_title(f"{len(per.index.get_level_values(0).unique())} runs; red: {n_bad} not steady (SNIA PTS window)",
+                 fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,164 @@
+"""Spindle consolidation (seed 003, CloudPhysics): two workloads isolated or sharing one device set.
+
+Two random workloads run at the same time (the spec's ``concurrent: [workload]``), either each on its
+own two-device btrfs raid0 ("isolated") or both on one four-device raid0 ("shared", the same number of
+devices). Per workload: IOPS and the p90/p99 completion latency of each run (from its merged json+
+bins), shared vs isolated, with the set-up as the experimental unit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import testbed as tb
+from ..errors import StudyError
+from ..histogram import merge_histograms, percentiles_from_bins
+from ..runner import SetUp
+from ..study import SetUpUnit, Study
+from ._base import (
+    StudyData,
+    TestbedResult,
+    compare_arms,
+    conf_text,
+    finish,
+    loop_size,
+    ratio_figure,
+    setup_variance,
+    unit_values,
+)
+
+name = "consolidation"
+title = "Spindle consolidation: two workloads isolated vs shared (seed 003)"
+question = ("Do two concurrent workloads get more IOPS and lower tail latency on one shared four-device set than "
+            "each on its own two devices?")
+
+ARM, BASELINE, WORKLOAD = "layout", "isolated", "workload"
+#: metric -> (words for a ratio above 1, below 1): higher IOPS is better, higher latency worse.
+_METRICS = {"iops": ("better shared", "worse shared"), "clat_p90_ns": ("worse shared", "better shared"),
+            "clat_p99_ns": ("worse shared", "better shared")}
+
+
+def _levels(study: Study, factor: str) -> list:
+    return [lv["name"] if isinstance(lv, dict) else lv for lv in study.factors[factor]]
+
+
+@contextlib.contextmanager
+def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
+    """``isolated``: one btrfs raid0 over two fresh loop devices per workload; ``shared``: one btrfs raid0
+    over four holding every workload's file. Targets are named after the workloads' ``target``."""
+    layouts = [unit.arm[ARM]] if ARM in unit.arm else _levels(study, ARM)
+    if len(layouts) != 1:
+        raise StudyError(f"study {study.name}: consolidation builds one layout per set-up; the spec must say "
+                         f"setup_factors: [{ARM}]")
+    workloads = study.factors[WORKLOAD]
+    names = [(w["name"], w.get("target", w["name"])) for w in workloads]
+    size = loop_size(study)
+    layout = layouts[0]
+    with contextlib.ExitStack() as stack:
+        devs = stack.enter_context(tb.loop_devices(2 * len(names), size))
+        targets, devices = {}, [{**d.to_dict(), "role": layout} for d in devs]
+        if layout == BASELINE:
+            for i, (w, target) in enumerate(names):
+                fs = stack.enter_context(tb.btrfs_raid0(devs[2 * i:2 * i + 2]))
+                devices.append({**fs.to_dict(), "role": f"{layout}: {w}"})
+                targets[target] = os.path.join(fs.mountpoint, f"{w}.dat")
+            note = (f"isolated: for each workload ({', '.join(w for w, _ in names)}) btrfs raid0 over two fresh "
+                    f"{size >> 20} MiB loop devices of its own")
+        else:
+            fs = stack.enter_context(tb.btrfs_raid0(devs))
+            devices.append({**fs.to_dict(), "role": layout})
+            targets = {target: os.path.join(fs.mountpoint, f"{w}.dat") for w, target in names}
+            note = (f"shared: one btrfs raid0 over {len(devs)} fresh {size >> 20} MiB loop devices holding every "
+                    "workload's file")
+        notes = (note, "the workloads of one group run as fio processes started together; all loop devices are "
+                       "sparse files on one local disk (--direct-io=on): the study measures sharing queues and "
+                       "stripes, not spindles")
+        yield SetUp(targets=targets, devices=tuple(devices), notes=notes)
+
+
+def pooled_percentiles(data: StudyData, by: Sequence[str], percentiles: Sequence[float] = (90.0, 99.0)) -> pd.DataFrame:
+    """Percentiles of all completions of each ``by`` group, from the json+ bins merged across its runs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``*by, n_runs, completions`` and ``clat_p90_ms``, ``clat_p99_ms`` ... (ms). Descriptive: the
+        runs are pooled, so there is no CI (the verdicts use per-run percentiles with set-ups as units).
+    """
+    keys = data.per_run[["run_id", *by]].drop_duplicates("run_id")
+    h = data.histograms.merge(keys, on="run_id", how="inner")
+    merged = merge_histograms(h, by=list(by))
+    n_runs = h.groupby(list(by))["run_id"].nunique()
+    rows = []
+    for key, g in merged.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        pct = percentiles_from_bins(g["bin_ns"].to_numpy(), g["count"].to_numpy(), percentiles)
+        rec = dict(zip(by, key, strict=True))
+        rec["n_runs"] = int(n_runs.loc[key if len(key) > 1 else key[0]])
+        rec["completions"] = int(g["count"].sum())
+        for p, val in pct.items():
+            rec[f"clat_p{p:g}_ms".replace(".", "_")] = val / 1e6
+        rows.append(rec)
+    return pd.DataFrame(rows)
+
+
+def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+    """Per workload and metric (IOPS, p90 and p99 completion latency): shared / isolated.
+
+    Returns
+    -------
+    TestbedResult
+        ``verdicts``: per (workload, metric) the verdict row (ratio of geometric means of the set-ups,
+        each set-up's value the geometric mean of its runs; Holm over the workloads of one metric);
+        ``tables``: ``pooled`` (per workload and layout, percentiles of all completions from merged bins,
+        descriptive), ``units`` and ``variance`` (set-up vs run variance components per workload and
+        layout, and the runs per set-up worth making; :func:`setup_variance`).
+    """
+    frames, findings = [], []
+    for metric, (up, down) in _METRICS.items():
+        _, v, f = compare_arms(data, ARM, BASELINE, metric, by=WORKLOAD, up=up, down=down, confidence=confidence)
+        frames.append(v)
+        findings += f
+    v = pd.concat(frames, ignore_index=True)
+    pooled = pooled_percentiles(data, [WORKLOAD, ARM])
+    units = unit_values(data, "iops", [WORKLOAD, ARM])
+    variance, f = setup_variance(data, "iops", [WORKLOAD, ARM], confidence=confidence)
+    findings += f
+    figures = {"ratios": lambda: ratio_figure(v, [WORKLOAD, "metric"], title=f"shared / isolated per workload "
+                                                                            f"and metric, {conf_text(confidence)} CI"),
+               "tails": lambda: _tails(data)}
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {
+        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency of each run from "
+                   f"its merged json+ bins): ratio of the set-up geometric means (n = {n} "
+                   f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; dashed: 1."),
+        "tails": ("p99 completion latency of every run (points, log scale) by workload and layout; bars: the geometric "
+                  "mean of the runs."),
+    }
+    return finish(data, title=title, question=question, findings=findings, verdicts=v,
+                  tables={"pooled": pooled, "units": units, "variance": variance}, figures=figures,
+                  confidence=confidence, captions=captions)
+
+
+def _tails(data: StudyData):
+    """Per-run p99 completion latency by workload and layout (points: runs; bars: geometric mean)."""
+    import matplotlib.pyplot as plt
+
+    pr = data.per_run
+    fig, ax = plt.subplots(figsize=(6, 3))
+    labels = []
+    for i, ((w, lay), g) in enumerate(pr.groupby([WORKLOAD, ARM], sort=True)):
+        y = g["clat_p99_ns"].to_numpy(float) / 1e6
+        ax.scatter(np.full(len(y), i), y, s=12, color=f"C{i % 2}", alpha=0.7)
+        ax.hlines(float(np.exp(np.log(y).mean())), i - 0.3, i + 0.3, color="k")
+        labels.append(f"{w}\n{lay}")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("p99 completion latency (ms), per run")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,95 @@
+"""Stripe width 1 vs 4 (seed 002, StarWind's vSAN stripe-width test) on btrfs.
+
+The six access patterns of the seed on btrfs over one device (width 1) and btrfs with data and metadata
+raid0 over four devices (width 4) of the same total capacity; the width-4/width-1 IOPS ratio per pattern
+with its CI, the set-up (a fresh filesystem on fresh loop devices) as the experimental unit, Holm-adjusted
+over the six patterns.
+
+Testbed (one arm per build): width 1 is btrfs (single profile) on one loop device of four times the
+per-device size; width 4 is ``mkfs.btrfs -d raid0 -m raid0`` over four loop devices. All loop devices are
+sparse files on the same local disk with ``--direct-io=on``: striping adds queues and parallel
+submission, not spindles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from .. import testbed as tb
+from ..runner import SetUp
+from ..study import SetUpUnit, Study
+from ._base import (
+    StudyData,
+    TestbedResult,
+    compare_arms,
+    conf_text,
+    finish,
+    loop_size,
+    ratio_figure,
+    unit_values,
+)
+
+name = "stripe_width"
+title = "Stripe width 1 vs 4 on btrfs (seed 002)"
+question = "Does striping over four devices change IOPS, pattern by pattern, compared with one device of the same capacity?"
+
+ARM = "stripe_width"
+
+
+def _width(level) -> int:
+    return int(level)
+
+
+@contextlib.contextmanager
+def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
+    """btrfs on one loop device (width 1) or btrfs raid0 over four (width 4), for the widths of ``unit``."""
+    levels = [unit.arm[ARM]] if ARM in unit.arm else [lv["name"] if isinstance(lv, dict) else lv
+                                                      for lv in study.factors[ARM]]
+    target_of = {(lv["name"] if isinstance(lv, dict) else lv): (lv.get("target") if isinstance(lv, dict) else None)
+                 for lv in study.factors[ARM]}
+    size = loop_size(study)
+    targets, devices, notes = {}, [], []
+    with contextlib.ExitStack() as stack:
+        for level in levels:
+            width = _width(level)
+            if width == 1:
+                one = stack.enter_context(tb.loop_device(4 * size))
+                fs = stack.enter_context(tb.filesystem(one, "btrfs"))
+                devices += [{**one.to_dict(), "role": f"width {width}"}, {**fs.to_dict(), "role": f"width {width}"}]
+                notes.append(f"width 1: btrfs (single profile) on one fresh {4 * size >> 20} MiB loop device")
+            else:
+                devs = stack.enter_context(tb.loop_devices(width, 4 * size // width))
+                fs = stack.enter_context(tb.btrfs_raid0(devs))
+                devices += [{**d.to_dict(), "role": f"width {width}"} for d in devs]
+                devices.append({**fs.to_dict(), "role": f"width {width}"})
+                notes.append(f"width {width}: btrfs with data and metadata raid0 over {width} fresh "
+                             f"{4 * size // width >> 20} MiB loop devices (the same capacity)")
+            targets[target_of.get(level) or str(level)] = os.path.join(fs.mountpoint, "stripe.dat")
+        notes.append("all loop devices are sparse files on the same local disk with --direct-io=on: striping adds "
+                     "queues and parallel submission, not spindles")
+        yield SetUp(targets=targets, devices=tuple(devices), notes=tuple(notes))
+
+
+def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+    """width 4 / width 1 IOPS per pattern (ratio of geometric means of the set-ups), Holm over the patterns.
+
+    Returns
+    -------
+    TestbedResult
+        ``verdicts``: one row per pattern (:func:`storagebench.stats.verdict`: "faster"/"slower" only
+        where the Holm-adjusted p < alpha and the CI lies on that side of 1); ``tables``: ``units``.
+    """
+    base = min(data.per_run[ARM].unique(), key=_width)
+    _, v, findings = compare_arms(data, ARM, base, "iops", by="pattern", up="faster", down="slower",
+                                  confidence=confidence)
+    units = unit_values(data, "iops", [ARM, "pattern"])
+    figures = {"ratios": lambda: ratio_figure(v, ["pattern"], title=f"width 4 / width 1 IOPS per pattern, "
+                                                                    f"{conf_text(confidence)} CI")}
+    n = v["n"].iloc[0] if len(v) else "0"
+    captions = {"ratios": (f"Width 4 / width 1 IOPS per pattern: ratio of the set-up geometric means (n = {n} "
+                           f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; "
+                           "dashed: 1 (no difference).")}
+    return finish(data, title=title, question=question, findings=findings, verdicts=v, tables={"units": units},
+                  figures=figures, confidence=confidence, captions=captions)

@@ -1,0 +1,125 @@
+"""Drift over the run order, the "cache, not medium" rule, and per-run steady state from fio's averaged logs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+
+from storagebench.errors import StatsError
+from storagebench.records import DeviceInfo
+from storagebench.stats import (
+    CACHE_CAVEAT,
+    CACHE_LATENCY_MS,
+    ROTATIONAL_FLOOR_NS,
+    cache_caveats,
+    drift_check,
+    steady_state,
+    steady_state_timeseries,
+)
+
+
+def _runs(rng, n_cells=3, per_cell=8, slope=0.0, sd=0.02):
+    cells = np.tile([f"c{i}" for i in range(n_cells)], per_cell)
+    order = rng.permutation(len(cells))
+    base = {f"c{i}": 1000.0 * (i + 1) for i in range(n_cells)}
+    y = np.array([base[c] for c in cells]) * np.exp(slope * order + rng.normal(0, sd, len(cells)))
+    return pd.DataFrame({"cell": cells, "run_order": order, "iops": y})
+
+
+def test_drift_slope_is_the_ancova_slope_of_statsmodels(rng):
+    """Gold check: slope, SE-based CI and p equal statsmodels' OLS of log(iops) ~ C(cell) + run_order."""
+    df = _runs(rng, slope=0.004)
+    d = drift_check(df, "iops", cells="cell")
+    fit = smf.ols("np.log(iops) ~ C(cell) + run_order", data=df).fit()
+    assert d.slope == pytest.approx(fit.params["run_order"], rel=1e-10)
+    assert d.p == pytest.approx(fit.pvalues["run_order"], rel=1e-8)
+    lo, hi = fit.conf_int(0.05).loc["run_order"]
+    assert d.ci_low_pct == pytest.approx(np.expm1(lo * d.span) * 100, rel=1e-8)
+    assert d.ci_high_pct == pytest.approx(np.expm1(hi * d.span) * 100, rel=1e-8)
+    assert d.df == int(fit.df_resid) and d.n == len(df)
+    assert d.drift and "drift shown" in d.text() and "no drift" not in d.text()
+    assert d.pct_per_100 == pytest.approx(np.expm1(100 * d.slope) * 100)
+
+
+def test_no_drift_and_the_runs_test(rng):
+    d = drift_check(_runs(rng, slope=0.0), "iops", cells=["cell"], confidence=0.99)
+    assert d.ci_low_pct < 0 < d.ci_high_pct and not d.drift
+    assert "99% CI" in d.text() and "no drift shown" in d.text()
+    assert 0 <= d.runs_p <= 1
+    # residuals alternating above/below in run order: far too many runs for chance; no trend
+    n = 40
+    alt = pd.DataFrame({"cell": "a", "run_order": np.arange(n), "iops": 1000 * np.where(np.arange(n) % 2, 1.01, 0.99)})
+    a = drift_check(alt, "iops", cells="cell")
+    assert a.runs_p < 1e-6 and a.clustered and not a.drift
+    assert "no drift shown" in a.text() and "they cluster in run order" in a.text()
+
+
+def test_drift_bad_input_and_no_df():
+    df = pd.DataFrame({"cell": ["a", "b", "c"], "run_order": [0, 1, 2], "iops": [1.0, 2.0, 3.0]})
+    d = drift_check(df, "iops", cells="cell")  # one run per cell: nothing left for a slope
+    assert math.isnan(d.slope) and not d.drift and "not estimable" in d.text()
+    with pytest.raises(StatsError, match="at least 3 runs"):
+        drift_check(df.iloc[:2], "iops", cells="cell")
+    with pytest.raises(StatsError, match="iops"):
+        drift_check(df.assign(iops=[1.0, -1.0, 2.0]), "iops", cells="cell")
+    with pytest.raises(StatsError, match="missing"):
+        drift_check(df.assign(run_order=[0, None, 2]), "iops", cells="cell")
+    with pytest.raises(StatsError):
+        drift_check(df, "iops", cells="nope")
+
+
+def test_cache_caveat_rule():
+    runs = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "clat_mean_ns": [41_000.0, 3_500_000.0, 41_000.0, 999_999.0],
+                         "iodepth": [1, 1, 32, 1], "numjobs": [1, 1, 1, 2]})
+    rot = DeviceInfo(path="/dev/vda", rotational=True)
+    out = cache_caveats(runs, rot)
+    assert list(out["cache_not_medium"]) == [True, False, True, True]  # the floor holds at any depth
+    assert out.loc[0, "caveat"].startswith(CACHE_CAVEAT) and "41 µs" in out.loc[0, "caveat"]
+    assert "1 outstanding I/O " in out.loc[0, "caveat"] and "32 outstanding I/Os" in out.loc[2, "caveat"]
+    assert out.loc[1, "caveat"] == "" and list(out["outstanding_ios"]) == [1, 1, 32, 2]
+    # non-rotational or unknown: never a caveat; the JSON form of the record works too
+    assert not cache_caveats(runs, {"path": "/dev/nvme0n1", "rotational": False})["cache_not_medium"].any()
+    assert not cache_caveats(runs, {"path": "/dev/loop9", "rotational": None})["cache_not_medium"].any()
+    # per run: a record per run id; a run without one gets none
+    per = cache_caveats(runs, {"a": rot, "b": rot, "c": {"path": "/dev/zram0", "rotational": False}})
+    assert list(per["cache_not_medium"]) == [True, False, False, False]
+    assert list(per["device"]) == ["/dev/vda", "/dev/vda", "/dev/zram0", ""]
+    assert cache_caveats(runs, rot, floor_ns=50_000)["cache_not_medium"].tolist() == [True, False, True, False]
+    assert ROTATIONAL_FLOOR_NS == 1e6 and CACHE_LATENCY_MS == 1.0  # one floor: the demo's sweep summary uses it too
+    with pytest.raises(StatsError, match="percentile|mean-latency"):
+        cache_caveats(runs.assign(clat_p99_ns=1.0), rot, latency="clat_p99_ns")
+    with pytest.raises(StatsError, match="floor_ns"):
+        cache_caveats(runs, rot, floor_ns=0)
+    with pytest.raises(StatsError, match="run_id"):
+        cache_caveats(runs.drop(columns="run_id"), {"a": rot})
+
+
+def test_steady_state_of_a_runs_total_from_real_averaged_logs(fixtures_dir):
+    """Real fio 3.33 logs with log_avg_msec=1000 (2 jobs, read and write lines): stamped 999, 1999, 2999, 4000 ...
+    ms. 'nearest' puts one sample per second into its round; the run's total is the sum over jobs and
+    directions, and steady_state() on those sums gives the same answer."""
+    from storagebench.ingest import ingest_paths
+
+    ts = ingest_paths([fixtures_dir / "fio" / "logs_avg"]).timeseries
+    iops = ts[ts.metric == "iops"]
+    assert set(iops["log_index"]) == {1, 2} and set(iops["direction"]) == {"read", "write"}
+    floor = np.floor(iops["t_s"]).astype(int)
+    assert floor.value_counts().max() > 4  # floor puts 999 ms and 1999 ms ... into neighbouring rounds wrongly
+    out = steady_state_timeseries(ts, metric="iops", by=["run_id"], sum_over=["job", "log_index", "direction"],
+                                  align="nearest")
+    assert len(out) == 1 and out.loc[0, "rounds"] == 6
+    total = iops.assign(r=np.rint(iops["t_s"]).astype(int)).groupby("r")["value"].sum()
+    assert list(total.index) == [1, 2, 3, 4, 5, 6]
+    direct = steady_state(total.to_numpy())
+    assert bool(out.loc[0, "steady"]) == direct.steady
+    assert out.loc[0, "data_range_pct"] == pytest.approx(direct.data_range_pct)
+    if direct.steady:
+        assert out.loc[0, "steady_at_s"] == total.index[direct.first_round]
+    with pytest.raises(StatsError, match="align"):
+        steady_state_timeseries(ts, align="ceil")
+    with pytest.raises(StatsError, match="sum_over"):
+        steady_state_timeseries(ts.assign(metric="lat_ns"), metric="lat_ns", sum_over=["job"])
