@@ -332,7 +332,7 @@ def claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], comparison: Co
                              + (f" where {claim.where}" if claim.where else ""))
         statuses, evidence = [], []
         names = {s: [] for s in CLAIM_VERDICTS}
-        for r, w in picked:
+        for r, _w in picked:
             s = _row_status(claim, r.ci_low, r.ci_high, r.p_adjusted, r.alpha)
             statuses.append(s)
             gname = _group_name(r.group, name_by) if r.group else "averaged over the groups"
