@@ -8,7 +8,8 @@
       * fio-plot's JSON import (``fio_plot.fiolib.jsonimport.import_json_dataset`` +
         ``jsonparsing.parse_json_data``), if ``fio-plot`` is installed (benchmark-only dependency:
         ``.venv/bin/pip install fio-plot``); it builds no histograms;
-      * storagebench ``ingest_paths`` → validated ``runs`` and ``histograms`` DataFrames.
+      * storagebench ``ingest_paths`` → validated ``runs``, ``histograms`` and ``run_totals`` DataFrames,
+        and the same with the run-level table switched off (its own cost is the difference).
     Target: storagebench within 2x of bare orjson.
 (b) Peak memory (``VmHWM`` of a fresh subprocess, see ``_CHILD``) of ``ingest_to_parquet`` over M files
     (default 20,000) to parquet, against the same subprocess that only imports storagebench.
@@ -135,6 +136,19 @@ def bench_storagebench(paths):
     return len(res.runs) + len(res.histograms)
 
 
+def bench_storagebench_without_run_totals(paths):
+    """ingest_paths with the run-level table switched off: the rest of ingest, for the table's own cost."""
+    import storagebench.ingest as ing
+    from storagebench import schema
+
+    saved = ing.run_totals
+    ing.run_totals = lambda runs, hist, **_: schema.empty("run_totals")
+    try:
+        return bench_storagebench(paths)
+    finally:
+        ing.run_totals = saved
+
+
 def timed(fn, paths, repeat):
     best = float("inf")
     out = None
@@ -163,8 +177,8 @@ print(hwm, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
-def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool) -> tuple[int, int, int, float]:
-    code = _CHILD.format(root=str(ROOT), src=str(src), dst=str(dst), batch=batch, n=n, run=run)
+def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool, root: Path = ROOT) -> tuple[int, int, int, float]:
+    code = _CHILD.format(root=str(root), src=str(src), dst=str(dst), batch=batch, n=n, run=run)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     dt = time.perf_counter() - t0
@@ -201,14 +215,20 @@ print(json.dumps(best))
 """
 
 
-def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> tuple[float, float]:
-    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process."""
+def ref_tree(ref: str, tmp: Path) -> Path:
+    """The ``storagebench`` package of git ref ``ref``, extracted under ``tmp``."""
     tree = tmp / f"ref-{ref.replace('/', '_')}"
     if not tree.exists():
         tree.mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "storagebench"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> tuple[float, float]:
+    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process."""
+    tree = ref_tree(ref, tmp)
     code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
@@ -222,7 +242,8 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
     methods = [("bare orjson.loads (lower bound)", bench_orjson),
                ("json.load + pandas.json_normalize", bench_json_normalize),
                ("fio-plot jsonimport + parse_json_data", bench_fio_plot),
-               ("storagebench ingest_paths (runs+histograms)", bench_storagebench)]
+               ("storagebench ingest_paths (runs+histograms)", bench_storagebench),
+               ("  the same without run_totals", bench_storagebench_without_run_totals)]
     try:
         import fio_plot  # noqa: F401
     except ImportError:
@@ -242,7 +263,9 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
     for name, t, out in rows:
         print(f"  {name:46s} {t:8.3f} {len(paths) / t:9.0f} {t / base:9.2f}  {out}")
     sb = [t for name, t, _ in rows if name.startswith("storagebench")][0]
-    print(f"  storagebench / bare orjson = {sb / base:.2f} (target <= 2.0)")
+    bare = [t for name, t, _ in rows if name.startswith("  the same without")][0]
+    print(f"  storagebench / bare orjson = {sb / base:.2f} (target <= 2.0); without run_totals {bare / base:.2f}: "
+          f"the run-level table costs {(sb - bare) / base:.2f} x orjson")
     if args.compare_ref:
         o, t = compare_ref(args.compare_ref, paths[0].parent, tmp, args.repeat)
         print(f"  storagebench at {args.compare_ref} (child process, its own bare orjson {o:.3f} s): "
@@ -360,6 +383,13 @@ def main(argv=None) -> int:
                   f"in a subprocess: {dt:.1f} s, {runs} runs rows, {hist} histogram rows")
             print(f"  peak RSS {peak / 2**20:.0f} MiB (import-only baseline {idle / 2**20:.0f} MiB); "
                   f"target < 1024 MiB: {'OK' if peak < 2**30 else 'MISSED'}")
+            if args.compare_ref:
+                tree = ref_tree(args.compare_ref, tmp)
+                _, _, ref_idle, _ = peak_rss(src, tmp / "out1", args.mem_files, args.batch_files, run=False, root=tree)
+                _, _, ref_peak, ref_dt = peak_rss(src, tmp / "out2", args.mem_files, args.batch_files, run=True,
+                                                  root=tree)
+                print(f"  storagebench at {args.compare_ref}: {ref_dt:.1f} s, peak RSS {ref_peak / 2**20:.0f} MiB "
+                      f"(import-only {ref_idle / 2**20:.0f} MiB)")
     return 0
 
 

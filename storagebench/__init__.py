@@ -10,7 +10,7 @@ matplotlib; the CLI should not pay for that), so ``import storagebench`` stays c
     sb.stats.compare(tables.runs, "numjobs", 1, "iops", by=["iodepth"])
 
 Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
-``safety``, ``ingest``, ``histogram``, ``aggregate``, ``stats``, ``published``, ``findings``, ``tables``,
+``safety``, ``ingest``, ``histogram``, ``runlevel``, ``aggregate``, ``stats``, ``published``, ``findings``, ``tables``,
 ``plots``, ``display``, ``publish``,
 ``testbed``, ``hoststeps``, ``studies`` (the testbed studies: one module each), ``servers``, ``clientserver``,
 ``batch``, ``cli``.
@@ -51,6 +51,7 @@ _LAZY: dict[str, str] = {
     "IngestResult": "ingest", "ingest_paths": "ingest", "ingest_study": "ingest",
     "ingest_to_parquet": "ingest", "parse_fio_output": "ingest", "parse_fio_log": "ingest",
     "percentiles_from_bins": "histogram", "merge_histograms": "histogram", "plat_idx_to_val": "histogram",
+    "run_totals": "runlevel", "read_run_totals": "runlevel", "read_table": "schema",
     "combine_jobs": "aggregate", "per_host": "aggregate", "cluster_aggregate": "aggregate",
     "scaling_summary": "aggregate", "saturation_point": "aggregate", "fairness": "aggregate",
     "list_published": "published", "load_published": "published", "load_table": "published",
@@ -68,8 +69,8 @@ _LAZY: dict[str, str] = {
 }
 _MODULES = (
     "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
-    "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed", "hoststeps",
-    "studies", "servers", "clientserver", "batch",
+    "runlevel", "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed",
+    "hoststeps", "studies", "servers", "clientserver", "batch",
 )
 
 __all__ = [

@@ -1,17 +1,12 @@
-"""Combine ``runs`` rows across jobs and hosts: per-host rows, cluster aggregates, checks.
+"""Client/server checks on the run-level table: cluster totals vs fio's "All clients", overlap, fairness, scaling.
 
-A client/server run gives one ``runs`` row per host x job x direction and fio's own
-"All clients" entry (kept apart, in ``all_clients``). The rules, for rows measured over the
-same interval:
+Rows are never combined here: every combination of jobs, directions and hosts comes from
+:func:`storagebench.runlevel.run_totals` (fio's ``sum_thread_stats`` rule: counts add up, means are
+weighted by completed I/Os, IOPS is the pooled I/O count over the longest runtime, percentiles come
+from the merged json+ bins). This module selects from that table and checks it:
 
-* IOPS, bandwidth, bytes and I/O counts add up;
-* mean latency is the IOPS-weighted mean (fio ``stat.c`` ``sum_thread_stats`` weights each
-  job's mean by its sample count; with equal runtimes, IOPS-weighting is the same thing);
-  the standard deviation is pooled the same way (law of total variance);
-* percentiles are *never* averaged: they come from the merged json+ completion-latency bins
-  (:func:`storagebench.histogram.merge_histograms`, :func:`~storagebench.histogram.percentiles_from_bins`);
-* fio's "All clients" entry must equal the per-host sum (:func:`cluster_aggregate` reports the
-  relative difference and flags > 0.5 %);
+* fio's "All clients" entry must equal the cluster total (:func:`cluster_aggregate` reports the
+  relative difference and flags > 0.5 %); with fio's own rule on both sides they agree to rounding;
 * the clients must really have run at the same time (:func:`client_overlap`): fio's client JSON
   carries no per-client start time, so the spans come from fio logs written with
   ``log_unix_epoch=1`` (``write_iops_log``), which the client collects from every server.
@@ -19,17 +14,16 @@ same interval:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from .errors import SchemaError, StatsError
-from .histogram import merge_histograms, percentiles_from_bins
-from .schema import PERCENTILES, percentile_column
+from .runlevel import is_run_totals, run_totals, select
+from .schema import PERCENTILES
 
 __all__ = [
-    "SUM_COLUMNS",
     "combine_jobs",
     "per_host",
     "cluster_aggregate",
@@ -37,83 +31,30 @@ __all__ = [
     "client_overlap",
     "fairness",
     "jain_index",
-    "run_totals",
     "scaling_summary",
     "saturation_point",
 ]
 
-#: Columns that add up across jobs and hosts.
-SUM_COLUMNS: tuple[str, ...] = ("iops", "bw_bytes_per_s", "io_bytes", "total_ios")
-_WEIGHTED = ("lat_mean_ns", "clat_mean_ns", "slat_mean_ns")
-_METRICS = set(SUM_COLUMNS) | set(_WEIGHTED) | {
-    "lat_stdev_ns", "clat_stdev_ns", "lat_min_ns", "lat_max_ns", "runtime_s",
-    "usr_cpu_pct", "sys_cpu_pct", "error", "partial", "job_index", "job", "host", "source_file",
-    "hostname", *(percentile_column(p) for p in PERCENTILES),
-}
 #: Relative difference above which "All clients" and the per-host sum disagree.
 ALL_CLIENTS_TOLERANCE = 0.005
 
+#: combine_jobs' ``by`` -> the run-level rows it means (hosts, direction of runlevel.select)
+_BY = {
+    ("run_id", "host", "direction"): ("each", "each"),
+    ("run_id", "direction"): ("all", "each"),
+    ("run_id", "host"): ("each", None),
+    ("run_id",): ("all", None),
+}
 
-def _need(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
+
+def _need(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise SchemaError(f"{what} is missing columns {missing}")
 
 
-def _pooled_sd(means: np.ndarray, sds: np.ndarray, w: np.ndarray, mean: float) -> float:
-    if w.sum() <= 0 or np.isnan(sds).all():
-        return float("nan")
-    var = (w * (np.nan_to_num(sds) ** 2 + (means - mean) ** 2)).sum() / w.sum()
-    return float(np.sqrt(var))
-
-
-def _combine(group: pd.DataFrame, keep: Sequence[str]) -> dict:
-    w = group["iops"].to_numpy(dtype=float)
-    out: dict = {c: group[c].iloc[0] for c in keep}
-    for c in SUM_COLUMNS:
-        if c in group:
-            out[c] = group[c].sum()
-    for c in _WEIGHTED:
-        if c in group:
-            v = group[c].to_numpy(dtype=float)
-            ok = ~np.isnan(v) & (w > 0)
-            out[c] = float((v[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
-    for mean_c, sd_c in (("lat_mean_ns", "lat_stdev_ns"), ("clat_mean_ns", "clat_stdev_ns")):
-        if sd_c in group and mean_c in group:
-            out[sd_c] = _pooled_sd(group[mean_c].to_numpy(float), group[sd_c].to_numpy(float), w, out[mean_c])
-    if "lat_min_ns" in group:
-        out["lat_min_ns"] = group["lat_min_ns"].min()
-    if "lat_max_ns" in group:
-        out["lat_max_ns"] = group["lat_max_ns"].max()
-    if "runtime_s" in group:
-        out["runtime_s"] = group["runtime_s"].max()
-    for c in ("usr_cpu_pct", "sys_cpu_pct"):
-        if c in group:
-            out[c] = group[c].mean()
-    if "error" in group:
-        out["error"] = int(group["error"].max())
-    if "partial" in group:
-        out["partial"] = bool(group["partial"].any())
-    out["n_jobs"] = len(group)
-    return out
-
-
-def _percentiles(hist: pd.DataFrame | None, by: list[str], percentiles: Sequence[float]) -> pd.DataFrame | None:
-    if hist is None or hist.empty:
-        return None
-    merged = merge_histograms(hist, by=by)
-    rows = []
-    for key, g in merged.groupby(by, sort=False, observed=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        try:
-            vals = percentiles_from_bins(g["bin_ns"].to_numpy(), g["count"].to_numpy(), percentiles)
-        except StatsError:
-            continue
-        row = dict(zip(by, key, strict=True))
-        row.update({percentile_column(p): float(v) for p, v in vals.items()})
-        row["hist_count"] = int(g["count"].sum())
-        rows.append(row)
-    return pd.DataFrame(rows) if rows else None
+def _totals(runs: pd.DataFrame, histograms: pd.DataFrame | None) -> pd.DataFrame:
+    return runs if is_run_totals(runs) else run_totals(runs, histograms)
 
 
 def combine_jobs(
@@ -122,69 +63,50 @@ def combine_jobs(
     by: Sequence[str] = ("run_id", "host", "direction"),
     percentiles: Sequence[float] = PERCENTILES,
 ) -> pd.DataFrame:
-    """Combine several rows (jobs, or hosts) into one row per ``by`` group.
-
-    Use it for the job entries of one host (``numjobs`` without ``group_reporting``) --
-    the default ``by`` -- or, with ``by=("run_id", "direction")``, for a whole cluster.
+    """Rows of the run-level table at the level ``by`` names (jobs, hosts and directions combined by fio's rule).
 
     Parameters
     ----------
     runs : pandas.DataFrame
-        ``runs`` table rows (schema :data:`storagebench.schema.RUNS`).
+        ``runs`` rows, or a run-level table (``tidy/run_totals.parquet``: selected, nothing recomputed).
     histograms : pandas.DataFrame, optional
-        ``histograms`` rows of the same runs; when given, the ``clat_p*_ns`` columns are
-        recomputed from the merged bins (fio ``stat.c`` rule). Without it they are NaN, since
-        percentiles cannot be combined from percentiles.
+        ``histograms`` rows of the same runs: percentiles of combined rows come from the merged bins;
+        without them they are NaN (percentiles are never averaged).
     by : sequence of str
-        Group columns; each must be in ``runs`` (and in ``histograms`` when given).
+        ``("run_id", "host", "direction")`` (the jobs of each host, per direction),
+        ``("run_id", "direction")`` (every host), ``("run_id", "host")`` (every direction of each host)
+        or ``("run_id",)`` (the run's total).
     percentiles : sequence of float
-        Percentiles (%) to compute from the merged bins.
+        Percentiles (%) wanted; the run-level table holds fio's default list
+        (:data:`storagebench.schema.PERCENTILES`), so each must be one of them.
 
     Returns
     -------
     pandas.DataFrame
-        One row per group: ``by``; every ``runs`` column that is constant within the groups
-        (factors, provenance); ``iops``, ``bw_bytes_per_s``, ``io_bytes``, ``total_ios`` summed;
-        ``lat_mean_ns``, ``clat_mean_ns``, ``slat_mean_ns`` IOPS-weighted; ``lat_stdev_ns``,
-        ``clat_stdev_ns`` pooled; ``lat_min_ns`` min; ``lat_max_ns`` max; ``runtime_s`` max;
-        ``clat_p*_ns`` from merged bins; ``n_jobs`` rows combined; ``hist_count`` completions in
-        the merged histogram.
+        :func:`storagebench.runlevel.select` of :func:`storagebench.runlevel.run_totals`: the
+        :data:`storagebench.schema.RUN_TOTALS` columns (``iops`` 1/s, latencies ns ...; ``n_jobs``
+        job entries combined) plus the study factors.
 
     Raises
     ------
     SchemaError
-        A ``by`` column or ``iops`` is missing.
+        ``by`` is none of those, a percentile is not in fio's default list, or ``runs`` lacks
+        ``run_id``/``iops`` (a ``histograms`` key column).
     """
-    by = list(by)
-    _need(runs, [*by, "iops"], "runs")
-    if runs.empty:
-        return pd.DataFrame(columns=[*by, *SUM_COLUMNS, "n_jobs"])
-    const = [c for c in runs.columns if c not in by and c not in _METRICS
-             and runs.groupby(by, observed=True, dropna=False)[c].nunique(dropna=False).max() <= 1]
-    rows = [_combine(g, [*by, *const]) for _, g in runs.groupby(by, sort=True, observed=True, dropna=False)]
-    out = pd.DataFrame(rows)
-    for p in percentiles:
-        out[percentile_column(p)] = np.nan
-    if histograms is not None:
-        _need(histograms, [*by, "bin_ns", "count"], "histograms")
-        pct = _percentiles(histograms, by, percentiles)
-        if pct is not None:
-            out = out.drop(columns=[percentile_column(p) for p in percentiles])
-            out = out.merge(pct, on=by, how="left")
-    return out
+    key = tuple(by)
+    if key not in _BY:
+        raise SchemaError(f"by must be one of {[list(k) for k in _BY]}, got {list(key)}")
+    other = [p for p in percentiles if float(p) not in PERCENTILES]
+    if other:
+        raise SchemaError(f"percentiles must be among {list(PERCENTILES)} (the run-level table's), got {other}; "
+                          "compute others from the histograms (storagebench.histogram)")
+    hosts, direction = _BY[key]
+    return select(_totals(runs, histograms), hosts=hosts, direction=direction)
 
 
 def per_host(runs: pd.DataFrame, histograms: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run x host x direction (the jobs of each host combined), I/O directions only.
-
-    Rows without I/O in a direction (``total_ios == 0``, e.g. the write side of a read job)
-    are dropped. Columns as :func:`combine_jobs`.
-    """
-    r = runs[runs["total_ios"] > 0] if "total_ios" in runs else runs
-    h = None
-    if histograms is not None:
-        h = histograms
-    return combine_jobs(r, h, by=("run_id", "host", "direction"))
+    """One row per run x host x direction: :func:`combine_jobs` with ``by=("run_id", "host", "direction")``."""
+    return combine_jobs(runs, histograms, by=("run_id", "host", "direction"))
 
 
 def cluster_aggregate(
@@ -199,7 +121,7 @@ def cluster_aggregate(
     Parameters
     ----------
     runs : pandas.DataFrame
-        ``runs`` rows of client/server runs (one per host x job x direction).
+        ``runs`` rows of client/server runs (one per host x job x direction), or their run-level table.
     histograms : pandas.DataFrame, optional
         ``histograms`` rows; the cluster percentiles come from all hosts' bins merged.
     all_clients : pandas.DataFrame, optional
@@ -210,24 +132,23 @@ def cluster_aggregate(
     Returns
     -------
     pandas.DataFrame
-        One row per ``run_id, direction``: the :func:`combine_jobs` columns plus ``hosts``
-        (distinct hosts that reported), ``runtime_spread_s`` (longest - shortest job runtime:
-        fio's All clients IOPS is the pooled I/O count over the *longest* runtime, client.c
-        ``sum_group_stats``, so a spread shows up as a relative difference), and with ``all_clients``: ``all_clients_iops``,
-        ``all_clients_bw_bytes_per_s``, ``iops_rel_diff``, ``bw_rel_diff`` (per-host sum /
-        All clients - 1) and ``all_clients_mismatch`` (True when either exceeds ``tolerance``,
-        or a multi-host run has no All clients entry; fio prints none for a single client).
+        One row per ``run_id, direction``: the run-level columns (``iops`` = the pooled I/Os over the
+        longest runtime, fio's ``All clients`` rule, client.c ``handle_ts`` -> stat.c
+        ``sum_thread_stats``) plus ``hosts`` (hosts that reported), ``runtime_spread_s`` (longest -
+        shortest host runtime, s), and with ``all_clients``: ``all_clients_iops``,
+        ``all_clients_bw_bytes_per_s``, ``iops_rel_diff``, ``bw_rel_diff`` (cluster total / All clients
+        - 1) and ``all_clients_mismatch`` (True when either exceeds ``tolerance``, or a multi-host run has
+        no All clients entry; fio prints none for a single client).
     """
-    r = runs[runs["total_ios"] > 0] if "total_ios" in runs else runs
-    out = combine_jobs(r, histograms, by=("run_id", "direction"))
+    totals = _totals(runs, histograms)
+    out = select(totals, hosts="all", direction="each")
     if out.empty:
         return out
-    grp = r.groupby(["run_id", "direction"], observed=True)
-    hosts = grp["host"].nunique().rename("hosts").reset_index()
-    if "runtime_s" in r:
-        spread = (grp["runtime_s"].max() - grp["runtime_s"].min()).rename("runtime_spread_s").reset_index()
-        hosts = hosts.merge(spread, on=["run_id", "direction"])
-    out = out.merge(hosts, on=["run_id", "direction"], how="left")
+    out = out.assign(hosts=out["n_hosts"])
+    each = select(totals, hosts="each", direction="each")
+    grp = each.groupby(["run_id", "direction"], observed=True)["runtime_s"]
+    spread = (grp.max() - grp.min()).rename("runtime_spread_s").reset_index()
+    out = out.merge(spread, on=["run_id", "direction"], how="left")
     if all_clients is not None:
         _need(all_clients, ["run_id", "direction", "iops", "bw_bytes_per_s"], "all_clients")
         ac = (all_clients.groupby(["run_id", "direction"], observed=True)[["iops", "bw_bytes_per_s"]].sum()
@@ -365,18 +286,6 @@ def fairness(host_rows: pd.DataFrame, metric: str = "iops",
     return pd.DataFrame(rows)
 
 
-def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run: every host, job and direction combined (total cluster IOPS of a mixed workload).
-
-    Columns as :func:`combine_jobs` with ``by=("run_id",)``, plus ``hosts``; percentiles from the
-    bins of all hosts and directions merged.
-    """
-    r = runs[runs["total_ios"] > 0] if "total_ios" in runs else runs
-    out = combine_jobs(r, histograms, by=("run_id",))
-    hosts = r.groupby("run_id", observed=True)["host"].nunique().rename("hosts").reset_index()
-    return out.merge(hosts, on="run_id", how="left")
-
-
 def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = "iops",
                     by: Sequence[str] = ("pattern",), factors: Sequence[str] | None = None,
                     confidence: float = 0.95, min_gain: float = 0.0) -> pd.DataFrame:
@@ -389,7 +298,7 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
     Parameters
     ----------
     per_run : pandas.DataFrame
-        One row per run (:func:`run_totals`), with the ``x`` and ``by`` columns.
+        One row per run (:func:`storagebench.runlevel.per_run`), with the ``x`` and ``by`` columns.
     x : str
         The load factor (client count).
     metric : str

@@ -21,9 +21,13 @@ from .errors import SchemaError, StatsError
 __all__ = [
     "FIO_IO_U_PLAT_BITS",
     "FIO_IO_U_PLAT_GROUP_NR",
+    "FIO_IO_U_PLAT_NR",
     "plat_idx_to_val",
     "plat_val_to_idx",
+    "plat_idx_to_vals",
+    "plat_vals_to_idx",
     "percentiles_from_bins",
+    "grouped_percentiles",
     "merge_histograms",
 ]
 
@@ -31,6 +35,10 @@ __all__ = [
 FIO_IO_U_PLAT_BITS = 6
 #: fio ``stat.h``: number of power-of-two groups (``FIO_IO_U_PLAT_GROUP_NR``).
 FIO_IO_U_PLAT_GROUP_NR = 29
+#: fio ``stat.h``: number of buckets (``FIO_IO_U_PLAT_NR`` = 1856 in fio 3.x).
+FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
+#: groups summed into one dense bucket array at a time (x 1856 int64: 30 MB at most)
+_DENSE_GROUPS = 2048
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -102,6 +110,144 @@ def plat_val_to_idx(val: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int
     return min(base + offset, nr - 1)
 
 
+def plat_idx_to_vals(idx: np.ndarray) -> np.ndarray:
+    """:func:`plat_idx_to_val` of an int64 array of bucket indices in ``[0, FIO_IO_U_PLAT_NR)`` (not checked)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    bits = FIO_IO_U_PLAT_BITS
+    err = np.maximum((idx >> bits) - 1, 0)
+    k = idx & ((1 << bits) - 1)
+    val = (np.int64(1) << (err + bits)) + (((2 * k + 1) << err) >> 1)  # base + int((k + 0.5) * 2**err)
+    return np.where(idx < (2 << bits), idx, val)
+
+
+def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
+    """:func:`plat_val_to_idx` of an int64 array of latencies in ``[0, 2**53)`` ns (not checked): the bucket
+    of each, values beyond the last bucket in the last one, as in fio."""
+    val = np.asarray(val, dtype=np.int64)
+    bits = FIO_IO_U_PLAT_BITS
+    msb = np.where(val > 0, np.frexp(val.astype(np.float64))[1].astype(np.int64) - 1, 0)  # exact below 2**53
+    err = np.maximum(msb - bits, 0)
+    idx = np.where(msb <= bits, val, ((err + 1) << bits) + ((val >> err) & ((1 << bits) - 1)))
+    return np.minimum(idx, FIO_IO_U_PLAT_NR - 1)
+
+
+def grouped_percentiles(
+    groups: np.ndarray,
+    bin_ns: np.ndarray,
+    counts: np.ndarray,
+    n_groups: int,
+    percentiles: Sequence[float],
+    *,
+    bucket_idx: np.ndarray | None = None,
+    totals: np.ndarray | None = None,
+    precision: str = "double",
+) -> np.ndarray:
+    """fio's percentile rule on many merged histograms at once: the vectorised :func:`percentiles_from_bins`.
+
+    The bins of each group are pooled (summed) and, as in ``calc_clat_percentiles`` (fio ``stat.c``), the
+    percentile ``p`` of a group is the value of the first bucket, in increasing latency, whose running
+    count reaches ``t = p / 100 * N`` (``N`` = the group's completions; ``double`` arithmetic). With
+    integer counts ``sum >= t`` is ``sum >= ceil(t)``, so every group is searched at once in one int64
+    running sum. fio json+ bins are bucket values (:func:`plat_idx_to_val`): they are summed into a dense
+    array of 1856 buckets per group, without sorting; bins off that grid (other tools) are sorted.
+
+    Parameters
+    ----------
+    groups : array of int
+        Group of each bin row, ``0 .. n_groups - 1``.
+    bin_ns, counts : array of int
+        Bin values (ns) and completions, one per row (a group's rows need not be sorted or distinct).
+    n_groups : int
+        Number of groups.
+    percentiles : sequence of float
+        Percentiles in %, each in (0, 100].
+    bucket_idx : array of int, optional
+        :func:`plat_vals_to_idx` of ``bin_ns`` when the caller has it and every bin is on fio's grid.
+    totals : array of int, optional
+        ``N`` of each group (fio ``clat_ns.N``); default: the sum of its counts. A threshold beyond the
+        last bin gives the last bin, as in fio.
+    precision : {"double", "long double"}
+        Arithmetic of the threshold, as in :func:`percentiles_from_bins`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_groups, len(percentiles))`` values in ns (float), NaN for a group without completions.
+
+    Raises
+    ------
+    StatsError
+        A percentile outside (0, 100], negative counts, or arrays of different lengths.
+    """
+    g = np.asarray(groups, dtype=np.int64)
+    b = np.asarray(bin_ns, dtype=np.int64)
+    c = np.asarray(counts, dtype=np.int64)
+    if not (g.shape == b.shape == c.shape) or g.ndim != 1:
+        raise StatsError(f"groups, bin_ns and counts must be 1-d of one length, got {g.shape}, {b.shape}, {c.shape}")
+    plist = [float(p) for p in percentiles]
+    bad = [p for p in plist if not 0.0 < p <= 100.0]
+    if bad:
+        raise StatsError(f"percentiles must be in (0, 100], got {bad}")
+    if (c < 0).any():
+        raise StatsError("counts must be >= 0")
+    if precision == "double":
+        ftype = np.float64
+    elif precision == "long double":
+        ftype = np.longdouble
+    else:
+        raise StatsError(f"precision must be one of ['double', 'long double'], got {precision!r}")
+
+    def need(base: np.ndarray, total: np.ndarray, rows: np.ndarray, p: float) -> np.ndarray:
+        n = total if totals is None else np.asarray(totals, dtype=np.int64)[rows]
+        t = ftype(p) / ftype(100.0) * n.astype(ftype)
+        return base + np.ceil(t).astype(np.int64)
+
+    out = np.full((int(n_groups), len(plist)), np.nan)
+    if not len(g):
+        return out
+    idx = bucket_idx
+    if idx is None and (b >= 0).all() and (b < 2**53).all():
+        idx = plat_vals_to_idx(b)
+        if not np.array_equal(plat_idx_to_vals(idx), b):
+            idx = None
+    if idx is not None:
+        nr = FIO_IO_U_PLAT_NR
+        for lo in range(0, int(n_groups), _DENSE_GROUPS):
+            hi = min(lo + _DENSE_GROUPS, int(n_groups))
+            part = (g >= lo) & (g < hi) if n_groups > _DENSE_GROUPS else slice(None)
+            key = (g[part] - lo) * nr + idx[part]
+            flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * nr).astype(np.int64))
+            start = np.arange(hi - lo, dtype=np.int64) * nr
+            base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)
+            total = flat[start + nr - 1] - base
+            has = total > 0
+            if totals is not None:
+                has &= np.asarray(totals, dtype=np.int64)[lo:hi] > 0
+            rows = np.arange(lo, hi)
+            for j, p in enumerate(plist):
+                # the last non-empty bucket when the threshold is beyond the bins (N > their sum, as fio)
+                last = np.searchsorted(flat, base + total, side="left")
+                pos = np.minimum(np.searchsorted(flat, need(base, total, rows, p), side="left"), last)
+                out[lo + np.flatnonzero(has), j] = plat_idx_to_vals(pos - start)[has].astype(np.float64)
+        return out
+    order = np.lexsort((b, g))
+    g, b, c = g[order], b[order], c[order]
+    cum = np.cumsum(c, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    ends = np.r_[starts[1:], len(g)]
+    base = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0)
+    total = cum[ends - 1] - base
+    rows = g[starts]
+    has = total > 0
+    if totals is not None:
+        has &= np.asarray(totals, dtype=np.int64)[rows] > 0
+    last = np.searchsorted(cum, base + total, side="left")  # the last non-empty bin, as in the dense path
+    for j, p in enumerate(plist):
+        at = np.minimum(np.searchsorted(cum, need(base, total, rows, p), side="left"), last)
+        out[rows[has], j] = b[at[has]].astype(np.float64)
+    return out
+
+
 def percentiles_from_bins(
     bin_ns: Sequence[int] | np.ndarray,
     counts: Sequence[int] | np.ndarray,
@@ -150,31 +296,13 @@ def percentiles_from_bins(
         raise StatsError(f"bin_ns and counts must be 1-d of the same length, got {b.shape} and {c.shape}")
     if (c < 0).any():
         raise StatsError("counts must be >= 0")
-    order = np.argsort(b, kind="stable")
-    b, c = b[order], c[order]
-    cum = np.cumsum(c)
-    n = int(cum[-1]) if total is None and len(cum) else (int(total) if total is not None else 0)
-    if n <= 0 or len(cum) == 0 or cum[-1] <= 0:
+    n = int(c.sum()) if total is None else int(total)
+    if n <= 0 or len(c) == 0 or c.sum() <= 0:
         raise StatsError("percentiles need a histogram with at least one completion")
     plist = [float(p) for p in percentiles]
-    bad = [p for p in plist if not 0.0 < p <= 100.0]
-    if bad:
-        raise StatsError(f"percentiles must be in (0, 100], got {bad}")
-    if precision == "double":
-        ftype = np.float64
-    elif precision == "long double":
-        ftype = np.longdouble
-    else:
-        raise StatsError(f"precision must be one of ['double', 'long double'], got {precision!r}")
-    cum_f = cum.astype(ftype)
-    out: dict[float, int] = {}
-    for p in plist:
-        threshold = ftype(p) / ftype(100.0) * ftype(n)
-        i = int(np.searchsorted(cum_f, threshold, side="left"))
-        if i >= len(b):  # N larger than the sum of the bins: fio logs an error and keeps the last
-            i = len(b) - 1
-        out[p] = int(b[i])
-    return out
+    vals = grouped_percentiles(np.zeros(len(b), dtype=np.int64), b, c, 1, plist, totals=np.array([n]),
+                               precision=precision)[0]
+    return {p: int(v) for p, v in zip(plist, vals, strict=True)}
 
 
 def merge_histograms(histograms: pd.DataFrame, by: Sequence[str] = ("direction",)) -> pd.DataFrame:

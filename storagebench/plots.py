@@ -7,11 +7,12 @@ bandwidth in MB/s (10**6 B/s) or MiB/s (2**20 B/s) as the metric name says, IOPS
 per second.
 
 Rows of ``runs`` are one per run x host x job x direction (see :mod:`storagebench.schema`).
-The figures first combine the rows of one run (all hosts, jobs and the selected
-directions) with :func:`storagebench.stats.per_run`: IOPS and bandwidth add up, mean
-latencies are weighted by completed I/Os (``total_ios``), which is fio's own rule for group
-reporting (``sum_thread_stats`` in fio's ``stat.c``). Latency *percentiles* cannot be combined that way; figures of
-percentiles either use one-job runs or the json+ histograms (:func:`clat_cdf`).
+The figures read one row per run from the run-level table (:func:`storagebench.runlevel.per_run`;
+a ``runs`` table is combined first, or pass ``tidy/run_totals.parquet``): fio's own rule for group
+reporting (``sum_thread_stats`` in fio's ``stat.c``): completed I/Os and bytes add up over the
+longest runtime, mean latencies are weighted by completed I/Os (``total_ios``). Latency
+*percentiles* are never averaged; figures of percentiles use the json+ histograms (:func:`clat_cdf`,
+:func:`summary_table`).
 
 Uncertainty bands are Student-t confidence intervals of the mean over repetitions, computed by
 :func:`storagebench.stats.point_means` (this module draws; it computes no statistics of its own),
@@ -37,7 +38,9 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .errors import SchemaError
-from .schema import DIRECTIONS, PERCENTILES, RUNS, percentile_column
+from .runlevel import is_run_totals
+from .runlevel import per_run as _runlevel_per_run
+from .schema import DIRECTIONS, PERCENTILES, RUN_TOTALS, RUNS, percentile_column
 
 __all__ = [
     "METRICS",
@@ -182,57 +185,61 @@ def _factor_label(col: str) -> str:
 
 
 def _per_run(runs: pd.DataFrame, *, direction: str | None = None) -> pd.DataFrame:
-    """The completed, error-free rows of ``runs`` (one direction, or all) combined into one row per run.
+    """One row per completed, error-free run (one direction, or all): the run-level table.
 
     Parameters
     ----------
     runs : pandas.DataFrame
-        The tidy ``runs`` table (:data:`storagebench.schema.RUNS`, plus study factor columns).
+        The tidy ``runs`` table (:data:`storagebench.schema.RUNS`, plus study factor columns), or the
+        run-level table (``tidy/run_totals.parquet``).
     direction : {"read", "write", "trim"} or None
-        Keep only that direction; ``None`` combines all directions (total IOPS of a mixed
-        workload).
+        That direction only; ``None`` combines all directions (total IOPS of a mixed workload).
 
     Returns
     -------
     pandas.DataFrame
-        :func:`storagebench.stats.per_run` of the kept rows (``latency=None``): one row per
-        ``run_id`` with IOPS, bandwidth and I/O counts summed, mean latencies weighted by
-        ``total_ios`` (fio's group-reporting rule, ``stat.c``), CPU averaged over jobs,
-        ``n_rows`` the number of rows combined, and every column constant within the run.
-        Percentile columns are kept only when each run has one row (otherwise they cannot be
-        combined; use the histograms).
+        :func:`storagebench.runlevel.per_run` with ``completed=True``: one row per ``run_id`` with fio's
+        rule for combining jobs, hosts and directions (completed I/Os over the longest runtime, mean
+        latencies weighted by completed I/Os, ``stat.c`` ``sum_thread_stats``) and every study factor.
+        A run with any job in error (``error != 0``) or killed (``partial``) is left out whole, never
+        averaged with its good jobs.
 
     Raises
     ------
     ValueError
         ``direction`` is not one of the allowed values.
     SchemaError
-        ``runs`` lacks ``run_id``/``iops``, or no row is left after filtering.
+        ``runs`` lacks ``run_id``/``iops``, or no run is left after filtering.
     """
-    from .stats import per_run
-
     _need_columns(runs, ["run_id", "iops"], "runs")
-    df = runs
     if direction is not None:
         _one_of("direction", direction, list(DIRECTIONS))
         _need_columns(runs, ["direction"], "runs")
-        df = runs[runs["direction"] == direction]
-        if df.empty:
+        if not (runs["direction"] == direction).any():
             present = sorted(runs["direction"].unique())
             raise SchemaError(f"`runs` has no rows with direction {direction!r}; it has {present}.")
-    if "error" in df.columns:
-        df = df[df["error"].fillna(0) == 0]
-    if "partial" in df.columns:
-        df = df[~df["partial"].fillna(False).astype(bool)]
-    if df.empty:
+    pr = _runlevel_per_run(runs, direction=direction, completed=True)
+    if pr.empty:
         raise SchemaError("`runs` has no rows of completed, error-free runs (error == 0, partial == False).")
-    return per_run(df, latency=None)
+    return pr
+
+
+def _varies_within_run(runs: pd.DataFrame, cols: Sequence[str], direction: str | None) -> list[str]:
+    """The ``cols`` of ``runs`` that take several values within one run (a randrw job's bs per direction)."""
+    if is_run_totals(runs) or "run_id" not in runs.columns:
+        return []
+    df = runs if direction is None or "direction" not in runs.columns else runs[runs["direction"] == direction]
+    cols = [c for c in cols if c in df.columns]
+    if not cols or df.empty:
+        return []
+    n = df.groupby("run_id", observed=True, dropna=False)[cols].nunique(dropna=False).max()
+    return [c for c in cols if n[c] > 1]
 
 
 #: Factor columns that must be equal within a point (``target`` may differ: a resumed sweep can
 #: use a new temp file on the same disk).
 _GUARDED = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "tool")
-_SCHEMA_NAMES = frozenset(c.name for c in RUNS)
+_SCHEMA_NAMES = frozenset(c.name for c in (*RUNS, *RUN_TOTALS))
 
 
 def _check_not_mixed(pr: pd.DataFrame, by: Sequence[str]) -> None:
@@ -292,7 +299,7 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     by = [by] if isinstance(by, str) else list(by)
     specs = [_metric(m) for m in metrics]
     pr = _per_run(runs, direction=direction)
-    varies = [c for c in by if c in runs.columns and c not in pr.columns]
+    varies = _varies_within_run(runs, by, direction)
     if varies:
         raise ValueError(f"`{varies[0]}` differs between the rows of one run (e.g. its read and write rows), so a "
                          "run has no single value of it: pass `direction` or filter the rows.")

@@ -304,14 +304,17 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
     Returns
     -------
     pandas.DataFrame
-        The table as stored (published tables mapped onto ``runs``; files read as they are, CSV with
-        nullable dtypes).
+        The table as stored (published tables mapped onto ``runs``; a parquet table storagebench wrote
+        is read with :func:`storagebench.schema.read_table`: its format version checked, an older one
+        migrated; other files read as they are, CSV with nullable dtypes).
 
     Raises
     ------
     IngestError
         Unknown published name, missing file, a suffix other than ``.parquet``/``.csv``, or a directory
         that is not a study directory.
+    SchemaError
+        A parquet table written by a newer storagebench (the message names its format version).
     """
     text = str(source)
     if text.startswith("published:"):
@@ -319,7 +322,7 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
     path = Path(source)
     if path.is_dir():
         if (path / "tidy" / "runs.parquet").is_file():
-            return pd.read_parquet(path / "tidy" / "runs.parquet")
+            return schema.read_table(path / "tidy" / "runs.parquet", "runs")
         if (path / "raw").is_dir():
             from .ingest import ingest_study
 
@@ -329,7 +332,7 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
         raise IngestError("no such file; a table must be a .parquet or .csv file or published:<name>", path=text)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return pd.read_parquet(path)
+        return schema.read_table(path)
     if suffix == ".csv":
         return pd.read_csv(path, dtype_backend="numpy_nullable")
     raise IngestError(f"table suffix must be one of ['.csv', '.parquet'], got {suffix!r}", path=text)

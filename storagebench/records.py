@@ -26,6 +26,7 @@ from .errors import SchemaError
 
 __all__ = [
     "FORMAT_VERSION",
+    "POINT_FORMAT_VERSION",
     "DeviceInfo",
     "FilesystemInfo",
     "ClientServerInfo",
@@ -33,8 +34,14 @@ __all__ = [
     "TestbedRecord",
 ]
 
-#: Version of the ``provenance.json`` / ``testbed.json`` / parquet-metadata format written now.
+#: Version of the ``provenance.json`` / ``testbed.json`` format written now. (The parquet tables have
+#: their own, :data:`storagebench.schema.FORMAT_VERSION`: they change for other reasons.)
 FORMAT_VERSION = 1
+#: Version of a run's ``point.json`` (study, run_id, repetition, run_order, factors, options) written
+#: now, under the key ``format_version``. Version 0 is a ``point.json`` without the key (written before
+#: it existed): the same keys, read as they are. Ingest refuses a newer version by name
+#: (:func:`storagebench.ingest.fio.check_point`).
+POINT_FORMAT_VERSION = 1
 
 
 def _check_version(data: Mapping[str, Any], what: str) -> int:

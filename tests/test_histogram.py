@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storagebench.errors import SchemaError, StatsError
 from storagebench.histogram import (
@@ -107,3 +110,45 @@ def test_threshold_on_an_integer_follows_fio_333_double_rule():
     assert percentiles_from_bins(bins, counts, [30.0], precision="long double") == {30.0: 3280}
     with pytest.raises(StatsError, match="precision must be one of"):
         percentiles_from_bins(bins, counts, [30.0], precision="float")
+
+
+def _fio_loop(bins, counts, plist):
+    """fio stat.c calc_clat_percentiles, literally: walk the buckets in increasing latency, keep a running
+    sum, and report a percentile when the sum reaches p / 100.0 * N (double)."""
+    pooled = {}
+    for b, c in zip(bins, counts, strict=True):
+        pooled[int(b)] = pooled.get(int(b), 0) + int(c)
+    keys = sorted(pooled)
+    n = sum(pooled.values())
+    out, j, s = {}, 0, 0
+    for k in keys:
+        s += pooled[k]
+        while j < len(plist) and s >= plist[j] / 100.0 * n:
+            out[plist[j]] = k
+            j += 1
+    return out
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(data=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1855), st.integers(0, 50)), min_size=1,
+                     max_size=60),
+       off_grid=st.booleans())
+def test_grouped_percentiles_is_fios_loop_on_every_group(data, off_grid):
+    """The vectorised rule (a dense bucket array per group, or a sort for bins off fio's grid) gives fio's
+    own loop on each group's pooled bins."""
+    from storagebench.histogram import grouped_percentiles, plat_idx_to_vals
+
+    plist = [1.0, 5.0, 10.0, 30.0, 50.0, 90.0, 99.0, 99.5, 99.9, 99.99, 100.0]
+    g = np.array([d[0] for d in data])
+    b = plat_idx_to_vals(np.array([d[1] for d in data]))
+    c = np.array([d[2] for d in data])
+    if off_grid:  # one extra bin with no completions off fio's grid: the sort path
+        g, b, c = np.r_[g, 0], np.r_[b, 2**40 + 1], np.r_[c, 0]
+    got = grouped_percentiles(g, b, c, 5, plist)
+    for k in range(5):
+        sel = g == k
+        if c[sel].sum() == 0:
+            assert np.isnan(got[k]).all()
+            continue
+        want = _fio_loop(b[sel], c[sel], plist)
+        assert [int(v) for v in got[k]] == [want[p] for p in plist], k

@@ -270,7 +270,8 @@ def test_cli_ingest_lists_bad_files_and_exits_1(fio_dir, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert f"{tmp_path / 'truncated.json'}: truncated JSON" in proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["all_clients.parquet", "histograms.parquet", "runs.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["all_clients.parquet", "histograms.parquet", "run_totals.parquet",
+                                                     "runs.parquet"]
     assert len(pd.read_parquet(out / "runs.parquet")) == 3
     (tmp_path / "truncated.json").unlink()
     ok = subprocess.run([sys.executable, "-m", "storagebench.cli", "ingest", str(tmp_path), "--out", str(out)],
@@ -493,7 +494,8 @@ def test_a_failing_later_batch_leaves_the_previous_tables_untouched(fio_dir, tmp
     out = tmp_path / "tidy"
     first = ingest_to_parquet([fio_dir], out, batch_files=2)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(before) == {"runs.parquet", "histograms.parquet", "all_clients.parquet", "timeseries.parquet"}
+    assert set(before) == {"runs.parquet", "histograms.parquet", "all_clients.parquet", "timeseries.parquet",
+                           "run_totals.parquet"}
     # a later batch brings a factor column the first did not have: refused, after batch 1 was written
     study = _study_with_factors(tmp_path / "s", fio_dir, [{"x": 1}, {"x": 2, "y": 3}])
     with pytest.raises(SchemaError, match=r"columns \['y'\] appear after the first batch"):
@@ -516,7 +518,8 @@ def test_a_failing_later_batch_leaves_the_previous_tables_untouched(fio_dir, tmp
     monkeypatch.undo()
     # a complete ingest replaces them all, and removes a table the new ingest does not have
     again = ingest_to_parquet([fio_dir / "single.json"], out, batch_files=1)
-    assert again.ok and sorted(p.name for p in out.iterdir()) == ["histograms.parquet", "runs.parquet"]
+    assert again.ok and sorted(p.name for p in out.iterdir()) == ["histograms.parquet", "run_totals.parquet",
+                                                                   "runs.parquet"]
     assert len(pd.read_parquet(out / "runs.parquet")) == 1 and first.rows["runs"] > 1
 
 

@@ -126,7 +126,7 @@ def test_per_run_combines_jobs_and_directions_of_a_real_fio_run(fio_bin, tmp_pat
     """numjobs=2 randrw without group_reporting: 2 jobs x 2 directions = 4 rows of one run.
     The per-run row follows fio's group rule (stat.c sum_thread_stats): I/Os add up, mean
     lat/clat/slat are weighted by completed I/Os, CPU is the mean over the two jobs (not over
-    the four rows), and per-job percentiles are dropped."""
+    the four rows), and percentiles without json+ bins are NaN, never averaged."""
     import json
 
     out = tmp_path / "rw.json"
@@ -148,12 +148,19 @@ def test_per_run_combines_jobs_and_directions_of_a_real_fio_run(fio_bin, tmp_pat
     assert r["usr_cpu_pct"] == pytest.approx(np.mean([j["usr_cpu"] for j in jobs]))
     assert r["sys_cpu_pct"] == pytest.approx(np.mean([j["sys_cpu"] for j in jobs]))
     assert r["outstanding_ios"] == 4 * 2  # one job section of numjobs=2 clones at iodepth 4 (not 2 x 8)
-    assert not any(c.startswith("clat_p") for c in pr.columns)
-    assert "direction" not in pr.columns and pr["rw"].iloc[0] == "randrw"
-    # without total_ios (a published table) the weights fall back to IOPS
+    pcols = [c for c in pr.columns if c.startswith("clat_p")]
+    assert pcols and pr[pcols].isna().all(axis=None) and "never averaged" in r["note"]  # plain json: no bins
+    assert r["direction"] == "mixed" and r["all_directions"] and r["rw"] == "randrw"
+    # without total_ios (fio 2.1) the counts are IOPS x runtime, fio's rule otherwise
     nt = per_run(runs.drop(columns=["total_ios"]))
+    w = runs["iops"] * runs["runtime_s"]
+    assert nt["combined_by"].iloc[0] == "I/O counts"
+    assert nt["lat_mean_ns"].iloc[0] == pytest.approx((runs["lat_mean_ns"] * w).sum() / w.sum(), rel=1e-9)
+    # without counts and runtimes (a published table) the rows share one runtime: IOPS weights
+    pub = per_run(runs.drop(columns=["total_ios", "runtime_s"]))
     want = (runs["lat_mean_ns"] * runs["iops"]).sum() / runs["iops"].sum()
-    assert nt["lat_mean_ns"].iloc[0] == pytest.approx(want, rel=1e-9)
+    assert pub["combined_by"].iloc[0] == "IOPS" and pub["iops"].iloc[0] == pytest.approx(runs["iops"].sum())
+    assert pub["lat_mean_ns"].iloc[0] == pytest.approx(want, rel=1e-9)
 
 
 def test_qos_max_load_with_repetitions():

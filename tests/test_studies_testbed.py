@@ -9,6 +9,7 @@ plus ONE YAML in a temporary directory (STORAGEBENCH_STUDY_PATH) and runs it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -230,7 +231,11 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
     assert "90% CI" in res.text and "95% CI" not in res.text and "alpha = 0.1" in res.text
     verdicts = [f for f in res.findings if f.kind == "verdict"]
     for f, (_, row) in zip(verdicts, res.verdicts.iterrows(), strict=True):
-        assert f.estimate == row["ratio"] and f.ci_low == row["ci_low"] and row["verdict"] in f.sentence
+        assert f.estimate == row["ratio"] and row["verdict"] in f.sentence
+        # a CI is NaN where it is not estimable (every set-up gave the same ratio: percentiles from fio's
+        # bucketed bins of 1 s runs); then the sentence says so
+        assert f.ci_low == row["ci_low"] or (math.isnan(f.ci_low) and math.isnan(row["ci_low"])
+                                             and "CI not estimable" in f.sentence)
         assert f"{row['ratio']:.3f}" in f.sentence and f"{row['ratio']:.3f}" in row["text"]
         assert "family" in f.method and "paired" in f.method
         assert f.confidence == 0.9 and f.unit.startswith("set-up") and f.n.endswith("blocks") and f.method

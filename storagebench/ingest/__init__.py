@@ -39,6 +39,7 @@ import pandas as pd
 
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
+from ..runlevel import run_totals
 from . import loadgen as _loadgen
 from .fio import (
     _emit_rows,
@@ -63,7 +64,9 @@ __all__ = [
     "parse_fio_log",
 ]
 
-TABLES = ("runs", "histograms", "all_clients", "timeseries")
+TABLES = ("runs", "histograms", "all_clients", "timeseries", "run_totals")
+#: Tables written even when they have no rows (the others only when they have some).
+_ALWAYS = ("runs", "histograms", "run_totals")
 _SKIP_IN_RUN_DIR = {"point.json", "provenance.json", "error.json"}
 
 
@@ -80,6 +83,12 @@ class IngestResult:
         One per bad input, each with ``.path`` and ``.reason``.
     files : int
         Number of files ingested successfully.
+    run_totals : pandas.DataFrame
+        The run-level table (:func:`storagebench.runlevel.run_totals` of ``runs`` and ``histograms``);
+        computed from them when not given.
+    spec_hashes : list of str
+        The study spec hashes in the runs' ``provenance.json`` (one for a study directory; empty for
+        loose files).
     """
 
     runs: pd.DataFrame
@@ -88,15 +97,29 @@ class IngestResult:
     timeseries: pd.DataFrame
     errors: list[IngestError] = field(default_factory=list)
     files: int = 0
+    run_totals: pd.DataFrame | None = None
+    spec_hashes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.run_totals is None:
+            self.run_totals = run_totals(self.runs, self.histograms)
 
     @property
     def ok(self) -> bool:
         """True when every input was ingested."""
         return not self.errors
 
+    @property
+    def spec_hash(self) -> str | None:
+        """The spec hash of the study the runs belong to (``None`` for none, or for several)."""
+        return self.spec_hashes[0] if len(self.spec_hashes) == 1 else None
+
     def write_parquet(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``runs.parquet`` and ``histograms.parquet`` (always) and ``all_clients.parquet`` /
-        ``timeseries.parquet`` (when not empty) into ``out_dir`` (created if needed).
+        """Write ``runs``, ``histograms`` and ``run_totals`` (always) and ``all_clients`` /
+        ``timeseries`` (when not empty) as ``<table>.parquet`` into ``out_dir`` (created if needed).
+
+        Each file carries the table format version and the spec hash in its metadata
+        (:func:`storagebench.schema.write_table`) and replaces the previous one atomically.
 
         Returns
         -------
@@ -108,11 +131,10 @@ class IngestResult:
         written = {}
         for name in TABLES:
             df = getattr(self, name)
-            if name in ("all_clients", "timeseries") and df.empty:
+            if name not in _ALWAYS and df.empty:
                 continue
-            path = out / f"{name}.parquet"
-            df.to_parquet(path, index=False)
-            written[name] = path
+            written[name] = schema.write_table(df, out / f"{name}.parquet", name, spec_hash=self.spec_hash,
+                                               spec_hashes=self.spec_hashes)
         return written
 
 
@@ -125,16 +147,20 @@ class IngestSummary:
     rows : dict
         table name → rows written.
     paths : dict
-        table name → parquet path (tables with no rows except ``runs``/``histograms`` are not written).
+        table name → parquet path (tables with no rows except ``runs``/``histograms``/``run_totals`` are
+        not written).
     errors : list of IngestError
     files : int
         Files ingested successfully.
+    spec_hashes : list of str
+        The study spec hashes met (in the metadata of every table written).
     """
 
     rows: dict[str, int]
     paths: dict[str, Path]
     errors: list[IngestError]
     files: int
+    spec_hashes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -386,6 +412,7 @@ class _Collector(_RowSink):
         self.ts: list[pd.DataFrame] = []
         self.files = 0
         self.max_bytes = max_bytes
+        self.spec_hashes: dict[str, None] = {}
         self.factor_kinds: dict[str, tuple[str, str]] = {} if factor_kinds is None else factor_kinds
 
     def _check_factors(self, identity: Any, path: str) -> list[tuple[str, str]]:
@@ -430,6 +457,8 @@ class _Collector(_RowSink):
                                          data=data))
         for name, kind in new_factors:
             self.factor_kinds.setdefault(name, (kind, path))
+        if item.provenance is not None and item.provenance.spec_hash:
+            self.spec_hashes[item.provenance.spec_hash] = None
         self.files += 1
 
     def mark(self) -> tuple[int, int, int, int]:
@@ -446,17 +475,29 @@ class _Collector(_RowSink):
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
 
+    def _blocks(self) -> tuple | None:
+        """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no
+        row: run_totals then finds them by key)."""
+        checks = self.hist_checks
+        if not checks or any(c is None for c in checks):
+            return None
+        rows = np.fromiter((c[0] for c in checks), dtype=np.int64, count=len(checks))
+        return rows, np.fromiter(map(len, self.hist_keys), dtype=np.int64, count=len(self.hist_keys))
+
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
         hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
-        return {  # histograms first: its bins check may add notes to runs rows
-            "runs": schema.validate(runs_frame(self.runs, self.runs_extra, "runs"), "runs")
-            if self.runs else empty_frame("runs"),
+        runs = schema.validate(runs_frame(self.runs, self.runs_extra, "runs"), "runs") \
+            if self.runs else empty_frame("runs")  # after histograms: its bins check may add notes to runs rows
+        return {
+            "runs": runs,
             "all_clients": schema.validate(runs_frame(self.all_clients, self.all_extra, "all_clients"), "all_clients")
             if self.all_clients else empty_frame("all_clients"),
             "histograms": hist,
             "timeseries": schema.validate(pd.concat(ts, ignore_index=True), "timeseries")
             if ts else empty_frame("timeseries"),
+            # one output file holds all the rows of a run, and a file is never split across batches
+            "run_totals": run_totals(runs, hist, _blocks=self._blocks()),
         }
 
 
@@ -547,7 +588,8 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
 
 
 def _result(collector: _Collector, errors: list[IngestError]) -> IngestResult:
-    return IngestResult(**collector.frames(), errors=errors, files=collector.files)
+    return IngestResult(**collector.frames(), errors=errors, files=collector.files,
+                        spec_hashes=list(collector.spec_hashes))
 
 
 def ingest_paths(
@@ -657,9 +699,11 @@ def ingest_to_parquet(
     paths : path or iterable of paths
         As in :func:`ingest_paths`.
     out_dir : path
-        Created if needed; ``runs.parquet`` and ``histograms.parquet`` are always written,
-        ``all_clients.parquet`` and ``timeseries.parquet`` only when they have rows (an old one
-        is removed).
+        Created if needed; ``runs.parquet``, ``histograms.parquet`` and ``run_totals.parquet`` are
+        always written, ``all_clients.parquet`` and ``timeseries.parquet`` only when they have rows (an
+        old one is removed). Every file carries the table format version and the spec hash in its
+        metadata (:data:`storagebench.schema.FORMAT_VERSION`, :func:`storagebench.schema.read_table`).
+        ``run_totals`` is built batch by batch: a run's rows come from one output file.
     batch_files : int
         Files per batch (>= 1).
     max_file_bytes : int
@@ -679,7 +723,7 @@ def ingest_to_parquet(
     Notes
     -----
     Each table is replaced by its own atomic rename, one after the other at the very end; only a
-    kill between those (at most four) renames can leave some tables of the new ingest beside
+    kill between those (at most five) renames can leave some tables of the new ingest beside
     some of the old one.
     """
     import pyarrow as pa
@@ -720,6 +764,7 @@ def ingest_to_parquet(
             writers[name].write_table(table)
             rows[name] += len(df)
 
+    spec_hashes: dict[str, None] = {}
     try:
         try:
             items = _discover(paths, max_bytes)
@@ -727,13 +772,19 @@ def ingest_to_parquet(
                 batch = _Collector(max_bytes, factor_kinds)
                 _run(chunk, batch, errors)
                 files += batch.files
+                spec_hashes.update(batch.spec_hashes)
                 flush(batch)
+            hashes = list(spec_hashes)
+            spec_hash = hashes[0] if len(hashes) == 1 else None
+            for name, w in writers.items():  # known only now: the format version and the study's spec hash
+                w.add_key_value_metadata(schema.table_metadata(name, spec_hash=spec_hash, spec_hashes=hashes))
         finally:
             for w in writers.values():
                 w.close()
-        for name in ("runs", "histograms"):
+        for name in _ALWAYS:
             if name not in writers:
-                schema.empty(name).to_parquet(tmp / f"{name}.parquet", index=False)
+                schema.write_table(schema.empty(name), tmp / f"{name}.parquet", name, spec_hash=spec_hash,
+                                   spec_hashes=hashes)
                 writers[name] = None
         for name in writers:  # on disk before the renames make them the tables
             fd = os.open(tmp / f"{name}.parquet", os.O_RDONLY)
@@ -755,4 +806,4 @@ def ingest_to_parquet(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     paths_written = {name: out / f"{name}.parquet" for name in writers}
-    return IngestSummary(rows=rows, paths=paths_written, errors=errors, files=files)
+    return IngestSummary(rows=rows, paths=paths_written, errors=errors, files=files, spec_hashes=hashes)

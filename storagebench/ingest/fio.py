@@ -76,6 +76,7 @@ from ..errors import IngestError, shown
 from ..errors import display_path as _display_path
 from ..fio import options as _fo
 from ..fio.hosts import host_label
+from ..records import POINT_FORMAT_VERSION
 from ..schema import PERCENTILES, RUNS, percentile_column
 
 __all__ = [
@@ -211,6 +212,7 @@ _Factor = Union[_Scalar, list[_Scalar]]
 class _Point(Struct, gc=False):
     """What ingest reads of a runner ``point.json``."""
 
+    format_version: Annotated[int, Meta(ge=0, le=MAX_VALUE)] = 0
     run_id: str = ""
     study: str = ""
     repetition: Annotated[int, Meta(ge=0, le=MAX_VALUE)] = 0
@@ -228,6 +230,7 @@ class _Prov(Struct, gc=False):
     kernel: Union[str, None] = None
     hostname: Union[str, None] = None
     started_at: Union[str, None] = None
+    spec_hash: Union[str, None] = None
 
 
 _NO_POINT = _Point()
@@ -1167,7 +1170,8 @@ def check_point(point: Any, path: str) -> Any:
     Parameters
     ----------
     point : bytes, mapping, checked struct or None
-        The file's bytes (decoded here) or its parsed JSON: ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
+        The file's bytes (decoded here) or its parsed JSON: ``format_version`` (int; absent: 0, a file
+        written before the key existed), ``study`` (str), ``run_id`` (str), ``repetition`` (int, 0..2**63-1), ``run_order`` (int,
         -1..2**63-1), ``factors`` and ``options`` (objects of strings, numbers, booleans, null, or
         arrays of them), ``setup`` and ``block`` (int >= 1 or null: the study's design). Other keys are
         ignored.
@@ -1183,20 +1187,31 @@ def check_point(point: Any, path: str) -> Any:
     ------
     IngestError
         Not an object, or a value of the wrong type or out of range (the message names the key,
-        the value and what is allowed).
+        the value and what is allowed), or a ``format_version`` newer than
+        :data:`storagebench.records.POINT_FORMAT_VERSION` (the message names it).
     """
     if point is None:
         return _NO_POINT
     if isinstance(point, _Point):
         return point
     if isinstance(point, (bytes, bytearray)):
-        return _decode_meta(point, _Point, "point.json", path)
+        return _point_version(_decode_meta(point, _Point, "point.json", path), path)
     if not isinstance(point, Mapping):
         raise IngestError(f"point.json must be a JSON object, got {type(point).__name__}", path=path)
     try:
-        return msgspec.convert(dict(point), _Point)
+        return _point_version(msgspec.convert(dict(point), _Point), path)
     except msgspec.ValidationError as exc:
         raise _validation_error(exc, dict(point), path, "point.json") from None
+
+
+def _point_version(point: Any, path: str) -> Any:
+    """Formats 0 (no ``format_version``: written before it existed, the same keys) and
+    :data:`~storagebench.records.POINT_FORMAT_VERSION` are read; a newer one is refused by name."""
+    if point.format_version > POINT_FORMAT_VERSION:
+        raise IngestError(f"point.json format_version {point.format_version} was written by a newer storagebench; "
+                          f"this one reads formats 0 to {POINT_FORMAT_VERSION}: upgrade storagebench to ingest it",
+                          path=path)
+    return point
 
 
 def check_provenance(prov: Any, path: str) -> Any:

@@ -536,7 +536,8 @@ def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: s
             ex = df.loc[dup, "run_id"].iloc[0]
             raise StatsError(
                 f"{int(dup.sum())} rows share a run_id within one cell (e.g. run_id {ex!r}): several hosts/jobs "
-                "of one run are not independent replicates; aggregate per run first (storagebench.aggregate) "
+                "of one run are not independent replicates; aggregate per run first (storagebench.runlevel.per_run, "
+                "tidy/run_totals.parquet) "
                 "or put 'host'/'job' in by="
             )
 

@@ -136,7 +136,8 @@ def cross_tool(
         The fio factor columns defining a cell (those missing from ``runs`` are skipped).
     aggregate : bool
         Combine the rows of one run (read and write rows, jobs) into one row per ``run_id`` first
-        (:func:`~storagebench.stats.per_run`: IOPS summed, mean latency weighted by I/Os). Without it a
+        (:func:`~storagebench.stats.per_run`: fio's rule, completed I/Os over the longest runtime, mean latency
+        weighted by I/Os). Without it a
         ``direction`` column becomes part of the cell.
     replicates : str or list of str, optional
         Study columns whose levels within a cell are independent repeats of the same configuration (e.g.

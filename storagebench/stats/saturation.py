@@ -12,6 +12,8 @@ from kneed import KneeLocator
 from scipy import stats as st
 
 from ..errors import StatsError
+from ..runlevel import is_run_totals
+from ..runlevel import per_run as _runlevel_per_run
 from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
 from .compare import ComparisonTable
 
@@ -32,49 +34,35 @@ __all__ = [
 # --------------------------------------------------------------------------- per-run aggregation
 
 
-#: Columns of a run's rows that add up: throughput and I/O counts.
-_SUMMED = ("iops", "bw_bytes_per_s", "io_bytes", "total_ios")
-#: Mean-latency columns, weighted by completed I/Os (fio's group-reporting rule).
-_WEIGHTED = ("lat_mean_ns", "clat_mean_ns", "slat_mean_ns")
-#: Per-job CPU columns, averaged over the run's distinct jobs (fio repeats them on each direction row).
-_CPU = ("usr_cpu_pct", "sys_cpu_pct")
-#: Per-row details that describe one job or direction, not the run: dropped when a run has several rows.
-_PER_ROW = ("host", "job", "job_index", "direction", "source_file", "lat_stdev_ns", "lat_min_ns", "lat_max_ns",
-            "clat_stdev_ns")
-
-
 def _is_percentile(col: str) -> bool:
     return col.endswith("_ns") and col.startswith(("clat_p", "lat_p")) and col[:-3].split("_p", 1)[-1].replace(
         "_", "").isdigit()
 
 
-def per_run(runs: pd.DataFrame, *, latency: str | None = "lat_mean_ns") -> pd.DataFrame:
-    """Aggregate a ``runs`` table to one row per run: IOPS summed, mean latencies weighted by completed I/Os.
+def per_run(runs: pd.DataFrame, *, latency: str | None = "lat_mean_ns",
+            histograms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per run, checked for the statistics: :func:`storagebench.runlevel.per_run`.
 
     Parameters
     ----------
     runs : pandas.DataFrame
-        ``runs``-schema rows (run x host x job x direction) with ``iops`` (1/s) and the ``latency`` column
-        (ns). Without a ``run_id`` column every row is its own run (published tables).
+        ``runs``-schema rows (run x host x job x direction) or a run-level table
+        (``tidy/run_totals.parquet``), with ``iops`` (1/s) and the ``latency`` column (ns). Without a
+        ``run_id`` column every row is its own run (published tables).
     latency : str or None
         Mean-latency column that must be present and valid (``lat_mean_ns`` or ``clat_mean_ns``), e.g. for
-        Little's law; ``None`` requires only ``iops``. Percentile columns cannot be averaged: merge
-        histograms instead (``storagebench.aggregate``).
+        Little's law; ``None`` requires only ``iops``. Percentile columns cannot be averaged: they come
+        from merged histograms (``histograms``).
+    histograms : pandas.DataFrame, optional
+        json+ bins of the runs: the percentiles of a run with several rows come from them.
 
     Returns
     -------
     pandas.DataFrame
-        One row per run: ``run_id``; ``iops``, ``bw_bytes_per_s``, ``io_bytes``, ``total_ios``
-        summed (those present); ``lat_mean_ns``, ``clat_mean_ns``, ``slat_mean_ns`` (and ``latency``)
-        weighted by ``total_ios`` (by ``iops`` for a run whose ``total_ios`` is missing or -1,
-        unknown; ns); ``usr_cpu_pct``, ``sys_cpu_pct`` averaged over the run's distinct host x job
-        (% of one CPU, mean over jobs, as fio's group report); ``runtime_s`` averaged;
-        ``outstanding_ios`` (sum over the run's distinct host x job section of ``iodepth x numjobs``
-        when both columns exist, NaN where one is unknown (-1); the clones of one section reported
-        apart, ``job_index``, count once); ``n_rows`` (rows combined); and every other column whose
-        value is constant within each run (factors, provenance). Percentile columns (``clat_p*_ns``)
-        and per-row details (``host``, ``job``, ``direction``, stdev/min/max) are kept only
-        when every run has a single row.
+        The run-level rows (:data:`storagebench.schema.RUN_TOTALS`: ``iops`` = completed I/Os / longest
+        runtime, the sum over directions; mean latencies weighted by completed I/Os, fio's
+        ``sum_thread_stats``; ``outstanding_ios`` = sum of ``iodepth x numjobs`` over the run's job
+        sections, NaN where one is unknown; ``n_rows`` rows combined) and the study factor columns.
 
     Raises
     ------
@@ -84,65 +72,22 @@ def per_run(runs: pd.DataFrame, *, latency: str | None = "lat_mean_ns") -> pd.Da
 
     Notes
     -----
-    fio's own rule for combining jobs (``sum_thread_stats`` in fio's ``stat.c``, used by
-    ``group_reporting``): I/O counts and bandwidth add up, latency statistics are merged sample-weighted,
-    i.e. weighted by the number of completed I/Os, and CPU use is the mean over jobs.
+    The rule is fio's own for combining jobs (``sum_thread_stats`` in fio's ``stat.c``, used by
+    ``group_reporting``); :mod:`storagebench.runlevel` is its one implementation. Two jobs of 1000 IOPS,
+    one for 10 s at 1 ms and one for 1 s at 10 ms, give 1100 IOPS at 1.818 ms.
     """
     if latency is not None and _is_percentile(latency):
         raise StatsError(f"latency {latency!r} is a percentile: percentiles cannot be IOPS-weighted; merge "
-                         "histograms (storagebench.aggregate) or pass a mean column such as 'lat_mean_ns'")
+                         "histograms (storagebench.runlevel) or pass a mean column such as 'lat_mean_ns'")
     _require_columns(runs, ["iops", *([latency] if latency else [])], "runs")
     checked = ["iops", *([latency, "iodepth", "numjobs"] if latency else [])]  # -1: unknown in published tables
     for col in (c for c in checked if c in runs.columns):
         v = pd.to_numeric(runs[col], errors="coerce")
         if v.isna().any() or (v < 0).any():
             raise StatsError(f"runs.{col} has NaN or negative values (rows {list(runs.index[v.isna() | (v < 0)][:5])})")
-    df = runs.reset_index(drop=True).copy()
-    key = "run_id"
-    if key not in df.columns:
-        df[key] = [f"row{i}" for i in range(len(df))]
-    g = df.groupby(key, sort=False, dropna=False)
-    n = g.size()
-    out = pd.DataFrame({"iops": g["iops"].sum()})
-    for col in _SUMMED[1:]:
-        if col in df.columns:
-            out[col] = g[col].sum(min_count=1)
-    # weights: completed I/Os (fio's rule); IOPS for a run whose total_ios is missing (published tables)
-    w = df["iops"].astype(float)
-    if "total_ios" in df.columns:
-        ios = pd.to_numeric(df["total_ios"], errors="coerce").astype(float)
-        ios = ios.where(ios >= 0)  # -1 marks an unknown count (published tables)
-        has_ios = ios.notna().groupby(df[key], sort=False).transform("all")
-        w = ios.where(has_ios, w)
-    for col in dict.fromkeys([*_WEIGHTED, *([latency] if latency else [])]):
-        if col in df.columns:
-            v = pd.to_numeric(df[col], errors="coerce").astype(float)
-            num = (v * w).groupby(df[key], sort=False).sum()
-            den = w.where(v.notna(), 0.0).groupby(df[key], sort=False).sum()
-            out[col] = num / den.where(den > 0)
-    units = [key, *(c for c in ("host", "job", "job_index") if c in df.columns)]
-    jobs = df.drop_duplicates(units)
-    for col in _CPU:
-        if col in df.columns:
-            out[col] = jobs.groupby(key, sort=False)[col].mean()
-    if "runtime_s" in df.columns:
-        out["runtime_s"] = g["runtime_s"].mean()
-    if "iodepth" in df.columns and "numjobs" in df.columns:
-        # one job section = numjobs clones (reported as one entry, or one per clone: job_index)
-        sections = df.drop_duplicates([key, *(c for c in ("host", "job") if c in df.columns)])
-        oio = sections["iodepth"].astype(float) * sections["numjobs"].astype(float)
-        oio = oio.where((sections["iodepth"].astype(float) > 0) & (sections["numjobs"].astype(float) > 0))
-        by_run = oio.groupby(sections[key], sort=False)
-        out["outstanding_ios"] = by_run.sum().where(by_run.count() == by_run.size())  # NaN if one is unknown
-    out["n_rows"] = n
-    single = bool((n <= 1).all())
-    skip = {*out.columns, key}
-    const = [c for c in df.columns if c not in skip
-             and (single or (c not in _PER_ROW and not _is_percentile(c)))
-             and (g[c].nunique(dropna=False) <= 1).all()]
-    if const:
-        out = g[const].first().join(out)
-    return out.reset_index()
+    if is_run_totals(runs):
+        return _runlevel_per_run(runs)
+    return _runlevel_per_run(runs, histograms)
 
 
 # --------------------------------------------------------------------------- Little's law
@@ -154,8 +99,9 @@ def littles_law(runs: pd.DataFrame, *, tolerance: float = 0.2, latency: str = "l
     Parameters
     ----------
     runs : pandas.DataFrame
-        ``runs``-schema table (see :func:`per_run`; directions, hosts and jobs of a run are aggregated first:
-        IOPS summed, latency IOPS-weighted, outstanding I/Os = sum of ``iodepth x numjobs``).
+        ``runs``-schema table (see :func:`per_run`; directions, hosts and jobs of a run are combined first
+        by fio's rule: completed I/Os over the longest runtime, latency weighted by completed I/Os,
+        outstanding I/Os = sum of ``iodepth x numjobs``).
     tolerance : float
         Flag runs with ``|littles_ratio - 1| > tolerance`` (default 0.2).
     latency : str
@@ -488,7 +434,7 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
         raise StatsError(f"load column {load!r} has missing values")
     if "run_id" in df.columns and df.duplicated([load, "run_id"]).any():
         raise StatsError(f"several rows share a run_id within one {load!r} level; aggregate per run first "
-                         "(storagebench.aggregate merges histograms for percentiles)")
+                         "(storagebench.runlevel merges histograms for percentiles)")
     rows = []
     for lev, grp in df.groupby(load, sort=True):
         v = grp[latency].to_numpy(float)

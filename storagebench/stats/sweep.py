@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import SchemaError
@@ -161,18 +162,34 @@ class SweepSummary:
 
 
 def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The rows of completed, error-free runs (``error == 0``, ``partial`` False).
+    """The rows of completed runs: a run with any job in error (``error != 0``) or killed (``partial``) is left
+    out whole, as the run-level table flags it (:mod:`storagebench.runlevel`), never averaged with its good jobs.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A ``runs`` table, or a run-level table (its ``n_jobs_error`` counts too).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of the runs left.
 
     Raises
     ------
     SchemaError
         No such row.
     """
+    bad = np.zeros(len(runs), dtype=bool)
+    for col in ("error", "n_jobs_error"):
+        if col in runs.columns:
+            bad |= (pd.to_numeric(runs[col], errors="coerce").fillna(0) != 0).to_numpy()
+    if "partial" in runs.columns:
+        bad |= runs["partial"].fillna(False).astype(bool).to_numpy()
     df = runs
-    if "error" in df.columns:
-        df = df[df["error"].fillna(0) == 0]
-    if "partial" in df.columns:
-        df = df[~df["partial"].fillna(False).astype(bool)]
+    if bad.any():
+        keep = ~runs["run_id"].isin(runs.loc[bad, "run_id"]) if "run_id" in runs.columns else ~bad
+        df = runs[np.asarray(keep, dtype=bool)]
     if df.empty:
         raise SchemaError("`runs` has no rows of completed, error-free runs (error == 0, partial == False).")
     return df

@@ -310,17 +310,16 @@ def loop_size(study: Study, minimum: int = 512 << 20) -> int:
 # loading
 
 
-def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None,
-                percentiles: Sequence[float] = (90.0, 99.0)) -> pd.DataFrame:
-    """One row per run: jobs and directions combined. THE one per-run aggregation of the testbed studies.
+def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per run: jobs, hosts and directions combined by fio's ``sum_thread_stats`` rule.
 
-    Today :func:`storagebench.aggregate.combine_jobs` (IOPS and bandwidth summed, percentiles from the
-    run's merged json+ bins); when ingest writes ``tidy/run_totals.parquet`` (fio's ``sum_thread_stats``
-    rule) this is the one line to change.
+    :func:`storagebench.runlevel.per_run` (the one owner of "one row per run"): I/Os add up, IOPS =
+    I/Os / longest runtime, latency means merged by completed I/Os, percentiles from the merged json+
+    bins.
     """
-    from ..aggregate import combine_jobs
+    from ..runlevel import per_run
 
-    out = combine_jobs(runs, histograms, by=("run_id",), percentiles=percentiles)
+    out = per_run(runs, histograms)
     return out.drop(columns=["direction", "job", "job_index"], errors="ignore")
 
 

@@ -1,0 +1,736 @@
+"""The run-level table: ``runs`` rows combined into one row per run x host x direction, fio's way.
+
+Every "one row per run" of storagebench comes from :func:`run_totals` (ingest writes it once, as
+``tidy/run_totals.parquet``); stats, figures, testbeds and notebooks select from it
+(:func:`select`, :func:`per_run`) and never combine rows themselves.
+
+**fio's rule.** fio combines jobs with one function, ``sum_thread_stats`` (``stat.c``), for
+``group_reporting``, for ``unified_rw_reporting=mixed`` (``gen_mixed_ddir_stats_from_ts``: the
+directions of a job summed into one ``mixed`` block) and for a client's ``All clients`` entry
+(``client.c`` ``handle_ts``). Per direction it does:
+
+* ``io_bytes`` and ``total_io_u`` (completed I/Os) add up; ``runtime`` is the longest one;
+* IOPS and bandwidth are then ``1000 * total_io_u / runtime_ms`` and ``1000 * io_bytes / runtime_ms``
+  (``add_ddir_status_json``): the pooled I/Os over the longest runtime, which is *not* the sum of
+  the jobs' IOPS when their runtimes differ (when they are equal it is, and the sum of the rows' own
+  IOPS is used: the directions of one job, DiskSPD's one test time);
+* latency statistics (``lat``, ``clat``, ``slat``) merge by sample count (``sum_stat``, the parallel
+  algorithm of Chan, Golub & LeVeque 1979): mean ``(m1 n1 + m2 n2) / (n1 + n2)``, sum of squares
+  ``S = S1 + S2 + (m1 - m2)**2 n1 n2 / (n1 + n2)``, printed SD ``sqrt(S / (N - 1))`` (``calc_lat``);
+  min and max are the min and max; a stat without samples is skipped;
+* percentiles come from the summed ``io_u_plat`` histogram (``calc_clat_percentiles``): here the
+  merged json+ bins (:mod:`storagebench.histogram`), never an average of percentiles;
+* CPU is ``usr_time`` summed over ``total_run_time`` summed: the runtime-weighted mean of the jobs'
+  ``usr_cpu``;
+* the group's ``error`` is the first non-zero job error.
+
+The weights are the completed I/Os (``total_ios``; fio's ``clat_ns.N`` and ``lat_ns.N`` equal it).
+Where the counts are unknown (fio 2.1 prints no ``total_ios``: the count is ``iops x runtime``; a
+published table has neither), the rows are taken to share one runtime: IOPS and bandwidth add up and
+means are weighted by IOPS (``combined_by == "IOPS"``). A single row is passed through unchanged
+(``combined_by == "as reported"``): DiskSPD and Iometer rows are run totals already.
+
+**Worked example** (the gold check of the tests): one run of two jobs, 1000 IOPS for 10 s at 1 ms
+and 1000 IOPS for 1 s at 10 ms. fio's group is 11,000 I/Os over 10 s = 1,100 IOPS with a mean
+latency of (10,000 x 1 + 1,000 x 10) / 11,000 = **1.818 ms**; weighting the means by IOPS would give
+5.500 ms, which no fio output ever shows.
+
+**The table** (schema :data:`storagebench.schema.RUN_TOTALS`). For each run:
+
+* a row per host x direction (the host's jobs combined);
+* for a host with several directions (a ``randrw`` job), a row with ``direction == "mixed"`` (fio's
+  name for the directions reported as one): the run's total, whose IOPS is the sum over directions;
+* for a run on several hosts (client/server), the same rows with ``host == "all hosts"``: the
+  cluster total, which is what fio prints as ``All clients``.
+
+A row that already covers everything is not repeated: a one-host run has no ``all hosts`` rows, a
+single-direction run no ``mixed`` row. The flags ``all_hosts`` and ``all_directions`` say what a row
+covers, so the run-level row of every run is ``all_hosts & all_directions`` (:func:`per_run`).
+``error``, ``n_jobs_error`` and ``partial`` flag a run with a failed or killed job: its numbers are
+kept, never silently averaged with the good jobs, and figures leave it out (:func:`per_run`,
+``completed=True``).
+
+Jobs are taken to run at the same time (one fio group): a run whose jobs ran one after the other
+(``stonewall``) is combined as if they overlapped, which fio itself would report as several groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import schema
+from .errors import SchemaError
+from .histogram import grouped_percentiles, plat_idx_to_vals, plat_vals_to_idx
+from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
+
+__all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
+
+_KEYS = ("run_id", "host", "job", "job_index", "direction")
+_PCOLS = tuple(percentile_column(p) for p in PERCENTILES)
+_INT_FACTORS = ("bs_bytes", "iodepth", "numjobs")
+_FLOAT_FACTORS = ("rwmixread_pct", "random_pct")
+_JOINED = ("tool", "job", "rw", "ioengine", "target", "fio_version", "hostname", "kernel", "source_file")
+_FIRST = ("study", "repetition", "run_order")
+_RUN_COLS = {c.name: c for c in schema.RUNS}
+_OUT_NAMES = tuple(c.name for c in RUN_TOTALS)
+#: columns of runs consumed by the combination (everything else is a study factor, kept when constant)
+_CONSUMED = frozenset(_RUN_COLS) | {c.name for c in RUN_TOTALS}
+_DIR_RANK = {d: i for i, d in enumerate((*DIRECTIONS, ALL_DIRECTIONS))}
+
+
+def is_run_totals(df: pd.DataFrame) -> bool:
+    """True when ``df`` is a run-level table (it has the ``all_hosts``/``all_directions`` flags)."""
+    return "all_hosts" in df.columns and "all_directions" in df.columns
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+
+def _unknown(name: str, n: int) -> pd.Series:
+    dtype = _RUN_COLS[name].dtype
+    if name == "job_index":  # no job identity: every row is its own job entry
+        return pd.Series(np.arange(n, dtype=np.int64))
+    if name == "direction":  # a row without a direction covers the run's directions as reported
+        return pd.Series([ALL_DIRECTIONS] * n, dtype="string")
+    if name == "error":
+        return pd.Series(np.zeros(n, dtype=np.int64))
+    if dtype == "int64":
+        return pd.Series(np.full(n, -1, dtype=np.int64))
+    if dtype == "bool":
+        return pd.Series(np.zeros(n, dtype=bool))
+    if dtype == "float64":
+        return pd.Series(np.full(n, np.nan))
+    if dtype.startswith("datetime64"):
+        return pd.Series(pd.NaT, index=range(n), dtype=dtype)
+    return pd.Series([""] * n, dtype="string")
+
+
+def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with every ``runs`` column (unknown ones filled as the schema says), schema dtypes."""
+    missing = [c for c in ("run_id", "iops") if c not in runs.columns]
+    if missing:
+        raise SchemaError(f"runs is missing columns {missing} (a run-level table needs run_id and iops)")
+    df = runs.reset_index(drop=True)
+    fill = {name: _unknown(name, len(df)) for name in _RUN_COLS if name not in df.columns}
+    if fill:
+        df = pd.concat([df, pd.DataFrame(fill)], axis=1)
+    if any(str(df[c.name].dtype) != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
+        df = schema.validate(df, "runs")
+    return df
+
+
+def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(runs row of each block of histogram rows (-1: none), the blocks' lengths, whether each runs row
+    has bins).
+
+    ``histograms`` rows come in blocks of one key (run_id, host, job, job_index, direction): the block
+    starts are found by comparing neighbouring rows (pyarrow), and only the block keys are matched with
+    the runs keys (one hash grouping of both). Runs rows sharing a key (the same output ingested twice)
+    share its bins, and its group at every level.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n, nh = len(df), len(histograms)
+    if nh == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n, dtype=bool)
+    change = np.zeros(nh, dtype=bool)
+    change[0] = True
+    if nh > 1:
+        for k in _KEYS:
+            col = histograms[k]
+            try:
+                arr = col.array._pa_array if isinstance(col.array, pd.arrays.ArrowStringArray) \
+                    else pa.chunked_array([pa.array(col.to_numpy())])  # noqa: SLF001 - zero copy
+                diff = pc.fill_null(pc.not_equal(arr.slice(1), arr.slice(0, nh - 1)), True)
+                change[1:] |= diff.to_numpy(zero_copy_only=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+                v = col.to_numpy()
+                change[1:] |= v[1:] != v[:-1]
+    starts = np.flatnonzero(change)
+    blocks = pd.DataFrame({k: histograms[k].take(starts).reset_index(drop=True) for k in _KEYS})
+    both = pd.concat([df[list(_KEYS)], blocks], ignore_index=True)
+    codes = both.groupby(list(_KEYS), sort=False, dropna=False, observed=True).ngroup().to_numpy(dtype=np.int64)
+    run_codes, block_codes = codes[:n], codes[n:]
+    first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    first[run_codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # the first runs row of each key
+    block_row = first[block_codes]
+    has = np.zeros(n, dtype=bool)
+    has[block_row[block_row >= 0]] = True
+    return block_row, np.diff(np.r_[starts, nh]), has[first[run_codes]]
+
+
+# ---- combining ---------------------------------------------------------------------------------
+
+
+class _Level:
+    """The rows of one level (host x direction, host, direction, run) grouped by an integer code."""
+
+    def __init__(self, rows: np.ndarray, codes: np.ndarray) -> None:
+        order = np.argsort(codes, kind="stable")
+        self.rows = rows[order]  # runs row indices, grouped, row order kept within a group
+        sc = codes[order]
+        self.starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if len(sc) else np.zeros(0, np.int64)
+        self.codes = sc
+        self.n_groups = len(self.starts)
+        self.size = np.diff(np.r_[self.starts, len(sc)])
+        self.first = self.rows[self.starts]
+        # dense group number of each grouped position (0..n_groups-1)
+        self.gid = np.repeat(np.arange(self.n_groups), self.size)
+
+    def take(self, values: np.ndarray) -> np.ndarray:
+        return values[self.rows]
+
+    def add(self, values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def any(self, values: np.ndarray) -> np.ndarray:
+        return np.logical_or.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def all(self, values: np.ndarray) -> np.ndarray:
+        return np.logical_and.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def fmax(self, values: np.ndarray) -> np.ndarray:
+        return np.fmax.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def fmin(self, values: np.ndarray) -> np.ndarray:
+        return np.fmin.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def imin(self, values: np.ndarray) -> np.ndarray:
+        return np.minimum.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def imax(self, values: np.ndarray) -> np.ndarray:
+        return np.maximum.reduceat(values, self.starts) if self.n_groups else values[:0]
+
+    def first_of(self, keys: np.ndarray) -> np.ndarray:
+        """Mask (grouped order) of the first position of each ``keys`` value within its group."""
+        if not len(keys):
+            return np.zeros(0, dtype=bool)
+        return ~pd.Series(self.gid.astype(np.int64) * (int(keys.max()) + 1) + keys).duplicated().to_numpy()
+
+
+def _weighted(lv: _Level, m: np.ndarray, w: np.ndarray, use: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean per group of ``m`` over grouped positions ``use`` (w > 0); NaN when one used value
+    is NaN or nothing is used. Returns (mean per group, mean broadcast to grouped positions)."""
+    bad = lv.any(use & np.isnan(m))
+    ww = np.where(use, w, 0.0)
+    den = lv.add(ww)
+    num = lv.add(np.where(use, np.nan_to_num(m) * ww, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where((den > 0) & ~bad, num / np.where(den > 0, den, 1.0), np.nan)
+    return mean, mean[lv.gid]
+
+
+def _joined(lv: _Level, col: pd.Series, sep: str = "|", skip_empty: bool = False) -> np.ndarray:
+    """Per group: the value when every row has it, else the distinct values joined (first-seen order)."""
+    values = col.to_numpy(dtype=object, na_value=None)
+    codes, _ = pd.factorize(values)  # None (NA) -> -1
+    g = lv.take(codes)
+    const = lv.imin(g) == lv.imax(g)
+    out = values[lv.first].copy()  # a value every row has (NA when none has one)
+    taken = lv.take(values)
+    for k in np.flatnonzero(~const):
+        part = taken[lv.starts[k]:lv.starts[k] + lv.size[k]]
+        seen = dict.fromkeys(v for v in part if v is not None and not (skip_empty and v == ""))
+        out[k] = sep.join(seen)
+    return out
+
+
+def _const_number(lv: _Level, values: np.ndarray, unknown: float) -> np.ndarray:
+    v = lv.take(values.astype(float))
+    nan = np.isnan(v)
+    same = (lv.fmin(v) == lv.fmax(v)) & ~lv.any(nan)
+    allnan = lv.all(nan)
+    out = np.where(same, lv.fmin(v), unknown)
+    return np.where(allnan, unknown, out)
+
+
+class _Bins:
+    """The histograms of a run_totals call: block -> runs row, block lengths, bins, counts, and the fio
+    bucket index of every bin (``None`` when some bin is off fio's grid)."""
+
+    def __init__(self, df: pd.DataFrame, histograms: pd.DataFrame, blocks: tuple | None = None) -> None:
+        if blocks is None:
+            self.block_row, self.lengths, self.has_bins = _hist_rows(df, histograms)
+        else:  # ingest knows the runs row of each block
+            self.block_row, self.lengths = (np.asarray(b, dtype=np.int64) for b in blocks)
+            self.has_bins = np.zeros(len(df), dtype=bool)
+            self.has_bins[self.block_row[self.block_row >= 0]] = True
+        self.bins = histograms["bin_ns"].to_numpy(dtype=np.int64)
+        self.counts = histograms["count"].to_numpy(dtype=np.int64)
+        self.idx = None
+        if len(self.bins) and (self.bins >= 0).all() and (self.bins < 2**53).all():
+            idx = plat_vals_to_idx(self.bins)  # once per call: every level reuses it
+            if np.array_equal(plat_idx_to_vals(idx), self.bins):
+                self.idx = idx
+
+    @classmethod
+    def none(cls, n: int) -> _Bins:
+        self = cls.__new__(cls)
+        self.block_row = self.lengths = self.bins = self.counts = np.zeros(0, dtype=np.int64)
+        self.has_bins, self.idx = np.zeros(n, dtype=bool), None
+        return self
+
+
+def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
+    """Percentiles (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(PERCENTILES)),
+    NaN where a group has none (fio's rule: :func:`storagebench.histogram.grouped_percentiles`)."""
+    out = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
+    if not len(hist.block_row):
+        return out
+    bgroup = np.where(hist.block_row >= 0, row_group[np.maximum(hist.block_row, 0)], -1)
+    bsel = bgroup >= 0
+    bsel[bsel] = multi[bgroup[bsel]]
+    if not bsel.any():
+        return out
+    sel = np.repeat(bsel, hist.lengths)
+    groups = np.flatnonzero(multi)
+    dense = np.full(lv.n_groups, -1, dtype=np.int64)
+    dense[groups] = np.arange(len(groups))
+    gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
+    pct = grouped_percentiles(gi, hist.bins[sel], hist.counts[sel], len(groups), PERCENTILES,
+                              bucket_idx=None if hist.idx is None else hist.idx[sel])
+    out[groups] = pct
+    return out
+
+
+def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: _Bins | None,
+             extra: Sequence[str]) -> dict[str, Any]:
+    """The combined columns of every group of ``lv`` (see the module docstring for the rule)."""
+    single = lv.size == 1
+    first = lv.first
+    out: dict[str, Any] = {}
+    iops = lv.take(arrays["iops"])
+    rt = lv.take(arrays["runtime_s"])
+    ios = lv.take(arrays["ios_est"])
+    nbytes = lv.take(arrays["bytes_est"])
+    bw = lv.take(arrays["bw"])
+    rt_max = lv.fmax(rt)
+    counts_ok = ~lv.any(np.isnan(ios)) & (rt_max > 0)
+    by_counts = counts_ok[lv.gid]
+    w = np.where(by_counts, np.nan_to_num(ios), np.nan_to_num(iops))
+    # one runtime for every row (the directions of one job; DiskSPD's one test time): I/Os / runtime is
+    # then the sum of the rows' own IOPS, which keeps the tool's precision (DiskSPD prints its time
+    # rounded to 10 ms, its IOPS from the exact one)
+    same_rt = lv.fmin(rt) == rt_max
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iops_c = np.where(counts_ok & ~same_rt, lv.add(np.nan_to_num(ios)) / np.where(rt_max > 0, rt_max, 1.0),
+                          lv.add(iops) if lv.n_groups else iops[:0])
+        bytes_ok = ~lv.any(np.isnan(nbytes))
+        bw_c = np.where(counts_ok & ~same_rt, np.where(bytes_ok, lv.add(np.nan_to_num(nbytes)) /
+                                                       np.where(rt_max > 0, rt_max, 1.0), np.nan), lv.add(bw))
+    raw_ios = lv.take(arrays["total_ios"])
+    raw_bytes = lv.take(arrays["io_bytes"])
+    out["iops"] = np.where(single, arrays["iops"][first], iops_c)
+    out["bw_bytes_per_s"] = np.where(single, arrays["bw"][first], bw_c)
+    out["total_ios"] = np.where(lv.all(raw_ios >= 0), lv.add(np.where(raw_ios >= 0, raw_ios, 0)), -1)
+    out["io_bytes"] = np.where(lv.all(raw_bytes >= 0), lv.add(np.where(raw_bytes >= 0, raw_bytes, 0)), -1)
+    out["runtime_s"] = np.where(single, arrays["runtime_s"][first], rt_max)
+    out["combined_by"] = np.where(single, "as reported", np.where(counts_ok, "I/O counts", "IOPS"))
+    used = w > 0
+    # latency: sample-weighted means, pooled sums of squares (fio sum_stat)
+    for mean_c, sd_c in (("lat_mean_ns", "lat_stdev_ns"), ("clat_mean_ns", "clat_stdev_ns")):
+        m = lv.take(arrays[mean_c])
+        mean, mean_b = _weighted(lv, m, w, used)
+        sd = lv.take(arrays[sd_c])
+        bad_sd = lv.any(used & np.isnan(sd))
+        within_w = np.where(by_counts, np.maximum(w - 1.0, 0.0), w)  # S_i = sd_i**2 (n_i - 1)
+        within = lv.add(np.where(used, np.nan_to_num(sd) ** 2 * within_w, 0.0))
+        between = lv.add(np.where(used, w * (np.nan_to_num(m) - np.nan_to_num(mean_b)) ** 2, 0.0))
+        nsum = lv.add(np.where(used, w, 0.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            denom = np.where(counts_ok, nsum - 1.0, nsum)
+            var = np.where(denom > 0, (within + between) / np.where(denom > 0, denom, 1.0), 0.0)
+        pooled = np.where(bad_sd | np.isnan(mean), np.nan, np.sqrt(var))
+        out[mean_c] = np.where(single, arrays[mean_c][first], mean)
+        out[sd_c] = np.where(single, arrays[sd_c][first], pooled)
+    slat = lv.take(arrays["slat_mean_ns"])
+    s_used = used & ~(slat == 0.0)  # fio prints slat 0 with N = 0 (sync ioengines): no samples
+    s_mean, _ = _weighted(lv, slat, w, s_used)
+    no_slat = ~lv.any(s_used) & lv.all(~used | (slat == 0.0))
+    out["slat_mean_ns"] = np.where(single, arrays["slat_mean_ns"][first], np.where(no_slat, 0.0, s_mean))
+    for c, red in (("lat_min_ns", lv.fmin), ("lat_max_ns", lv.fmax)):
+        v = lv.take(arrays[c])
+        combined = red(np.where(used, v, np.nan))
+        combined = np.where(lv.any(used & np.isnan(v)), np.nan, combined)
+        out[c] = np.where(single, arrays[c][first], combined)
+    # percentiles: the row's own, or from merged bins (never averaged)
+    notes = [[] for _ in range(lv.n_groups)]
+    pct = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
+    multi = ~single
+    if hist is not None:
+        covered = lv.all(~used | lv.take(hist.has_bins))
+        row_group = np.full(len(df), -1, dtype=np.int64)
+        row_group[lv.rows] = lv.gid
+        pct = _percentiles(lv, hist, row_group, multi & covered)
+        missing = multi & ~covered
+    else:
+        missing = multi.copy()
+    for k in np.flatnonzero(missing & lv.any(used)):
+        notes[k].append("clat_p*_ns: NaN, a combined row has no json+ bins (percentiles are never averaged)")
+    for j, c in enumerate(_PCOLS):
+        out[c] = np.where(single, arrays[c][first], pct[:, j])
+    # CPU: runtime-weighted mean over the distinct jobs
+    job_first = lv.first_of(lv.take(arrays["job_id"]))
+    jw = lv.take(arrays["job_runtime"])
+    for c in ("usr_cpu_pct", "sys_cpu_pct"):
+        v = lv.take(arrays[c])
+        use = job_first & (jw > 0)
+        mean, _ = _weighted(lv, v, jw, use)
+        plain = np.where(lv.any(job_first & np.isnan(v)), np.nan,
+                         lv.add(np.where(job_first, np.nan_to_num(v), 0.0)) / np.maximum(lv.add(job_first), 1))
+        mean = np.where(lv.any(use), mean, plain)
+        out[c] = np.where(single, arrays[c][first], mean)
+    out["n_jobs"] = lv.add(job_first.astype(np.int64))
+    err = lv.take(arrays["error"])
+    out["n_jobs_error"] = lv.add((job_first & (err != 0)).astype(np.int64))
+    pos = np.where(err != 0, np.arange(len(err)), len(err))
+    at = lv.imin(pos) if lv.n_groups else pos[:0]
+    out["error"] = np.where(at < len(err), err[np.minimum(at, max(len(err) - 1, 0))], 0) if len(err) else at
+    out["partial"] = lv.any(lv.take(arrays["partial"]))
+    out["n_rows"] = lv.size
+    # queue: iodepth x numjobs per distinct job section (host x job)
+    sec_first = lv.first_of(lv.take(arrays["section_id"]))
+    oio = lv.take(arrays["oio"])
+    out["outstanding_ios"] = np.where(lv.any(sec_first & np.isnan(oio)), np.nan,
+                                      lv.add(np.where(sec_first, np.nan_to_num(oio), 0.0)))
+    # factors and provenance
+    for c in _INT_FACTORS:
+        out[c] = _const_number(lv, df[c].to_numpy(dtype=float), -1.0).astype(np.int64)
+    for c in _FLOAT_FACTORS:
+        out[c] = _const_number(lv, df[c].to_numpy(dtype=float), np.nan)
+    out["direct"] = lv.all(lv.take(df["direct"].to_numpy(dtype=bool)))
+    for c in _JOINED:
+        out[c] = _joined(lv, df[c])
+    for c in _FIRST:
+        out[c] = df[c].to_numpy()[first]
+    started = df["started_at"]
+    ns = started.to_numpy(dtype="datetime64[ns]").view(np.int64)
+    nat = started.isna().to_numpy()
+    big = np.iinfo(np.int64).max
+    smin = lv.imin(lv.take(np.where(nat, big, ns)))
+    out["started_at"] = np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
+    # notes: the rows' own, and what combining had to say
+    note_vals = _joined(lv, df["note"].fillna(""), sep="; ", skip_empty=True)
+    dup = lv.take(arrays["dup"])
+    dups = lv.any(dup)
+    final = []
+    for k in range(lv.n_groups):
+        parts = [note_vals[k]] if note_vals[k] else []
+        if dups[k]:
+            parts.append("the same job entry appears more than once (one output ingested twice?)")
+        parts.extend(notes[k])
+        final.append("; ".join(parts))
+    out["note"] = np.array(final, dtype=object)
+    for c in extra:
+        codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
+        g = lv.take(codes)
+        const = (lv.imin(g) == lv.imax(g)) & (lv.imin(g) >= 0)
+        vals = df[c].iloc[first].reset_index(drop=True)
+        out[c] = vals.where(pd.Series(const)) if not const.all() else vals
+    return out
+
+
+def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Group number of each (outer, inner) pair of codes, numbered in order of first appearance."""
+    width = int(inner.max()) + 1 if len(inner) else 1
+    return pd.factorize(outer * width + inner)[0].astype(np.int64)
+
+
+def _distinct(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Per row: how many distinct ``inner`` codes its ``outer`` group holds (``inner`` nested in ``outer``)."""
+    first = ~pd.Series(inner).duplicated().to_numpy()
+    return np.bincount(outer[first], minlength=int(outer.max()) + 1)[outer]
+
+
+def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
+               _blocks: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+    """The run-level table of ``runs``: fio's rule for combining jobs, directions and hosts.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        ``runs`` rows (schema :data:`storagebench.schema.RUNS`; at least ``run_id`` and ``iops``:
+        missing columns are unknown, as the schema says -- a frame without ``job_index`` has one job
+        per row, without ``direction`` one ``mixed`` direction). Study factor columns are kept where
+        they are constant within a row's group.
+    histograms : pandas.DataFrame, optional
+        ``histograms`` rows of the same runs (json+ bins). A combined row's ``clat_p*_ns`` come from
+        its rows' merged bins; without them (or when a row with I/O has none) they are NaN, with a
+        ``note``. A single row keeps its own percentiles.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``run_totals`` table (:data:`storagebench.schema.RUN_TOTALS`, in schema dtypes, then the
+        study factor columns): per run, one row per host x direction, a ``mixed`` row per host with
+        several directions, and ``all hosts`` rows for a run on several hosts. Units: ``iops`` 1/s,
+        ``bw_bytes_per_s`` bytes/s, ``runtime_s`` s, latencies ns, CPU %. Sorted by run (first
+        appearance), host (``all hosts`` last) and direction (read, write, trim, mixed).
+
+    Raises
+    ------
+    SchemaError
+        ``runs`` lacks ``run_id`` or ``iops``, a column cannot be cast to its schema dtype, or
+        ``histograms`` lacks a key column.
+
+    Other Parameters
+    ----------------
+    _blocks : (array, array), optional
+        Internal (ingest): the ``runs`` row of each block of consecutive ``histograms`` rows and the
+        blocks' lengths, which ingest knows; otherwise they are found from the key columns.
+
+    Notes
+    -----
+    fio ``stat.c``: ``sum_thread_stats``, ``sum_stat``, ``calc_lat``, ``calc_clat_percentiles``,
+    ``add_ddir_status_json``; ``client.c``: ``handle_ts`` ("All clients"). See the module docstring.
+    """
+    df = _prepared(runs)
+    extra = [c for c in df.columns if c not in _CONSUMED]
+    n = len(df)
+    if n == 0:
+        out = schema.empty("run_totals")
+        for c in extra:
+            out[c] = pd.Series(dtype=df[c].dtype)
+        return out
+    iops = df["iops"].to_numpy(dtype=float)
+    rt = df["runtime_s"].to_numpy(dtype=float)
+    tios = df["total_ios"].to_numpy(dtype=np.int64)
+    iob = df["io_bytes"].to_numpy(dtype=np.int64)
+    bw = df["bw_bytes_per_s"].to_numpy(dtype=float)
+    rt_ok = np.isfinite(rt) & (rt > 0)
+    with np.errstate(invalid="ignore"):
+        ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
+        bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
+    key = {k: pd.factorize(df[k], use_na_sentinel=False)[0].astype(np.int64) for k in _KEYS}
+    run_code = key["run_id"]
+    host_code = _codes(run_code, key["host"])
+    section_id = _codes(host_code, key["job"])
+    job_id = _codes(section_id, key["job_index"])
+    job_runtime = np.full(int(job_id.max()) + 1, np.nan)
+    np.fmax.at(job_runtime, job_id, rt)
+    job_runtime = job_runtime[job_id]
+    depth = df["iodepth"].to_numpy(dtype=float)
+    nj = df["numjobs"].to_numpy(dtype=float)
+    oio = np.where((depth > 0) & (nj > 0), depth * nj, np.nan)
+    arrays = {
+        "iops": iops, "runtime_s": rt, "ios_est": ios_est, "bytes_est": bytes_est, "bw": bw,
+        "total_ios": tios, "io_bytes": iob, "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime),
+        "section_id": section_id, "oio": oio, "error": df["error"].to_numpy(dtype=np.int64),
+        "partial": df["partial"].to_numpy(dtype=bool),
+        "dup": df.duplicated(list(_KEYS)).to_numpy(),
+        **{c: df[c].to_numpy(dtype=float) for c in ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns",
+                                                    "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns",
+                                                    "usr_cpu_pct", "sys_cpu_pct", *_PCOLS)},
+    }
+    l1 = _codes(host_code, key["direction"])
+    l3 = _codes(run_code, key["direction"])
+    dirs_per_host = _distinct(host_code, l1)
+    hosts_per_run = _distinct(run_code, host_code)
+    dirs_per_run = _distinct(run_code, l3)
+    rows = np.arange(n, dtype=np.int64)
+    first_row = np.full(int(run_code.max()) + 1, n, dtype=np.int64)
+    first_row[run_code[::-1]] = rows[::-1]
+    host_rank = host_code - host_code[first_row[run_code]]  # a run's hosts number from its first row's host
+    dir_rank = df["direction"].map(_DIR_RANK).fillna(len(_DIR_RANK)).to_numpy(dtype=np.int64)
+
+    hist = None
+    if histograms is not None:
+        miss = [c for c in (*_KEYS, "bin_ns", "count") if c not in histograms.columns]
+        if miss:
+            raise SchemaError(f"histograms is missing columns {miss}")
+        combines = int(l1.max()) + 1 < n or bool((hosts_per_run > 1).any() or (dirs_per_host > 1).any())
+        # only combined rows need bins: a table of one-row groups never reads them
+        hist = _Bins(df, histograms, _blocks) if combines else _Bins.none(n)
+    parts = []
+    # (rows in the level, their group codes, host label, direction label, all_hosts, all_directions)
+    levels = [
+        (rows, l1, None, None, hosts_per_run == 1, dirs_per_host == 1, False, False),
+        (rows[dirs_per_host > 1], host_code[dirs_per_host > 1], None, ALL_DIRECTIONS, hosts_per_run == 1, None,
+         False, True),
+        (rows[hosts_per_run > 1], l3[hosts_per_run > 1], ALL_HOSTS, None, None, dirs_per_run == 1, True, False),
+        (rows[(hosts_per_run > 1) & (dirs_per_run > 1)], run_code[(hosts_per_run > 1) & (dirs_per_run > 1)],
+         ALL_HOSTS, ALL_DIRECTIONS, None, None, True, True),
+    ]
+    run_ids = df["run_id"].to_numpy(dtype=object, na_value=None)
+    host_names = df["host"].to_numpy(dtype=object, na_value=None)
+    dir_names = df["direction"].to_numpy(dtype=object, na_value=None)
+    for lrows, lcodes, host, direction, all_h, all_d, cluster, mixed in levels:
+        if not len(lrows):
+            continue
+        lv = _Level(lrows, lcodes)
+        cols = _combine(df, lv, arrays, hist, extra)
+        f = lv.first
+        cols["run_id"] = run_ids[f]
+        cols["host"] = host_names[f] if host is None else np.full(lv.n_groups, host, object)
+        cols["direction"] = dir_names[f] if direction is None else np.full(lv.n_groups, direction, object)
+        cols["all_hosts"] = np.ones(lv.n_groups, bool) if all_h is None else all_h[f]
+        cols["all_directions"] = np.ones(lv.n_groups, bool) if all_d is None else all_d[f]
+        cols["n_hosts"] = lv.add(lv.first_of(lv.take(host_code)).astype(np.int64))
+        cols["n_directions"] = lv.add(lv.first_of(lv.take(key["direction"])).astype(np.int64))
+        cols["_k_run"] = run_code[f]
+        cols["_k_host"] = np.full(lv.n_groups, np.iinfo(np.int64).max) if cluster else host_rank[f]
+        cols["_k_dir"] = np.full(lv.n_groups, _DIR_RANK[ALL_DIRECTIONS]) if mixed else dir_rank[f]
+        parts.append(cols)
+    return _frame(parts, extra)
+
+
+def _frame(parts: list[dict[str, Any]], extra: Sequence[str]) -> pd.DataFrame:
+    """The run-level table from the columns of each level: sorted by run, host (``all hosts`` last) and
+    direction, each column built once in its schema dtype."""
+    def cat(name: str) -> np.ndarray:
+        return parts[0][name] if len(parts) == 1 else np.concatenate([p[name] for p in parts])
+
+    order = np.lexsort((cat("_k_dir"), cat("_k_host"), cat("_k_run")))
+    if np.array_equal(order, np.arange(len(order))):
+        order = None
+    data: dict[str, Any] = {}
+    for c in RUN_TOTALS:
+        v = cat(c.name)
+        if order is not None:
+            v = v[order]
+        if c.dtype == "string":
+            data[c.name] = pd.array(v, dtype="string")
+        elif c.dtype.startswith("datetime64"):
+            data[c.name] = pd.to_datetime(np.asarray(v, dtype=np.int64).view("datetime64[ns]"), utc=True) \
+                .astype(c.dtype)
+        else:
+            data[c.name] = np.asarray(v, dtype=c.dtype)
+    out = pd.DataFrame(data, copy=False)
+    for c in extra:
+        v = pd.concat([p[c] for p in parts], ignore_index=True) if len(parts) > 1 else parts[0][c]
+        out[c] = (v.take(order) if order is not None else v).reset_index(drop=True)
+    return out
+
+
+# ---- selecting -----------------------------------------------------------------------------------
+
+
+def select(totals: pd.DataFrame, *, hosts: str = "all", direction: str | None = None) -> pd.DataFrame:
+    """Rows of a run-level table at one level.
+
+    Parameters
+    ----------
+    totals : pandas.DataFrame
+        A :func:`run_totals` table.
+    hosts : {"all", "each"}
+        ``"all"``: the rows covering every host of their run (the cluster total; a one-host run's own
+        rows); ``"each"``: one row per host (a run on one host: its rows again).
+    direction : str or None
+        ``None``: the rows covering every direction (the run's total: IOPS summed over directions);
+        ``"each"``: one row per direction as reported; ``"read"``/``"write"``/``"trim"``/``"mixed"``:
+        that direction.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The selected rows (one per run with the defaults), index reset.
+
+    Raises
+    ------
+    SchemaError
+        ``totals`` is not a run-level table, or ``hosts``/``direction`` is not an allowed value.
+    """
+    if not is_run_totals(totals):
+        raise SchemaError("select needs a run-level table (storagebench.runlevel.run_totals): it has no "
+                          "all_hosts/all_directions columns")
+    if hosts == "all":
+        keep = totals["all_hosts"].to_numpy(dtype=bool, copy=True)
+    elif hosts == "each":
+        keep = (totals["host"] != ALL_HOSTS).to_numpy(dtype=bool, copy=True)
+    else:
+        raise SchemaError(f"hosts must be one of ['all', 'each'], got {hosts!r}")
+    if direction is None:
+        keep &= totals["all_directions"].to_numpy(dtype=bool)
+    elif direction == "each":
+        keep &= (totals["n_directions"] == 1).to_numpy(dtype=bool)
+    elif direction in (*DIRECTIONS, ALL_DIRECTIONS):
+        keep &= (totals["direction"] == direction).to_numpy(dtype=bool)
+    else:
+        raise SchemaError(f"direction must be one of {[None, 'each', *DIRECTIONS, ALL_DIRECTIONS]}, "
+                          f"got {direction!r}")
+    return totals[keep].reset_index(drop=True)
+
+
+def per_run(table: pd.DataFrame, histograms: pd.DataFrame | None = None, *, direction: str | None = None,
+            completed: bool = False) -> pd.DataFrame:
+    """One row per run: every host (and every direction, or one) combined with fio's rule.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A ``runs`` table (combined here by :func:`run_totals`) or a run-level table (read from
+        ``tidy/run_totals.parquet``: selected, nothing recomputed). A ``runs`` table without
+        ``run_id`` has one run per row (a published table).
+    histograms : pandas.DataFrame, optional
+        With a ``runs`` table: its json+ bins, for the percentiles of combined rows.
+    direction : str or None
+        ``None``: all directions (a ``randrw`` run's total); ``"read"``/``"write"``/``"trim"``/``"mixed"``:
+        that direction only (runs without it have no row).
+    completed : bool
+        Leave out runs with a job in error (``error != 0``) or killed (``partial``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The run-level rows (columns of :data:`storagebench.schema.RUN_TOTALS` plus study factors).
+
+    Raises
+    ------
+    SchemaError
+        As :func:`run_totals` and :func:`select`.
+    """
+    if is_run_totals(table):
+        totals = table
+    else:
+        if "run_id" not in table.columns:
+            table = table.assign(run_id=[f"row{i}" for i in range(len(table))])
+        totals = run_totals(table, histograms)
+    out = select(totals, hosts="all", direction=direction)
+    if completed:
+        ok = (out["error"] == 0) & (out["n_jobs_error"] == 0) & ~out["partial"].astype(bool)
+        out = out[ok.to_numpy(dtype=bool)].reset_index(drop=True)
+    return out
+
+
+def read_run_totals(tidy_dir: str | Any) -> pd.DataFrame:
+    """``tidy/run_totals.parquet`` of a study, checked (:func:`storagebench.schema.read_table`).
+
+    A tidy directory of format 0 (written before the run-level table existed) has none: it is
+    migrated by combining its ``runs.parquet`` and ``histograms.parquet`` now.
+
+    Parameters
+    ----------
+    tidy_dir : path
+        ``results/<study>/tidy``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The run-level table.
+
+    Raises
+    ------
+    SchemaError
+        No ``run_totals.parquet`` nor ``runs.parquet`` in ``tidy_dir``, or a file of a newer format.
+    """
+    from pathlib import Path
+
+    d = Path(tidy_dir)
+    path = d / "run_totals.parquet"
+    if path.exists():
+        return schema.read_table(path, "run_totals")
+    runs_p = d / "runs.parquet"
+    if not runs_p.exists():
+        raise SchemaError(f"{d}: no run_totals.parquet or runs.parquet (ingest the study first)")
+    runs = schema.read_table(runs_p, "runs")
+    hist_p = d / "histograms.parquet"
+    hist = schema.read_table(hist_p, "histograms") if hist_p.exists() else None
+    out = run_totals(runs, hist)
+    out.attrs["storagebench"] = {**runs.attrs.get("storagebench", {}), "table": "run_totals",
+                                 "migrated_from": "runs.parquet"}
+    return out
