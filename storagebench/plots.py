@@ -39,6 +39,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .errors import SchemaError
+from .records import provenance_records
 from .runlevel import is_run_totals
 from .runlevel import per_run as _runlevel_per_run
 from .schema import DIRECTIONS, PERCENTILES, RUN_TOTALS, RUNS, percentile_column
@@ -63,6 +64,7 @@ __all__ = [
     "ratio_forest",
     "bland_altman_plot",
     "cross_tool_plot",
+    "parameter_claim_plot",
     "provenance_caption",
     "add_caption",
 ]
@@ -1424,23 +1426,65 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
     return fig
 
 
+def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str, latency: str = "lat_mean_ms",
+                         ci: float | None = 0.95) -> Figure:
+    """The numjobs x iodepth sweep per group (tool), with the recommended and the claimed cell marked.
+
+    One panel per level of ``by``: :func:`latency_vs_iops` (a line per ``numjobs``, points joined by
+    ``iodepth``) with the recommended cell as its knee (star) and the claimed cell as an open square.
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        Tidy ``runs`` table of the sweep, with the ``by`` column.
+    verdicts : pandas.DataFrame
+        :func:`storagebench.stats.parameter_claim_verdicts` of the same sweep grouped by ``by`` (columns
+        ``recommended_numjobs``, ``recommended_iodepth``, ``claimed_numjobs``, ``claimed_iodepth``).
+    by : str
+        The group column (``"source_tool"``).
+    latency : str
+        A latency name from :data:`METRICS`.
+    ci : float or None
+        Confidence level of the error bars (none with one value per cell).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    SchemaError
+        A missing column, or a group of ``sweep`` without a row in ``verdicts``.
+    """
+    _need_columns(sweep, [by, "numjobs", "iodepth", "iops"], "sweep")
+    _need_columns(verdicts, [by, "recommended_numjobs", "recommended_iodepth", "claimed_numjobs", "claimed_iodepth"],
+                  "verdicts")
+    groups = list(sweep.groupby(by, sort=True))
+    with house_style():
+        fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.8), dpi=_DPI, layout="constrained",
+                                 squeeze=False)
+    for ax, (level, part) in zip(axes.flat, groups, strict=True):
+        row = verdicts[verdicts[by].astype(str) == str(level)]
+        if row.empty:
+            raise SchemaError(f"verdicts has no row for {by}={level!r}")
+        v = row.iloc[0]
+        latency_vs_iops(part, knee={"numjobs": int(v["recommended_numjobs"]), "iodepth": int(v["recommended_iodepth"])},
+                        latency=latency, ci=ci, ax=ax)
+        cell = part[(part["numjobs"] == v["claimed_numjobs"]) & (part["iodepth"] == v["claimed_iodepth"])]
+        if len(cell):
+            y = cell[latency].astype(float) if latency in cell else cell[latency.replace("_ms", "_ns")] / 1e6
+            ax.plot([cell["iops"].mean()], [y.mean()], linestyle="none", marker="s", ms=13, mfc="none", mec="black",
+                    mew=1.6, zorder=6, label=f"claimed (numjobs={int(v['claimed_numjobs'])}, "
+                                             f"iodepth={int(v['claimed_iodepth'])})")
+        for line in ax.lines:  # the knee is the recommended cell here
+            if line.get_label().startswith("knee ("):
+                line.set_label("recommended" + line.get_label()[4:])
+        ax.legend(loc="upper left", fontsize="small", title="numjobs (threads)")
+        ax.set_title(f"{level}: mean latency vs IOPS (load rises with iodepth)", fontsize="medium")
+    return fig
+
+
 # --------------------------------------------------------------------------- provenance
-
-
-def _prov_records(provenance: Any) -> list[dict]:
-    if provenance is None:
-        return []
-    if isinstance(provenance, pd.DataFrame):
-        return provenance.to_dict("records")
-    if isinstance(provenance, Mapping):
-        return [dict(provenance)]
-    if isinstance(provenance, Sequence) and not isinstance(provenance, str):
-        recs = list(provenance)
-        if not all(isinstance(r, Mapping) for r in recs):
-            raise TypeError("`provenance` must be a mapping, a sequence of mappings or a DataFrame.")
-        return [dict(r) for r in recs]
-    raise TypeError(f"`provenance` must be a mapping, a sequence of mappings or a DataFrame, "
-                    f"but {type(provenance).__name__} was passed.")
 
 
 def _uniq(values) -> list[str]:
@@ -1454,47 +1498,6 @@ def _uniq(values) -> list[str]:
     return out
 
 
-def _first_key(rec: Mapping, keys: Sequence[str]):
-    for k in keys:
-        if k in rec and rec[k] not in (None, ""):
-            return rec[k]
-    return None
-
-
-def _device_text(rec: Mapping) -> str | None:
-    dev = rec.get("device")
-    if isinstance(dev, Mapping):
-        name = _first_key(dev, ["path", "name"])
-        facts = []
-        model = " ".join(_uniq([dev.get("vendor"), dev.get("model")]))
-        if dev.get("model"):
-            facts.append(model)
-        elif dev.get("vendor"):
-            facts.append(f"vendor {dev['vendor']}, no model")
-        rot = dev.get("rotational")
-        if rot is not None:
-            facts.append("rotational" if rot in (True, 1, "1") else "non-rotational")
-        if dev.get("scheduler"):
-            facts.append(f"scheduler {dev['scheduler']}")
-        size = dev.get("size_bytes")
-        if isinstance(size, (int, float)) and size > 0:
-            facts.append(f"{size / 2**30:,.0f} GiB")
-        if dev.get("backing_file"):
-            facts.append(f"backed by {dev['backing_file']}")
-        text = f"{name or '?'}" + (f" ({', '.join(facts)})" if facts else "")
-        return text
-    if dev not in (None, ""):
-        return str(dev)
-    return None
-
-
-def _fs_text(rec: Mapping) -> str | None:
-    fs = rec.get("filesystem")
-    if isinstance(fs, Mapping):
-        return _first_key(fs, ["fstype", "type", "name"])
-    return None if fs in (None, "") else str(fs)
-
-
 def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
     """One-paragraph provenance text for a figure: workload, device, fio version, host, date.
 
@@ -1504,9 +1507,10 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         Tidy ``runs`` table: ``study``, ``fio_version``, ``hostname``, ``kernel``,
         ``started_at``, ``target``, ``rw``, ``bs_bytes``, ``ioengine``, ``direct`` are used
         when present.
-    provenance : mapping, sequence of mappings or DataFrame, optional
-        ``provenance.json`` records of the runs (:func:`storagebench.hostinfo.collect_provenance`);
-        the device and filesystem are taken from them.
+    provenance : Provenance, mapping, sequence of them or DataFrame, optional
+        ``provenance.json`` records of the runs (:func:`storagebench.publish.study_provenance`, or
+        their JSON form: :func:`storagebench.records.provenance_records`); the device
+        (:attr:`storagebench.records.DeviceInfo.label`) and filesystem are taken from them.
 
     Returns
     -------
@@ -1515,7 +1519,7 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         /dev/vda (ext4) · fio-3.33 · kernel 6.1.0 · host h · 2026-11-22 05:41–05:45 UTC"``.
     """
     _need_columns(runs, ["run_id"], "runs")
-    recs = _prov_records(provenance)
+    recs = provenance_records(provenance)
     parts = []
     head = []
     if "study" in runs:
@@ -1533,21 +1537,21 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
     if "target" in runs:
         wl.append("on " + ", ".join(_uniq(runs["target"])[:3]))
     parts.append(", ".join(head) + (": " + " ".join(wl) if wl else ""))
-    devs = _uniq(_device_text(r) for r in recs)
-    fss = _uniq(_fs_text(r) for r in recs)
+    devs = _uniq(r.device.label for r in recs if r.device is not None)
+    fss = _uniq(r.filesystem.fstype for r in recs if r.filesystem is not None)
     if devs:
         parts.append("device " + ", ".join(devs[:3]) + (f", filesystem {'/'.join(fss)}" if fss else ""))
-    fio = _uniq(runs["fio_version"]) if "fio_version" in runs else _uniq(r.get("fio_version") for r in recs)
+    fio = _uniq(runs["fio_version"]) if "fio_version" in runs else _uniq(r.fio_version for r in recs)
     if fio:
         parts.append(", ".join(fio))
-    kern = _uniq(runs["kernel"]) if "kernel" in runs else _uniq(r.get("kernel") for r in recs)
+    kern = _uniq(runs["kernel"]) if "kernel" in runs else _uniq(r.kernel for r in recs)
     if kern:
         parts.append("kernel " + ", ".join(kern))
-    hosts = _uniq(runs["hostname"]) if "hostname" in runs else _uniq(r.get("hostname") for r in recs)
+    hosts = _uniq(runs["hostname"]) if "hostname" in runs else _uniq(r.hostname for r in recs)
     if hosts:
         parts.append("host " + ", ".join(hosts[:4]) + (" ..." if len(hosts) > 4 else ""))
     times = pd.to_datetime(runs["started_at"], utc=True) if "started_at" in runs else \
-        pd.to_datetime(pd.Series([r.get("started_at") for r in recs]), utc=True)
+        pd.to_datetime(pd.Series([r.started_at for r in recs], dtype=object), utc=True)
     times = times.dropna()
     if len(times):
         t0, t1 = times.min(), times.max()

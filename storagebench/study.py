@@ -62,6 +62,7 @@ from pydantic import (
 from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
 from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
+from .hoststeps import parse_host_steps
 from .jobfile import RUNNER_OPTIONS
 from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
 
@@ -112,7 +113,8 @@ DESIGN_COLUMNS: tuple[str, ...] = ("setup", "block")
 TEST_SETTINGS: tuple[str, ...] = ("runtime", "ramp_time", "size", "repetitions", "setups", "timeout")
 #: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
 #: that every spec written before they existed keeps its hash (and its results resume).
-_DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": []}
+_DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": [],
+                                    "host_steps": []}
 #: Keys never in :attr:`Study.spec_hash`: they do not change the runs of the study.
 _NOT_HASHED = ("description", "timeout", "test_factors", "test_settings")
 
@@ -538,6 +540,15 @@ class Study(BaseModel):
     test_settings : dict
         What else the quick variant changes: any of ``runtime``, ``ramp_time``, ``size``,
         ``repetitions``, ``setups``, ``timeout`` (:data:`TEST_SETTINGS`). Not hashed either.
+    host_steps : list
+        What to do to the host before each run (each concurrency group), in order
+        (:data:`storagebench.hoststeps.HOST_STEPS`): ``drop_page_cache`` (or ``{drop_page_cache: 1|2|3}``),
+        ``drop_file_cache`` (the run's target files only), ``{scheduler: NAME}`` (NAME one of
+        :data:`storagebench.hoststeps.SCHEDULERS`; the device behind the target, put back after the
+        run; only a loop device, a device in ``allow_devices`` or with ``allow: [ioscheduler]``). Each
+        run's ``provenance.json`` records what was done (``host_steps``). Part of :attr:`spec_hash` when
+        not empty: a cold cache or another scheduler is another measurement. Not with ``hosts``
+        (the targets are on the servers).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -563,6 +574,7 @@ class Study(BaseModel):
     concurrent: list[str] = Field(default_factory=list)
     test_factors: dict[str, list[Any]] = Field(default_factory=dict)
     test_settings: dict[str, Any] = Field(default_factory=dict)
+    host_steps: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
 
     #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
     #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
@@ -762,6 +774,14 @@ class Study(BaseModel):
                              f"[{', '.join(TEST_SETTINGS)}] (levels go under test_factors)")
         return v
 
+    @field_validator("host_steps", mode="before")
+    @classmethod
+    def _host_steps_ok(cls, v: Any) -> Any:
+        try:
+            return parse_host_steps(v)
+        except StudyError as exc:
+            raise ValueError(str(exc)) from None
+
     def _design_ok(self) -> None:
         """``setup_factors``, ``concurrent`` and ``test_factors`` name factors and levels of this study."""
         for factor in self.factors:
@@ -860,6 +880,9 @@ class Study(BaseModel):
             if dupes:
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
         self._design_ok()
+        if self.host_steps and self.hosts is not None:
+            raise ValueError("host_steps: are applied on this machine, but a client/server study's targets are on "
+                             "its fio servers (hosts); remove host_steps or hosts")
         return self
 
     def _clients_ok(self) -> None:
@@ -997,8 +1020,10 @@ class Study(BaseModel):
 
         Two specs with the same hash produce the same runs; a reworded description, a longer
         timeout or another quick grid does not make a different study. The design keys
-        (``setups``, ``setup_factors``, ``blocks``, ``concurrent``) count only when they differ
-        from their defaults, so specs written before they existed keep their hash.
+        (``setups``, ``setup_factors``, ``blocks``, ``concurrent``) and ``host_steps`` count only
+        when they differ from their defaults, so specs written before they existed keep their
+        hash. ``host_steps`` count because they change what a run measures (a cold page cache,
+        another I/O scheduler): results with and without them are not one study.
         """
         data = self._without_default_design(self.model_dump(mode="json", exclude=set(_NOT_HASHED)))
         return hashlib.sha256(_canonical(data)).hexdigest()[:16]
@@ -1337,7 +1362,7 @@ def _format_errors(exc: ValidationError) -> str:
             continue
         msg = str(err.get("msg", ""))
         msg = msg.removeprefix("Value error, ")
-        if kind == "value_error" and msg.startswith(("fixed", "factors")):
+        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps")):
             msgs.append(msg)  # our own messages carry their full key path
         elif kind == "value_error":
             msgs.append(f"{loc}: {msg}" if loc else msg)
