@@ -114,10 +114,18 @@ def plat_idx_to_vals(idx: np.ndarray) -> np.ndarray:
     """:func:`plat_idx_to_val` of an int64 array of bucket indices in ``[0, FIO_IO_U_PLAT_NR)`` (not checked)."""
     idx = np.asarray(idx, dtype=np.int64)
     bits = FIO_IO_U_PLAT_BITS
-    err = np.maximum((idx >> bits) - 1, 0)
-    k = idx & ((1 << bits) - 1)
-    val = (np.int64(1) << (err + bits)) + (((2 * k + 1) << err) >> 1)  # base + int((k + 0.5) * 2**err)
-    return np.where(idx < (2 << bits), idx, val)
+    # base + int((k + 0.5) * 2**err) = (2**bits + k) << err  +  2**err >> 1, and idx itself below 2**bits
+    hi = idx >> bits
+    err = hi - 1
+    np.maximum(err, 0, out=err)
+    np.minimum(hi, 1, out=hi)
+    hi <<= bits
+    hi |= idx & ((1 << bits) - 1)
+    hi <<= err
+    half = np.left_shift(np.int64(1), err)
+    half >>= 1
+    hi += half
+    return hi
 
 
 def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
@@ -125,10 +133,18 @@ def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
     of each, values beyond the last bucket in the last one, as in fio."""
     val = np.asarray(val, dtype=np.int64)
     bits = FIO_IO_U_PLAT_BITS
-    msb = np.where(val > 0, np.frexp(val.astype(np.float64))[1].astype(np.int64) - 1, 0)  # exact below 2**53
-    err = np.maximum(msb - bits, 0)
-    idx = np.where(msb <= bits, val, ((err + 1) << bits) + ((val >> err) & ((1 << bits) - 1)))
-    return np.minimum(idx, FIO_IO_U_PLAT_NR - 1)
+    # error_bits = max(msb - bits, 0), msb from the float64 exponent (exact below 2**53; 0 -> -1023);
+    # fio's ((error_bits + 1) << bits) + ((val >> error_bits) & (2**bits - 1)) is (error_bits << bits) +
+    # (val >> error_bits), since val >> error_bits has its top bit at ``bits`` (or is val, below 2**bits)
+    err = val.astype(np.float64).view(np.int64)
+    err >>= 52
+    err -= 1023 + bits
+    np.maximum(err, 0, out=err)
+    idx = val >> err
+    err <<= bits
+    idx += err
+    np.minimum(idx, FIO_IO_U_PLAT_NR - 1, out=idx)
+    return idx
 
 
 def grouped_percentiles(
