@@ -407,8 +407,9 @@ class _Collector(_RowSink):
     has another kind is refused, so that a factor column has one type (parquet needs it).
     """
 
-    def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None) -> None:
-        super().__init__()
+    def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None,
+                 raw_bins: bool = False) -> None:
+        super().__init__(raw_bins)
         self.ts: list[pd.DataFrame] = []
         self.files = 0
         self.max_bytes = max_bytes
@@ -471,7 +472,7 @@ class _Collector(_RowSink):
         runs, all_clients, blocks, ts = mark
         for rows, n in ((self.runs, runs), (self.runs_extra, runs), (self.all_clients, all_clients),
                         (self.all_extra, all_clients), (self.hist_blocks, blocks), (self.hist_keys, blocks),
-                        (self.hist_counts, blocks),
+                        (self.hist_counts, blocks), (self.hist_raw, blocks),
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
 
@@ -482,7 +483,7 @@ class _Collector(_RowSink):
         if not checks or any(c is None for c in checks):
             return None
         rows = np.fromiter((c[0] for c in checks), dtype=np.int64, count=len(checks))
-        return rows, np.fromiter(map(len, self.hist_keys), dtype=np.int64, count=len(self.hist_keys))
+        return rows, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
@@ -535,6 +536,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     sink.hist_blocks.extend(blocks)
     sink.hist_keys.extend(keys)
     sink.hist_counts.extend(counts)
+    sink.hist_raw.extend([None] * len(blocks))
     sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
     sink.hist_checks.extend([None] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries):
@@ -587,6 +589,29 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
                                           f"{type(exc).__name__}: {exc}", path=item.path))
 
 
+def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
+             factor_kinds: dict | None = None) -> tuple[_Collector, list[IngestError]]:
+    """Every item into a new :class:`_Collector` (:func:`_run`), and the errors.
+
+    The json+ bins are decoded raw and parsed for the whole batch at once
+    (:meth:`storagebench.ingest.fio._RowSink.parse_bins`). When some block is not the plain text fio
+    writes (an edited or corrupted file), the batch is read again with the bins decoded into dicts, as
+    every file was before: the tables and errors are then exactly those of that reading.
+    """
+    items = list(items)
+    kinds = dict(factor_kinds) if factor_kinds is not None else None
+    col, errors = _Collector(max_bytes, factor_kinds, raw_bins=True), []
+    _run(items, col, errors)
+    if col.parse_bins():
+        return col, errors
+    if factor_kinds is not None:  # as before the first reading
+        factor_kinds.clear()
+        factor_kinds.update(kinds)
+    col, errors = _Collector(max_bytes, factor_kinds), []
+    _run(items, col, errors)
+    return col, errors
+
+
 def _result(collector: _Collector, errors: list[IngestError]) -> IngestResult:
     return IngestResult(**collector.frames(), errors=errors, files=collector.files,
                         spec_hashes=list(collector.spec_hashes))
@@ -623,9 +648,8 @@ def ingest_paths(
     tree being ingested are reported, never opened (a named path may be a symlink). What is refused
     in fio's JSON, and what becomes NaN with a ``note``: :mod:`storagebench.ingest.fio`.
     """
-    col, errors = _Collector(_cap(max_file_bytes)), []
-    _run(_discover(paths, col.max_bytes), col, errors)
-    return _result(col, errors)
+    max_bytes = _cap(max_file_bytes)
+    return _result(*_collect(_discover(paths, max_bytes), max_bytes))
 
 
 def _cap(max_file_bytes: int) -> int:
@@ -661,7 +685,7 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
     if not os.path.isdir(raw):
         raise IngestError("not a study directory: it has no raw/ (expected results/<study>/raw/<run_id>/)",
                           path=os.fsdecode(study_dir))
-    col, errors = _Collector(_cap(max_file_bytes)), []
+    max_bytes = _cap(max_file_bytes)
 
     def items() -> Iterator[_Item | IngestError]:
         root = os.path.realpath(raw)
@@ -674,10 +698,9 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
             if "point.json" not in files:
                 yield IngestError("run directory has no point.json", path=d)
                 continue
-            yield from _run_dir_items(d, files, col.max_bytes)
+            yield from _run_dir_items(d, files, max_bytes)
 
-    _run(items(), col, errors)
-    return _result(col, errors)
+    return _result(*_collect(items(), max_bytes))
 
 
 def ingest_to_parquet(
@@ -769,8 +792,8 @@ def ingest_to_parquet(
         try:
             items = _discover(paths, max_bytes)
             while chunk := list(itertools.islice(items, int(batch_files))):
-                batch = _Collector(max_bytes, factor_kinds)
-                _run(chunk, batch, errors)
+                batch, batch_errors = _collect(chunk, max_bytes, factor_kinds)
+                errors.extend(batch_errors)
                 files += batch.files
                 spec_hashes.update(batch.spec_hashes)
                 flush(batch)

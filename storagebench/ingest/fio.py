@@ -204,6 +204,30 @@ class _Names(Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Doc)
 
+
+def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
+    """A copy of Struct ``cls`` (same fields, JSON names and defaults) with the types of ``types``."""
+    fields = []
+    for f in msgspec.structs.fields(cls):
+        default = msgspec.NODEFAULT if f.required else f.default
+        fields.append((f.name, types.get(f.name, f.type), msgspec.field(name=f.encode_name, default=default)))
+    return msgspec.defstruct(name, fields, gc=False)
+
+
+#: The fast decoder of ingest's usual file: :class:`_Doc` with every ``clat_ns.bins`` left as raw JSON
+#: (:class:`msgspec.Raw`, a slice of the input), which :meth:`_RowSink.parse_bins` turns into int64
+#: arrays for a whole batch at once (the same values, type- and range-checked as strictly as
+#: :data:`_DECODER` checks them; anything else sends the batch back to :data:`_DECODER`). Decoding
+#: bins into a dict of Python ints and converting them to arrays is most of the cost of typed
+#: decoding, and of ingest.
+_LatRaw = _retyped(_Lat, "_LatRaw", {"bins": Union[msgspec.Raw, _Unset]})
+_DirRaw = _retyped(_Dir, "_DirRaw", {"clat_ns": Union[_LatRaw, _Unset]})
+_JobRaw = _retyped(_Job, "_JobRaw", {d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")})
+_DocRaw = _retyped(_Doc, "_DocRaw", {"jobs": Union[list[_JobRaw], _Unset],
+                                     "client_stats": Union[list[_JobRaw], _Unset]})
+_RAW_DECODER = msgspec.json.Decoder(_DocRaw)
+_Raw = msgspec.Raw
+
 #: a study factor level or option value in point.json: an int must fit the int64 column it becomes
 _Scalar = Union[str, Annotated[int, Meta(ge=-(2**63), le=MAX_VALUE)], float, bool, None]
 _Factor = Union[_Scalar, list[_Scalar]]
@@ -874,12 +898,19 @@ _DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
 
+#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")``: digits and JSON
+#: whitespace kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``, quotes and ``{`` are
+#: blanks, and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
+_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c in b" \t\r\n,") else
+                   0x2C if c in b":}" else 0x20 if c in b'"{' else 0x78 for c in range(256))
+
+
 class _RowSink:
     """What :func:`_emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
     ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
     and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw_bins: bool = False) -> None:
         self.runs: list[tuple] = []
         self.runs_extra: list[dict] = []
         self.all_clients: list[tuple] = []
@@ -894,6 +925,83 @@ class _RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
+        #: per block: the raw JSON of its bins (the fast decoder, ``raw_bins``) until :meth:`parse_bins`
+        #: makes them arrays, else None
+        self.hist_raw: list[bytes | None] = []
+        #: decode json+ bins raw and parse them all at once (:meth:`parse_bins`); False: as dicts
+        self.raw_bins = raw_bins
+        #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
+        self._flat: tuple | None = None
+
+    def parse_bins(self) -> bool:
+        """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts), at once.
+
+        The JSON text of all blocks is joined and parsed by one ``numpy.fromstring`` after mapping the
+        quotes and colons to separators. The values are taken only when the text is what
+        :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
+        text: each block one object (braces only at its ends), every string a key (followed by ``:``)
+        whose characters are decimal digits without a leading zero, every value a JSON integer (no
+        sign, fraction or exponent), each number at most 2**63-2, one number per key and value, and the
+        keys of a block increasing (a repeated key would collapse in a dict). fio writes exactly this.
+
+        Returns
+        -------
+        bool
+            False when some block is not such text: nothing is changed, and the batch must be read
+            again with :data:`_DECODER` (``raw_bins=False``), which gives the dict semantics or the
+            file's error.
+        """
+        import warnings
+
+        at = [k for k, r in enumerate(self.hist_raw) if r is not None]
+        if not at:
+            return True
+        raws = [self.hist_raw[k] for k in at]
+        text = b"".join(raws)
+        a = np.frombuffer(text, dtype=np.uint8)
+        ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1]
+        if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()
+                and np.count_nonzero(a == 0x7B) == len(raws) and np.count_nonzero(a == 0x7D) == len(raws)):
+            return False  # not an object, or an object or array inside
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
+                values = np.fromstring(text.translate(_BINS_TEXT), dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return False  # a character no integer key or value has (sign, '.', 'e', letter, escape ...)
+        quotes = np.flatnonzero(a == 0x22)
+        if len(values) != len(quotes) or len(quotes) % 2:
+            return False  # a number per string: no string value, no separator inside a key
+        opening, closing = quotes[0::2], quotes[1::2]
+        first, last = a[opening + 1], a[closing - 1]
+        after = a[closing + 1]
+        if not (((first - 48) < 10).all() and ((last - 48) < 10).all()
+                and not ((first == 0x30) & (closing - opening > 2)).any()
+                and ((after == 0x3A) | ((after == 0x20) & (a[np.minimum(closing + 2, len(a) - 1)] == 0x3A))).all()):
+            return False  # a key that is empty, has a leading zero, space or non-digit, or a string value
+        keys, counts = values[0::2], values[1::2]
+        if len(values) and max(int(keys.max()), int(counts.max())) >= MAX_VALUE:
+            return False  # 2**63-1 is also where fromstring saturates: let the decoder judge
+        n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
+        if not n.all():
+            return False
+        block_start = np.cumsum(n) - n
+        step = np.diff(keys) <= 0
+        step[block_start[1:] - 1] = False  # the first key of a block may be smaller than the last of the one before
+        if step.any():
+            return False  # keys not increasing: a repeated key, which a dict keeps once
+        keys, counts = np.ascontiguousarray(keys), np.ascontiguousarray(counts)
+        if len(at) == len(self.hist_raw):
+            self._flat = (keys, counts)
+        for j, k in enumerate(at):
+            b0, b1 = block_start[j], block_start[j] + n[j]
+            self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
+            self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
+            self.hist_raw[k] = None
+        return True
 
     def check_bins(self, counts, n_bins=None) -> None:
         """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
@@ -919,9 +1027,12 @@ class _RowSink:
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
-        frame = histogram_frame(self.hist_blocks, np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
-        self.check_bins(frame["count"].to_numpy(), np.fromiter(map(len, self.hist_keys), dtype=np.int64,
-                                                               count=len(self.hist_keys)))
+        if any(r is not None for r in self.hist_raw):
+            raise RuntimeError("json+ bins not parsed: call parse_bins first")
+        keys, counts = self._flat or (np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
+        frame = histogram_frame(self.hist_blocks, keys, counts)
+        self.check_bins(counts, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64,
+                                            count=len(self.hist_blocks)))
         return frame
 
 
@@ -1245,6 +1356,20 @@ def check_provenance(prov: Any, path: str) -> Any:
     return out
 
 
+def _decode_or_none(data: bytes, path: str) -> Any:
+    """:data:`_DECODER`'s document of ``data`` (None: not one JSON document), or its error as an IngestError."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.DecodeError:
+        return None
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, data, path) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc, path) from None
+    except RecursionError:
+        raise IngestError("JSON nested too deeply to be fio output", path=path) from None
+
+
 def _emit_rows(
     sink: _RowSink,
     data: bytes,
@@ -1263,15 +1388,14 @@ def _emit_rows(
     doc = None
     if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
         try:
-            doc = _DECODER.decode(data)
+            # json+ bins raw when the sink parses them (a batch of files at once); _DECODER's document
+            # and errors otherwise: the fast decoder checks all but the bins, so any error it meets is
+            # reported as _DECODER reports it (the first in the file, which may be in the bins)
+            doc = (_RAW_DECODER if sink.raw_bins else _DECODER).decode(data)
         except msgspec.DecodeError:
-            doc = None
-        except msgspec.ValidationError as exc:
-            raise _validation_error(exc, data, path) from None
-        except UnicodeDecodeError as exc:
-            raise _not_utf8(exc, path) from None
-        except RecursionError:
-            raise IngestError("JSON nested too deeply to be fio output", path=path) from None
+            doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
+        except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            doc = _decode_or_none(data, path)
     if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
         partial = False
     else:
@@ -1366,18 +1490,29 @@ def _emit_rows(
             runs.append(row)
             runs_extra.append(extra)
             clat = d.clat_ns
-            if clat is _U or not (bins := clat.bins):
+            bins = _U if clat is _U else clat.bins
+            raw = None
+            if type(bins) is _Raw:  # the fast decoder's bins: parsed with the batch (_RowSink.parse_bins)
+                raw = bytes(bins)
+                if raw[:1] == b"{" and b'"' not in raw:  # {}: an object without a key
+                    raw = bins = None
+            if not bins:
                 if (d.total_ios or 0) > 0:
                     no_bins.append((len(runs) - 1, (where, idx, dname)))
                 continue
-            if clat is not _U:
-                json_plus = True
+            json_plus = True
+            if raw is None:
                 n = len(bins)
-                hist_blocks.append((run_id, host, name, job_index, dname, n))
                 sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
                 sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
-                sink.hist_n.append(-1 if clat.N is _U else clat.N)
-                sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
+            else:
+                n = -1  # known once parsed
+                sink.hist_keys.append(None)
+                sink.hist_counts.append(None)
+            sink.hist_raw.append(raw)
+            hist_blocks.append((run_id, host, name, job_index, dname, n))
+            sink.hist_n.append(-1 if clat.N is _U else clat.N)
+            sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
     if json_plus and no_bins:
         for row, loc in no_bins:
             note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
