@@ -170,3 +170,20 @@ def test_a_bad_file_in_a_batch_of_ingest_to_parquet(tmp_path):
     for t in ("runs", "histograms", "run_totals"):
         got = pd.read_parquet(tmp_path / "out" / f"{t}.parquet")
         pd.testing.assert_frame_equal(got, getattr(slow, t).reset_index(drop=True), check_dtype=False, obj=t)
+
+
+def test_a_file_failing_after_its_bins_leaves_none_of_them(tmp_path):
+    """numjobs4_nogroup without the last job's bw_bytes: three blocks of bins are read, then the file is
+    refused; its bins text goes with its rows, and the batch stays on the fast path."""
+    doc = json.loads(BASE)
+    del doc["jobs"][-1]["read"]["bw_bytes"]
+    for i, name in enumerate(("single_jsonplus.json", "numjobs4_group.json")):
+        shutil.copy(FIO / name, tmp_path / f"{i * 2}_{name}")
+    (tmp_path / "1_edited.json").write_text(json.dumps(doc, indent=2).replace('": ', '" : '))
+    col, errors = ing._Collector(ing.MAX_FILE_BYTES, raw_bins=True), []
+    ing._run(ing._discover([tmp_path], col.max_bytes), col, errors)
+    assert len(errors) == 1 and "bw_bytes" in str(errors[0]) and col.files == 2
+    assert col.parse_bins()
+    fast = ing._result(col, errors)
+    _same(fast, _dict_decoding([tmp_path]))
+    assert len(fast.histograms) > 0

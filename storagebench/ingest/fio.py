@@ -898,11 +898,12 @@ _DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
 
-#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")``: digits and JSON
-#: whitespace kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``, quotes and ``{`` are
-#: blanks, and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
-_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c in b" \t\r\n,") else
-                   0x2C if c in b":}" else 0x20 if c in b'"{' else 0x78 for c in range(256))
+#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")`` (JSON whitespace, quotes
+#: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
+#: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
+_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
+#: 10, 100, ... 10**18: the number of decimal digits of ``k >= 0`` is ``searchsorted(_POW10, k, "right") + 1``
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 class _RowSink:
@@ -925,9 +926,10 @@ class _RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
-        #: per block: the raw JSON of its bins (the fast decoder, ``raw_bins``) until :meth:`parse_bins`
-        #: makes them arrays, else None
-        self.hist_raw: list[bytes | None] = []
+        #: per block: (start, end) of the raw JSON of its bins in ``bins_text`` (the fast decoder,
+        #: ``raw_bins``) until :meth:`parse_bins` makes them arrays, else None
+        self.hist_raw: list[tuple[int, int] | None] = []
+        self.bins_text = bytearray()
         #: decode json+ bins raw and parse them all at once (:meth:`parse_bins`); False: as dicts
         self.raw_bins = raw_bins
         #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
@@ -936,8 +938,8 @@ class _RowSink:
     def parse_bins(self) -> bool:
         """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts), at once.
 
-        The JSON text of all blocks is joined and parsed by one ``numpy.fromstring`` after mapping the
-        quotes and colons to separators. The values are taken only when the text is what
+        The JSON text of all blocks is joined and parsed by one ``numpy.fromstring`` once whitespace,
+        quotes and ``{`` are deleted and ``:`` and ``}`` made separators. The values are taken only when the text is what
         :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
         text: each block one object (braces only at its ends), every string a key (followed by ``:``)
         whose characters are decimal digits without a leading zero, every value a JSON integer (no
@@ -956,35 +958,38 @@ class _RowSink:
         at = [k for k, r in enumerate(self.hist_raw) if r is not None]
         if not at:
             return True
-        raws = [self.hist_raw[k] for k in at]
-        text = b"".join(raws)
+        bounds = np.array([self.hist_raw[k] for k in at], dtype=np.int64).reshape(-1, 2)
+        text = self.bins_text
+        del text[bounds[-1, 1]:]  # a file rolled back after its bins were appended
+        text += b"  "  # two blanks after the last block: a[closing + 2] is in range
         a = np.frombuffer(text, dtype=np.uint8)
-        ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
-        starts = np.empty_like(ends)
-        starts[0] = 0
-        starts[1:] = ends[:-1]
+        starts, ends = bounds[:, 0], bounds[:, 1]
+        if not (np.array_equal(starts[1:], ends[:-1]) and starts[0] == 0):
+            return False  # cannot be (rollback keeps the blocks contiguous); checked as the parse relies on it
+        # '{' and '}' only at the ends of the blocks ((c & 0xF9) == 0x79 is {, }, y or DEL; y and DEL
+        # are refused below anyway): each block one object, no object inside
         if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()
-                and np.count_nonzero(a == 0x7B) == len(raws) and np.count_nonzero(a == 0x7D) == len(raws)):
-            return False  # not an object, or an object or array inside
+                and np.count_nonzero((a & 0xF9) == 0x79) == 2 * len(at)):
+            return False
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
-                values = np.fromstring(text.translate(_BINS_TEXT), dtype=np.int64, sep=",")
+                values = np.fromstring(bytes(text.translate(_BINS_TEXT, b' \t\r\n"{')), dtype=np.int64, sep=",")
         except (ValueError, DeprecationWarning):
-            return False  # a character no integer key or value has (sign, '.', 'e', letter, escape ...)
+            return False  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
         quotes = np.flatnonzero(a == 0x22)
         if len(values) != len(quotes) or len(quotes) % 2:
-            return False  # a number per string: no string value, no separator inside a key
+            return False
         opening, closing = quotes[0::2], quotes[1::2]
-        first, last = a[opening + 1], a[closing - 1]
         after = a[closing + 1]
-        if not (((first - 48) < 10).all() and ((last - 48) < 10).all()
-                and not ((first == 0x30) & (closing - opening > 2)).any()
-                and ((after == 0x3A) | ((after == 0x20) & (a[np.minimum(closing + 2, len(a) - 1)] == 0x3A))).all()):
-            return False  # a key that is empty, has a leading zero, space or non-digit, or a string value
+        if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+            return False  # a string that is not a key (a string count); then a number per string is
+            # also one per key and one per count: no ',' or ':' inside a key
         keys, counts = values[0::2], values[1::2]
         if len(values) and max(int(keys.max()), int(counts.max())) >= MAX_VALUE:
             return False  # 2**63-1 is also where fromstring saturates: let the decoder judge
+        if not np.array_equal(closing - opening - 1, np.searchsorted(_POW10, keys, side="right") + 1):
+            return False  # a key with more characters than its digits: a leading zero, a space, or empty
         n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
         if not n.all():
             return False
@@ -1001,6 +1006,7 @@ class _RowSink:
             self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
             self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
             self.hist_raw[k] = None
+        self.bins_text = bytearray()
         return True
 
     def check_bins(self, counts, n_bins=None) -> None:
@@ -1493,8 +1499,12 @@ def _emit_rows(
             bins = _U if clat is _U else clat.bins
             raw = None
             if type(bins) is _Raw:  # the fast decoder's bins: parsed with the batch (_RowSink.parse_bins)
-                raw = bytes(bins)
-                if raw[:1] == b"{" and b'"' not in raw:  # {}: an object without a key
+                text = sink.bins_text
+                start = len(text)
+                text += bins
+                raw = (start, len(text))
+                if text[start] == 0x7B and text.find(b'"', start) < 0:  # {}: an object without a key
+                    del text[start:]
                     raw = bins = None
             if not bins:
                 if (d.total_ios or 0) > 0:
