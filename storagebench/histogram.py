@@ -26,6 +26,7 @@ __all__ = [
     "plat_val_to_idx",
     "plat_idx_to_vals",
     "plat_vals_to_idx",
+    "grid_index",
     "percentiles_from_bins",
     "grouped_percentiles",
     "merge_histograms",
@@ -39,6 +40,8 @@ FIO_IO_U_PLAT_GROUP_NR = 29
 FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 #: groups summed into one dense bucket array at a time (x 1856 int64: 30 MB at most)
 _DENSE_GROUPS = 2048
+#: values per step of :func:`grid_index`: its temporaries stay in the CPU cache
+_CHUNK = 1 << 15
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -147,6 +150,36 @@ def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
     return idx
 
 
+def grid_index(bin_ns: np.ndarray) -> np.ndarray | None:
+    """The fio bucket index of every bin, or ``None`` when some bin is not a value fio prints.
+
+    A fio json+ bin is ``plat_idx_to_val(idx)`` of its bucket (:func:`plat_idx_to_val`); DiskSPD's and
+    Iometer's bins, or edited ones, may be anything else.
+
+    Parameters
+    ----------
+    bin_ns : array of int
+        Bin values (ns).
+
+    Returns
+    -------
+    numpy.ndarray or None
+        int64 bucket indices (:func:`plat_vals_to_idx`), when every value is in ``[0, 2**53)`` and equals
+        :func:`plat_idx_to_vals` of its index; else ``None``.
+    """
+    b = np.asarray(bin_ns, dtype=np.int64)
+    out = np.empty_like(b)
+    for lo in range(0, len(b), _CHUNK):  # in cache-sized steps: ~3x faster than whole-array passes
+        part = b[lo:lo + _CHUNK]
+        if part.min() < 0 or part.max() >= 2**53:
+            return None
+        idx = plat_vals_to_idx(part)
+        if not np.array_equal(plat_idx_to_vals(idx), part):
+            return None
+        out[lo:lo + _CHUNK] = idx
+    return out
+
+
 def grouped_percentiles(
     groups: np.ndarray,
     bin_ns: np.ndarray,
@@ -204,7 +237,7 @@ def grouped_percentiles(
     bad = [p for p in plist if not 0.0 < p <= 100.0]
     if bad:
         raise StatsError(f"percentiles must be in (0, 100], got {bad}")
-    if (c < 0).any():
+    if len(c) and c.min() < 0:
         raise StatsError("counts must be >= 0")
     if precision == "double":
         ftype = np.float64
@@ -221,17 +254,18 @@ def grouped_percentiles(
     out = np.full((int(n_groups), len(plist)), np.nan)
     if not len(g):
         return out
-    idx = bucket_idx
-    if idx is None and (b >= 0).all() and (b < 2**53).all():
-        idx = plat_vals_to_idx(b)
-        if not np.array_equal(plat_idx_to_vals(idx), b):
-            idx = None
+    idx = bucket_idx if bucket_idx is not None else grid_index(b)
     if idx is not None:
         nr = FIO_IO_U_PLAT_NR
         for lo in range(0, int(n_groups), _DENSE_GROUPS):
             hi = min(lo + _DENSE_GROUPS, int(n_groups))
-            part = (g >= lo) & (g < hi) if n_groups > _DENSE_GROUPS else slice(None)
-            key = (g[part] - lo) * nr + idx[part]
+            if n_groups > _DENSE_GROUPS:
+                part = (g >= lo) & (g < hi)
+                key = (g[part] - lo) * nr + idx[part]
+            else:
+                part = slice(None)
+                key = g * nr
+                key += idx
             flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * nr).astype(np.int64))
             start = np.arange(hi - lo, dtype=np.int64) * nr
             base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)

@@ -64,7 +64,7 @@ import pandas as pd
 
 from . import schema
 from .errors import SchemaError
-from .histogram import grouped_percentiles, plat_idx_to_vals, plat_vals_to_idx
+from .histogram import grid_index, grouped_percentiles
 from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
@@ -262,11 +262,7 @@ class _Bins:
             self.has_bins[self.block_row[self.block_row >= 0]] = True
         self.bins = histograms["bin_ns"].to_numpy(dtype=np.int64)
         self.counts = histograms["count"].to_numpy(dtype=np.int64)
-        self.idx = None
-        if len(self.bins) and (self.bins >= 0).all() and (self.bins < 2**53).all():
-            idx = plat_vals_to_idx(self.bins)  # once per call: every level reuses it
-            if np.array_equal(plat_idx_to_vals(idx), self.bins):
-                self.idx = idx
+        self.idx = grid_index(self.bins) if len(self.bins) else None  # once per call: every level reuses it
 
     @classmethod
     def none(cls, n: int) -> _Bins:
@@ -287,13 +283,16 @@ def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarr
     bsel[bsel] = multi[bgroup[bsel]]
     if not bsel.any():
         return out
-    sel = np.repeat(bsel, hist.lengths)
     groups = np.flatnonzero(multi)
     dense = np.full(lv.n_groups, -1, dtype=np.int64)
     dense[groups] = np.arange(len(groups))
     gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
-    pct = grouped_percentiles(gi, hist.bins[sel], hist.counts[sel], len(groups), PERCENTILES,
-                              bucket_idx=None if hist.idx is None else hist.idx[sel])
+    if bsel.all():  # every block (one level of ingest's usual table): no copies
+        bins, counts, idx = hist.bins, hist.counts, hist.idx
+    else:
+        sel = np.repeat(bsel, hist.lengths)
+        bins, counts, idx = hist.bins[sel], hist.counts[sel], None if hist.idx is None else hist.idx[sel]
+    pct = grouped_percentiles(gi, bins, counts, len(groups), PERCENTILES, bucket_idx=idx)
     out[groups] = pct
     return out
 
