@@ -941,7 +941,8 @@ class _RowSink:
         The JSON text of all blocks is joined and parsed by one ``numpy.fromstring`` once whitespace,
         quotes and ``{`` are deleted and ``:`` and ``}`` made separators. The values are taken only when the text is what
         :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
-        text: each block one object (braces only at its ends), every string a key (followed by ``:``)
+        text: each block one object (an object inside it leaves an empty number), every string a key
+        (followed by ``:``)
         whose characters are decimal digits without a leading zero, every value a JSON integer (no
         sign, fraction or exponent), each number at most 2**63-2, one number per key and value, and the
         keys of a block increasing (a repeated key would collapse in a dict). fio writes exactly this.
@@ -966,25 +967,24 @@ class _RowSink:
         starts, ends = bounds[:, 0], bounds[:, 1]
         if not (np.array_equal(starts[1:], ends[:-1]) and starts[0] == 0):
             return False  # cannot be (rollback keeps the blocks contiguous); checked as the parse relies on it
-        # '{' and '}' only at the ends of the blocks ((c & 0xF9) == 0x79 is {, }, y or DEL; y and DEL
-        # are refused below anyway): each block one object, no object inside
-        if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()
-                and np.count_nonzero((a & 0xF9) == 0x79) == 2 * len(at)):
-            return False
+        if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
+            return False  # not an object (an object inside one leaves an empty number between separators)
+        quotes = np.flatnonzero(a == 0x22)
+        compact = bytes(text.translate(_BINS_TEXT, b' \t\r\n"{'))
+        if len(quotes) % 2 or compact.count(b",") != len(quotes):
+            return False  # as many numbers (each ended by a separator) as quotes
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
-                values = np.fromstring(bytes(text.translate(_BINS_TEXT, b' \t\r\n"{')), dtype=np.int64, sep=",")
+                # all the numbers, known in advance: allocated once
+                values = np.fromstring(compact, dtype=np.int64, sep=",", count=len(quotes))
         except (ValueError, DeprecationWarning):
             return False  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
-        quotes = np.flatnonzero(a == 0x22)
-        if len(values) != len(quotes) or len(quotes) % 2:
-            return False
         opening, closing = quotes[0::2], quotes[1::2]
         after = a[closing + 1]
         if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
-            return False  # a string that is not a key (a string count); then a number per string is
-            # also one per key and one per count: no ',' or ':' inside a key
+            return False  # a string that is not a key (a string count). Every string a key, as many
+            # numbers as quotes is one per key and one per count: no ',' or ':' inside a key either
         keys, counts = values[0::2], values[1::2]
         if len(values) and max(int(keys.max()), int(counts.max())) >= MAX_VALUE:
             return False  # 2**63-1 is also where fromstring saturates: let the decoder judge
@@ -999,8 +999,13 @@ class _RowSink:
         if step.any():
             return False  # keys not increasing: a repeated key, which a dict keeps once
         keys, counts = np.ascontiguousarray(keys), np.ascontiguousarray(counts)
-        if len(at) == len(self.hist_raw):
+        if len(at) == len(self.hist_raw):  # every block (fio's json+ only): the arrays in one piece
             self._flat = (keys, counts)
+            self.hist_blocks = [(*b[:5], m) for b, m in zip(self.hist_blocks, n.tolist(), strict=True)]
+            self.hist_keys, self.hist_counts = [None] * len(at), [None] * len(at)  # only their lengths are used now
+            self.hist_raw = [None] * len(at)
+            self.bins_text = bytearray()
+            return True
         for j, k in enumerate(at):
             b0, b1 = block_start[j], block_start[j] + n[j]
             self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
