@@ -440,6 +440,13 @@ def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     return pd.factorize(outer * width + inner)[0].astype(np.int64)
 
 
+def _repeated(codes: np.ndarray) -> np.ndarray:
+    """Per row: True when an earlier row has the same code (``DataFrame.duplicated`` of the keys coded)."""
+    out = np.ones(len(codes), dtype=bool)
+    out[np.unique(codes, return_index=True)[1]] = False
+    return out
+
+
 def _distinct(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """Per row: how many distinct ``inner`` codes its ``outer`` group holds (``inner`` nested in ``outer``)."""
     first = ~pd.Series(inner).duplicated().to_numpy()
@@ -505,7 +512,8 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     with np.errstate(invalid="ignore"):
         ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
         bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
-    key = {k: pd.factorize(df[k], use_na_sentinel=False)[0].astype(np.int64) for k in _KEYS}
+    factorized = {k: pd.factorize(df[k], use_na_sentinel=False) for k in _KEYS}
+    key = {k: codes.astype(np.int64) for k, (codes, _) in factorized.items()}
     run_code = key["run_id"]
     host_code = _codes(run_code, key["host"])
     section_id = _codes(host_code, key["job"])
@@ -521,7 +529,7 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         "total_ios": tios, "io_bytes": iob, "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime),
         "section_id": section_id, "oio": oio, "error": df["error"].to_numpy(dtype=np.int64),
         "partial": df["partial"].to_numpy(dtype=bool),
-        "dup": df.duplicated(list(_KEYS)).to_numpy(),
+        "dup": _repeated(_codes(job_id, key["direction"])),  # the same job entry key again
         **{c: df[c].to_numpy(dtype=float) for c in ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns",
                                                     "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns",
                                                     "usr_cpu_pct", "sys_cpu_pct", *_PCOLS)},
@@ -535,7 +543,9 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     first_row = np.full(int(run_code.max()) + 1, n, dtype=np.int64)
     first_row[run_code[::-1]] = rows[::-1]
     host_rank = host_code - host_code[first_row[run_code]]  # a run's hosts number from its first row's host
-    dir_rank = df["direction"].map(_DIR_RANK).fillna(len(_DIR_RANK)).to_numpy(dtype=np.int64)
+    other = len(_DIR_RANK)
+    ranks = [_DIR_RANK.get(d, other) if isinstance(d, str) else other for d in factorized["direction"][1]]
+    dir_rank = np.array(ranks, dtype=np.int64)[key["direction"]]
 
     hist = None
     if histograms is not None:
