@@ -904,8 +904,8 @@ _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 #: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
 #: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
 _BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
-#: 10, 100, ... 10**18: the number of decimal digits of ``k >= 0`` is ``searchsorted(_POW10, k, "right") + 1``
-_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+#: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
+_POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
 
 
 class _RowSink:
@@ -972,26 +972,31 @@ class _RowSink:
         if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
             return False  # not an object (an object inside one leaves an empty number between separators)
         quotes = np.flatnonzero(a == 0x22)
-        compact = bytes(text.translate(_BINS_TEXT, b' \t\r\n"{'))
-        if len(quotes) % 2 or compact.count(b",") != len(quotes):
-            return False  # as many numbers (each ended by a separator) as quotes
+        if len(quotes) % 2:
+            return False
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
-                # all the numbers, known in advance: allocated once
-                values = np.fromstring(compact, dtype=np.int64, sep=",", count=len(quotes))
+                # a number per quote (per key and per count, when the checks below pass): allocated once;
+                # fewer numbers raise, more are found by the key check (a key holding a separator)
+                values = np.fromstring(bytes(text.translate(_BINS_TEXT, b' \t\r\n"{')), dtype=np.int64,
+                                       sep=",", count=len(quotes))
         except (ValueError, DeprecationWarning):
             return False  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
         opening, closing = quotes[0::2], quotes[1::2]
         after = a[closing + 1]
         if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
-            return False  # a string that is not a key (a string count). Every string a key, as many
-            # numbers as quotes is one per key and one per count: no ',' or ':' inside a key either
+            return False  # a string that is not a key (a string count)
         keys, counts = values[0::2], values[1::2]
-        if len(values) and max(int(keys.max()), int(counts.max())) >= MAX_VALUE:
+        # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
+        # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
+        # the part before; with every string a key this is also the only way to more numbers than quotes)
+        width = closing - opening - 1
+        if len(width) and not (1 <= width.min() and width.max() <= 18
+                               and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+            return False
+        if len(counts) and int(counts.max()) >= MAX_VALUE:
             return False  # 2**63-1 is also where fromstring saturates: let the decoder judge
-        if not np.array_equal(closing - opening - 1, np.searchsorted(_POW10, keys, side="right") + 1):
-            return False  # a key with more characters than its digits: a leading zero, a space, or empty
         n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
         if not n.all():
             return False
