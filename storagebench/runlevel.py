@@ -118,7 +118,8 @@ def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
     fill = {name: _unknown(name, len(df)) for name in _RUN_COLS if name not in df.columns}
     if fill:
         df = pd.concat([df, pd.DataFrame(fill)], axis=1)
-    if any(str(df[c.name].dtype) != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
+    dtypes = dict(zip(df.columns, map(str, df.dtypes), strict=True))
+    if any(dtypes[c.name] != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
         df = schema.validate(df, "runs")
     return df
 
@@ -228,7 +229,7 @@ def _weighted(lv: _Level, m: np.ndarray, w: np.ndarray, use: np.ndarray) -> tupl
 def _joined(lv: _Level, col: pd.Series, sep: str = "|", skip_empty: bool = False) -> np.ndarray:
     """Per group: the value when every row has it, else the distinct values joined (first-seen order)."""
     values = col.to_numpy(dtype=object, na_value=None)
-    codes, _ = pd.factorize(values)  # None (NA) -> -1
+    codes, _ = pd.factorize(col)  # NA -> -1 (on the column itself: pyarrow's hashing for strings)
     g = lv.take(codes)
     const = lv.imin(g) == lv.imax(g)
     out = values[lv.first].copy()  # a value every row has (NA when none has one)
