@@ -32,8 +32,13 @@ the same round-robin, so both ratios come from one run.
 
 (c) The decoder alone, on each corpus (how the typed decoder was chosen): bare ``orjson.loads``,
     storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
-    ingest reads type- and range-checked while decoded) and pydantic v2 ``TypeAdapter.validate_json``
-    of an equivalent strict model (:class:`_PydanticDoc` below), CPU time, best of ``--repeat``.
+    ingest reads type- and range-checked while decoded), the same with the json+ bins left as raw
+    JSON (:data:`~storagebench.ingest.fio._RAW_DECODER`, what ingest decodes: the bins of a whole batch
+    are then parsed and checked at once by ``_RowSink.parse_bins``, part of (a)'s time) and pydantic v2
+    ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
+    time, best of ``--repeat``.
+
+``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
 
 Usage::
 
@@ -187,7 +192,7 @@ def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool, root: Path = R
 
 
 _COMPARE_CHILD = """
-import gc, json, sys, time
+import gc, json, pickle, sys, time
 from pathlib import Path
 sys.path.insert(0, {tree!r})
 import orjson
@@ -211,6 +216,9 @@ for _ in range({repeat}):
         t0 = time.perf_counter()
         fn(paths)
         best[name] = min(best[name], time.perf_counter() - t0)
+res = ing.ingest_paths([paths[0].parent])
+with open({tables!r}, "wb") as f:  # the tables, for the parent to compare with its own
+    pickle.dump({{t: getattr(res, t) for t in ("runs", "histograms", "all_clients", "timeseries", "run_totals")}}, f)
 print(json.dumps(best))
 """
 
@@ -227,12 +235,29 @@ def ref_tree(ref: str, tmp: Path) -> Path:
 
 
 def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> tuple[float, float]:
-    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process."""
+    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process.
+
+    The child also writes its tables; they must equal this tree's (``pandas.testing.assert_frame_equal``,
+    exact): a speed-up never changes a result. Raises AssertionError when they differ."""
+    import pickle
+
+    import pandas as pd
+
+    from storagebench.ingest import ingest_paths
+
     tree = ref_tree(ref, tmp)
-    code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat)
+    tables = tmp / f"tables-{ref.replace('/', '_')}.pickle"
+    code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat, tables=str(tables))
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     best = json.loads(out)
+    with open(tables, "rb") as f:
+        theirs = pickle.load(f)
+    ours = ingest_paths([src])
+    for name, df in theirs.items():
+        pd.testing.assert_frame_equal(getattr(ours, name), df, check_exact=True, obj=f"{name} ({ref} vs this tree)")
+    print(f"  tables identical to {ref}'s (assert_frame_equal, exact): "
+          + ", ".join(f"{name} {len(df):,} rows" for name, df in theirs.items()))
     return best["orjson"], best["sb"]
 
 
@@ -329,10 +354,11 @@ def _pydantic_adapter():
 
 
 def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
-    from storagebench.ingest.fio import _DECODER
+    from storagebench.ingest.fio import _DECODER, _RAW_DECODER
 
     datas = [p.read_bytes() for p in paths]
-    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed (storagebench)", _DECODER.decode)]
+    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed, bins as dicts (_DECODER)", _DECODER.decode),
+               ("msgspec typed, bins left raw (ingest's)", _RAW_DECODER.decode)]
     try:
         methods.append(("pydantic v2 validate_json (strict model)", _pydantic_adapter().validate_json))
     except ImportError:
