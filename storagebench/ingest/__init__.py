@@ -475,8 +475,6 @@ class _Collector(_RowSink):
                         (self.hist_counts, blocks), (self.hist_raw, blocks),
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
-        end = next((r[1] for r in reversed(self.hist_raw) if r is not None), 0)
-        del self.bins_text[end:]  # the raw bins of the blocks dropped
 
     def _blocks(self) -> tuple | None:
         """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no
