@@ -40,8 +40,6 @@ FIO_IO_U_PLAT_GROUP_NR = 29
 FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 #: groups summed into one dense bucket array at a time (x 1856 int64: 30 MB at most)
 _DENSE_GROUPS = 2048
-#: values per step of :func:`grid_index`: its temporaries stay in the CPU cache
-_CHUNK = 1 << 15
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -166,18 +164,33 @@ def grid_index(bin_ns: np.ndarray) -> np.ndarray | None:
     numpy.ndarray or None
         int64 bucket indices (:func:`plat_vals_to_idx`), when every value is in ``[0, 2**53)`` and equals
         :func:`plat_idx_to_vals` of its index; else ``None``.
+
+    Notes
+    -----
+    With ``error_bits`` as in :func:`plat_vals_to_idx`, a bucket below the last one prints the middle of
+    its range: the value with its low ``error_bits`` bits equal to ``2**error_bits >> 1``
+    (``plat_idx_to_val``), so that is the test, without mapping every index back to its value.
     """
     b = np.asarray(bin_ns, dtype=np.int64)
-    out = np.empty_like(b)
-    for lo in range(0, len(b), _CHUNK):  # in cache-sized steps: ~3x faster than whole-array passes
-        part = b[lo:lo + _CHUNK]
-        if part.min() < 0 or part.max() >= 2**53:
-            return None
-        idx = plat_vals_to_idx(part)
-        if not np.array_equal(plat_idx_to_vals(idx), part):
-            return None
-        out[lo:lo + _CHUNK] = idx
-    return out
+    if not len(b):
+        return b.copy()
+    if b.min() < 0 or b.max() >= 2**53:
+        return None
+    bits = FIO_IO_U_PLAT_BITS
+    err = b.astype(np.float64).view(np.int64)
+    err >>= 52
+    err -= 1023 + bits
+    np.maximum(err, 0, out=err)
+    idx = b >> err
+    width = np.left_shift(np.int64(1), err)  # 2**error_bits
+    err <<= bits
+    idx += err
+    if idx.max() >= FIO_IO_U_PLAT_NR:
+        return None  # beyond the last bucket
+    half = width >> 1
+    width -= 1
+    width &= b
+    return idx if np.array_equal(width, half) else None
 
 
 def grouped_percentiles(

@@ -1214,16 +1214,14 @@ _FIO_TS_MIN = 946_684_800.0
 def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
     """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
     ms = doc.timestamp_ms
-    if ms == ms:
-        ts, name = ms / 1000.0, f"timestamp_ms = {ms}"
-    else:
-        ts, name = doc.timestamp, f"timestamp = {doc.timestamp}"
+    ts = ms / 1000.0 if ms == ms else doc.timestamp
     if ts != ts:
         return None  # fio 2.1 and client output print no time stamp
     elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
     longest = max(elapsed, default=0)
     start = ts - longest
     if not (longest >= 0 and _FIO_TS_MIN <= start < _TS_MAX):
+        name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
         notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
                      "started_at NaT")
         return None
