@@ -187,3 +187,19 @@ def test_a_file_failing_after_its_bins_leaves_none_of_them(tmp_path):
     fast = ing._result(col, errors)
     _same(fast, _dict_decoding([tmp_path]))
     assert len(fast.histograms) > 0
+
+
+@pytest.mark.parametrize("label,text,fast", [e for e in EDITS if e[0] in (
+    "key with a leading space", "string count", "a repeated key", "keys out of order", "count 0", "one bin")],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 40 else "")
+def test_block_by_block_steps_give_the_same(tmp_path, monkeypatch, label, text, fast):
+    """parse_bins reads the text a few hundred KiB at a time: with one block per step, the edited
+    block in the middle of a batch is found (or taken) all the same."""
+    monkeypatch.setattr(F, "_BINS_STEP", 1)
+    for i, name in enumerate(("numjobs4_nogroup.json", "randrw_both.json")):
+        shutil.copy(FIO / name, tmp_path / f"{i * 2}_{name}")
+    (tmp_path / "1_edited.json").write_text(text)
+    col, errors = ing._Collector(ing.MAX_FILE_BYTES, raw_bins=True), []
+    ing._run(ing._discover([tmp_path], col.max_bytes), col, errors)
+    assert col.parse_bins() is fast or bool(errors)
+    _same(ing.ingest_paths([tmp_path]), _dict_decoding([tmp_path]))
