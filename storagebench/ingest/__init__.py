@@ -40,6 +40,7 @@ import pandas as pd
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
+from . import fio as _fio
 from . import loadgen as _loadgen
 from .fio import (
     _emit_rows,
@@ -435,6 +436,8 @@ class _Collector(_RowSink):
         """Add one file's rows. ``data`` (its bytes) and ``file_id`` (:func:`file_run_id` of them) may
         have been read already; a directory entry of unknown kind is sniffed here."""
         path = item.path
+        if self._pending >= _fio._BINS_STEP:  # the raw bins of the files before this one
+            self.parse_step()
         new_factors = self._check_factors(item.identity, path) if item.identity is not None else ()
         if item.kind == "other":
             data = _read_file(path, self.max_bytes, head=1 << 16)
@@ -475,6 +478,8 @@ class _Collector(_RowSink):
                         (self.hist_counts, blocks), (self.hist_raw, blocks),
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
+        # the dropped blocks were never parsed: parse_step runs between files only
+        self._pending = sum(len(r) for r in self.hist_raw[self._parsed:] if r is not None)
 
     def _blocks(self) -> tuple | None:
         """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no

@@ -982,20 +982,43 @@ class _RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
-        #: per block: the raw JSON of its bins (the fast decoder, ``raw_bins``) until :meth:`parse_bins`
-        #: makes them arrays, else None. Kept apart and joined once (appending to one bytearray copied it
-        #: whenever it grew: 7% of ingest)
-        self.hist_raw: list[bytes | None] = []
-        #: decode json+ bins raw and parse them all at once (:meth:`parse_bins`); False: as dicts
+        #: per block: the raw JSON of its bins (:class:`msgspec.Raw`, the fast decoder's, ``raw_bins``) until
+        #: a step of :meth:`parse_bins` has made them arrays, else None
+        self.hist_raw: list = []
+        #: decode json+ bins raw and parse them in steps (:meth:`parse_bins`); False: as dicts
         self.raw_bins = raw_bins
+        self._parsed = 0  # blocks before this one are parsed (or not raw)
+        self._pending = 0  # bytes of raw bins not parsed yet
+        self._steps: list[tuple] = []  # (block indices, keys, counts, bins per block) of each step
+        self._failed = False  # some raw bins are not the text parse_bins takes: read the batch again
         #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
         self._flat: tuple | None = None
 
-    def parse_bins(self) -> bool:
-        """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts), at once.
+    def parse_step(self) -> None:
+        """Parse the raw bins of the files added since the last step (:func:`_parse_bins_text`).
 
-        The JSON text of all blocks is joined and parsed by one ``numpy.fromstring`` once whitespace,
-        quotes and ``{`` are deleted and ``:`` and ``}`` made separators. The values are taken only when the text is what
+        Called between files (a file's rows are all there or all rolled back: never half a file), once
+        ~``_BINS_STEP`` bytes of bins are waiting, so that their text is parsed while it is still in the
+        CPU cache and only a few files' bytes are kept alive; :meth:`parse_bins` parses the rest.
+        """
+        at = [k for k in range(self._parsed, len(self.hist_raw)) if self.hist_raw[k] is not None]
+        if at and not self._failed:
+            part = _parse_bins_text([self.hist_raw[k] for k in at])
+            if part is None:
+                self._failed = True
+            else:
+                self._steps.append((at, *part))
+        for k in at:
+            self.hist_raw[k] = None  # the file's bytes are freed
+        self._parsed = len(self.hist_raw)
+        self._pending = 0
+
+    def parse_bins(self) -> bool:
+        """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts).
+
+        The JSON text of the blocks is joined and parsed, a step of a few hundred KiB at a time
+        (:meth:`parse_step`), by one ``numpy.fromstring`` once whitespace, quotes and ``{`` are deleted
+        and ``:`` and ``}`` made separators. The values are taken only when the text is what
         :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
         text: each block one object (an object inside it leaves an empty number), every string a key
         (followed by ``:``)
@@ -1010,35 +1033,24 @@ class _RowSink:
             again with :data:`_DECODER` (``raw_bins=False``), which gives the dict semantics or the
             file's error.
         """
-        at = [k for k, r in enumerate(self.hist_raw) if r is not None]
-        if not at:
+        self.parse_step()
+        if self._failed:
+            return False
+        steps, self._steps = self._steps, []
+        if not steps:
             return True
-        raws = [self.hist_raw[k] for k in at]
-        parts = []
-        first = 0
-        while first < len(raws):  # a few hundred KiB of text at a time (_BINS_STEP)
-            last, size = first, 0
-            while last < len(raws) and (size < _BINS_STEP or last == first):
-                size += len(raws[last])
-                last += 1
-            part = _parse_bins_text(raws[first:last])
-            if part is None:
-                return False
-            parts.append(part)
-            first = last
-        keys, counts, n = (np.concatenate(x) if len(x) > 1 else np.ascontiguousarray(x[0]) for x in zip(*parts, strict=True))
-        if len(at) == len(self.hist_raw):  # every block (fio's json+ only): the arrays in one piece
+        at = [k for step in steps for k in step[0]]
+        keys, counts, n = (np.concatenate(x) if len(x) > 1 else np.ascontiguousarray(x[0])
+                           for x in zip(*(step[1:] for step in steps), strict=True))
+        if len(at) == len(self.hist_blocks):  # every block (fio's json+ only): the arrays in one piece
             self._flat = (keys, counts)
             self.hist_blocks = [(*b[:5], m) for b, m in zip(self.hist_blocks, n.tolist(), strict=True)]
-            self.hist_keys, self.hist_counts = [None] * len(at), [None] * len(at)  # only their lengths are used now
-            self.hist_raw = [None] * len(at)
             return True
         block_start = np.cumsum(n) - n
         for j, k in enumerate(at):
             b0, b1 = block_start[j], block_start[j] + n[j]
             self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
             self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
-            self.hist_raw[k] = None
         return True
 
     def check_bins(self, counts, n_bins=None) -> None:
@@ -1065,8 +1077,9 @@ class _RowSink:
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
-        if any(r is not None for r in self.hist_raw):
-            raise RuntimeError("json+ bins not parsed: call parse_bins first")
+        if self._failed or self._steps or any(r is not None for r in self.hist_raw[self._parsed:]):
+            raise RuntimeError("json+ bins not parsed: call parse_bins first (and read the batch again if it "
+                               "returns False)")
         keys, counts = self._flat or (np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
         frame = histogram_frame(self.hist_blocks, keys, counts)
         self.check_bins(counts, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64,
@@ -1528,10 +1541,12 @@ def _emit_rows(
             clat = d.clat_ns
             bins = _U if clat is _U else clat.bins
             raw = None
-            if type(bins) is _Raw:  # the fast decoder's bins: parsed with the batch (_RowSink.parse_bins)
-                raw = bytes(bins)  # a copy: the file's bytes are not kept
-                if raw[:1] == b"{" and b'"' not in raw:  # {}: an object without a key
-                    raw = bins = None
+            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (_RowSink.parse_bins)
+                raw = bins
+                if len(raw) < 64:
+                    small = bytes(raw)
+                    if small[:1] == b"{" and b'"' not in small:  # {}: an object without a key
+                        raw = bins = None  # (a longer empty one is left to the decoder by parse_bins)
             if not bins:
                 if (d.total_ios or 0) > 0:
                     no_bins.append((len(runs) - 1, (where, idx, dname)))
@@ -1546,6 +1561,8 @@ def _emit_rows(
                 sink.hist_keys.append(None)
                 sink.hist_counts.append(None)
             sink.hist_raw.append(raw)
+            if raw is not None:
+                sink._pending += len(raw)
             hist_blocks.append((run_id, host, name, job_index, dname, n))
             sink.hist_n.append(-1 if clat.N is _U else clat.N)
             sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
