@@ -216,10 +216,10 @@ def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
 
 #: The fast decoder of ingest's usual file: :class:`_Doc` with every ``clat_ns.bins`` left as raw JSON
 #: (:class:`msgspec.Raw`, a slice of the input), which :meth:`_RowSink.parse_bins` turns into int64
-#: arrays for a whole batch at once (the same values, type- and range-checked as strictly as
+#: arrays many files at a time (the same values, type- and range-checked as strictly as
 #: :data:`_DECODER` checks them; anything else sends the batch back to :data:`_DECODER`). Decoding
-#: bins into a dict of Python ints and converting them to arrays is most of the cost of typed
-#: decoding, and of ingest.
+#: bins into a dict of Python ints and converting them to arrays was most of the cost of typed
+#: decoding (69 -> 26 ms for the 2,000 files of the multijob corpus), and of ingest.
 _LatRaw = _retyped(_Lat, "_LatRaw", {"bins": Union[msgspec.Raw, _Unset]})
 _DirRaw = _retyped(_Dir, "_DirRaw", {"clat_ns": Union[_LatRaw, _Unset]})
 _JobRaw = _retyped(_Job, "_JobRaw", {d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")})
@@ -1021,10 +1021,10 @@ class _RowSink:
         and ``:`` and ``}`` made separators. The values are taken only when the text is what
         :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
         text: each block one object (an object inside it leaves an empty number), every string a key
-        (followed by ``:``)
-        whose characters are decimal digits without a leading zero, every value a JSON integer (no
-        sign, fraction or exponent), each number at most 2**63-2, one number per key and value, and the
-        keys of a block increasing (a repeated key would collapse in a dict). fio writes exactly this.
+        (followed by ``:`` or `` :``) whose characters are decimal digits without a leading zero,
+        every value a JSON integer (no sign, fraction or exponent), each number at most 2**63-2, one
+        number per key and value, and the keys of a block increasing (a repeated key would collapse in
+        a dict). fio writes exactly this; so does ``json.dump`` of fio's output.
 
         Returns
         -------
@@ -1437,8 +1437,8 @@ def _emit_rows(
     doc = None
     if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
         try:
-            # json+ bins raw when the sink parses them (a batch of files at once); _DECODER's document
-            # and errors otherwise: the fast decoder checks all but the bins, so any error it meets is
+            # json+ bins raw when the sink parses them (many files at a time); _DECODER's document and
+            # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
             # reported as _DECODER reports it (the first in the file, which may be in the bins)
             doc = (_RAW_DECODER if sink.raw_bins else _DECODER).decode(data)
         except msgspec.DecodeError:
