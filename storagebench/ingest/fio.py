@@ -1003,7 +1003,10 @@ class _RowSink:
         """
         at = [k for k in range(self._parsed, len(self.hist_raw)) if self.hist_raw[k] is not None]
         if at and not self._failed:
-            part = _parse_bins_text([self.hist_raw[k] for k in at])
+            try:
+                part = _parse_bins_text([self.hist_raw[k] for k in at])
+            except Exception:  # noqa: BLE001 - never a file's fault: the batch is read again with the decoder
+                part = None
             if part is None:
                 self._failed = True
             else:
