@@ -40,6 +40,8 @@ FIO_IO_U_PLAT_GROUP_NR = 29
 FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 #: groups summed into one dense bucket array at a time (x 1856 int64: 30 MB at most)
 _DENSE_GROUPS = 2048
+#: values per step of :func:`grid_index` (512 KiB of int64)
+_STEP = 1 << 16
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -176,21 +178,23 @@ def grid_index(bin_ns: np.ndarray) -> np.ndarray | None:
         return b.copy()
     if b.min() < 0 or b.max() >= 2**53:
         return None
-    bits = FIO_IO_U_PLAT_BITS
-    err = b.astype(np.float64).view(np.int64)
-    err >>= 52
-    err -= 1023 + bits
-    np.maximum(err, 0, out=err)
-    idx = b >> err
-    width = np.left_shift(np.int64(1), err)  # 2**error_bits
-    err <<= bits
-    idx += err
-    if idx.max() >= FIO_IO_U_PLAT_NR:
-        return None  # beyond the last bucket
-    half = width >> 1
-    width -= 1
-    width &= b
-    return idx if np.array_equal(width, half) else None
+    out = np.empty_like(b)
+    for lo in range(0, len(b), _STEP):  # in steps: the temporaries are reused and stay in the CPU cache
+        part = b[lo:lo + _STEP]
+        err = part.astype(np.float64).view(np.int64)
+        err >>= 52
+        err -= 1023 + FIO_IO_U_PLAT_BITS
+        np.maximum(err, 0, out=err)
+        idx = np.right_shift(part, err, out=out[lo:lo + _STEP])
+        width = np.left_shift(np.int64(1), err)  # 2**error_bits
+        err <<= FIO_IO_U_PLAT_BITS
+        idx += err
+        half = width >> 1
+        width -= 1
+        width &= part
+        if not np.array_equal(width, half):
+            return None
+    return out if out.max() < FIO_IO_U_PLAT_NR else None  # beyond the last bucket: off the grid
 
 
 def grouped_percentiles(
