@@ -342,6 +342,10 @@ def histogram_frame(blocks: list[tuple], bins, counts):
     return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
 
 
+#: rows of the one chunk a constant string column of the ``histograms`` table repeats
+_CONST_CHUNK = 1 << 16
+
+
 def _repeat_strings(values: tuple, repeats: tuple, n):
     """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
     the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
@@ -353,6 +357,11 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
     total = int(n.sum())
     if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
         first = values[0].encode()
+        if total > _CONST_CHUNK and len(first) * _CONST_CHUNK < 2**31:
+            # one chunk of the value, the same object many times: the column's buffers are not repeated
+            piece = _repeat_strings((values[0],), (_CONST_CHUNK,), np.array([_CONST_CHUNK]))
+            full, rest = divmod(total, _CONST_CHUNK)
+            return pa.chunked_array([piece] * full + ([piece.slice(0, rest)] if rest else []))
         encoded = [first]
         data = first * total
     else:
