@@ -32,8 +32,15 @@ the same round-robin, so both ratios come from one run.
 
 (c) The decoder alone, on each corpus (how the typed decoder was chosen): bare ``orjson.loads``,
     storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
-    ingest reads type- and range-checked while decoded) and pydantic v2 ``TypeAdapter.validate_json``
-    of an equivalent strict model (:class:`_PydanticDoc` below), CPU time, best of ``--repeat``.
+    ingest reads type- and range-checked while decoded), the same with the json+ bins left as raw
+    JSON (:data:`~storagebench.ingest.fio._RAW_DECODER`, what ingest decodes: the bins of a whole batch
+    are then parsed and checked at once by ``_RowSink.parse_bins``, part of (a)'s time) and pydantic v2
+    ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
+    time, best of ``--repeat``.
+
+``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
+Every time is printed as wall time and as the process's CPU time: on a machine shared with other
+jobs, wall time also counts the time the process waited for a CPU.
 
 Usage::
 
@@ -150,14 +157,16 @@ def bench_storagebench_without_run_totals(paths):
 
 
 def timed(fn, paths, repeat):
-    best = float("inf")
+    """(best wall s, best CPU s of this process, last output) of ``repeat`` calls."""
+    best, best_cpu = float("inf"), float("inf")
     out = None
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = fn(paths)
         best = min(best, time.perf_counter() - t0)
-    return best, out
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    return best, best_cpu, out
 
 
 _CHILD = """
@@ -187,7 +196,7 @@ def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool, root: Path = R
 
 
 _COMPARE_CHILD = """
-import gc, json, sys, time
+import gc, json, pickle, sys, time
 from pathlib import Path
 sys.path.insert(0, {tree!r})
 import orjson
@@ -204,13 +213,17 @@ def sb(paths):
     assert res.ok, res.errors[:3]
     return len(res.runs) + len(res.histograms)
 sb(paths[:1])
-best = {{"orjson": float("inf"), "sb": float("inf")}}
+best = {{k: float("inf") for k in ("orjson", "sb", "orjson_cpu", "sb_cpu")}}
 for _ in range({repeat}):
     for name, fn in (("orjson", bare), ("sb", sb)):
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn(paths)
         best[name] = min(best[name], time.perf_counter() - t0)
+        best[name + "_cpu"] = min(best[name + "_cpu"], time.process_time() - c0)
+res = ing.ingest_paths([paths[0].parent])
+with open({tables!r}, "wb") as f:  # the tables, for the parent to compare with its own
+    pickle.dump({{t: getattr(res, t) for t in ("runs", "histograms", "all_clients", "timeseries", "run_totals")}}, f)
 print(json.dumps(best))
 """
 
@@ -226,14 +239,32 @@ def ref_tree(ref: str, tmp: Path) -> Path:
     return tree
 
 
-def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> tuple[float, float]:
-    """(bare orjson s, ingest_paths s) of the storagebench at git ref ``ref``, timed in a child process."""
+def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> dict[str, float]:
+    """Best wall and CPU s of bare orjson and ingest_paths (keys ``orjson``, ``sb``, ``orjson_cpu``,
+    ``sb_cpu``) of the storagebench at git ref ``ref``, timed in a child process.
+
+    The child also writes its tables; they must equal this tree's (``pandas.testing.assert_frame_equal``,
+    exact): a speed-up never changes a result. Raises AssertionError when they differ."""
+    import pickle
+
+    import pandas as pd
+
+    from storagebench.ingest import ingest_paths
+
     tree = ref_tree(ref, tmp)
-    code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat)
+    tables = tmp / f"tables-{ref.replace('/', '_')}.pickle"
+    code = _COMPARE_CHILD.format(tree=str(tree), src=str(src), repeat=repeat, tables=str(tables))
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     best = json.loads(out)
-    return best["orjson"], best["sb"]
+    with open(tables, "rb") as f:
+        theirs = pickle.load(f)
+    ours = ingest_paths([src])
+    for name, df in theirs.items():
+        pd.testing.assert_frame_equal(getattr(ours, name), df, check_exact=True, obj=f"{name} ({ref} vs this tree)")
+    print(f"  tables identical to {ref}'s (assert_frame_equal, exact): "
+          + ", ".join(f"{name} {len(df):,} rows" for name, df in theirs.items()))
+    return best
 
 
 def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
@@ -251,25 +282,29 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
         methods = [m for m in methods if m[1] is not bench_fio_plot]
     bench_storagebench([paths[0]])  # warm imports (pandas, pyarrow compute)
     # round-robin repeats, best of each: load on a shared machine drifts, this keeps ratios fair
-    best = {name: (float("inf"), None) for name, _ in methods}
+    # wall time (what a user waits) and this process's CPU time (user + system, all its threads: what a
+    # machine shared with other jobs does not inflate by descheduling; no method here starts threads of
+    # its own, storagebench included)
+    best = {name: [float("inf"), float("inf"), None] for name, _ in methods}
     for _ in range(args.repeat):
         for name, fn in methods:
-            t, out = timed(fn, paths, 1)
-            if t < best[name][0]:
-                best[name] = (t, out)
+            t, c, out = timed(fn, paths, 1)
+            b = best[name]
+            b[0], b[1], b[2] = min(b[0], t), min(b[1], c), out
     rows = [(name, *best[name]) for name, _ in methods]
-    base = rows[0][1]
-    print(f"  {'method':46s} {'seconds':>8s} {'files/s':>9s} {'x orjson':>9s}  output")
-    for name, t, out in rows:
-        print(f"  {name:46s} {t:8.3f} {len(paths) / t:9.0f} {t / base:9.2f}  {out}")
-    sb = [t for name, t, _ in rows if name.startswith("storagebench")][0]
-    bare = [t for name, t, _ in rows if name.startswith("  the same without")][0]
-    print(f"  storagebench / bare orjson = {sb / base:.2f} (target <= 2.0); without run_totals {bare / base:.2f}: "
-          f"the run-level table costs {(sb - bare) / base:.2f} x orjson")
+    base, base_cpu = rows[0][1], rows[0][2]
+    print(f"  {'method':46s} {'wall s':>8s} {'files/s':>9s} {'x orjson':>9s} {'CPU s':>7s} {'x orjson':>9s}  output")
+    for name, t, c, out in rows:
+        print(f"  {name:46s} {t:8.3f} {len(paths) / t:9.0f} {t / base:9.2f} {c:7.3f} {c / base_cpu:9.2f}  {out}")
+    sb = [(t, c) for name, t, c, _ in rows if name.startswith("storagebench")][0]
+    nort = [(t, c) for name, t, c, _ in rows if name.startswith("  the same without")][0]
+    print(f"  storagebench / bare orjson = {sb[0] / base:.2f} wall, {sb[1] / base_cpu:.2f} CPU (target <= 2.0); "
+          f"without run_totals {nort[0] / base:.2f} wall, {nort[1] / base_cpu:.2f} CPU")
     if args.compare_ref:
-        o, t = compare_ref(args.compare_ref, paths[0].parent, tmp, args.repeat)
-        print(f"  storagebench at {args.compare_ref} (child process, its own bare orjson {o:.3f} s): "
-              f"{t:.3f} s = {t / o:.2f} x orjson")
+        ref = compare_ref(args.compare_ref, paths[0].parent, tmp, args.repeat)
+        print(f"  storagebench at {args.compare_ref} (child process, its own bare orjson {ref['orjson']:.3f} s wall, "
+              f"{ref['orjson_cpu']:.3f} s CPU): {ref['sb']:.3f} s = {ref['sb'] / ref['orjson']:.2f} x orjson wall, "
+              f"{ref['sb_cpu']:.3f} s = {ref['sb_cpu'] / ref['orjson_cpu']:.2f} x CPU")
 
 
 def _pydantic_adapter():
@@ -329,10 +364,11 @@ def _pydantic_adapter():
 
 
 def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
-    from storagebench.ingest.fio import _DECODER
+    from storagebench.ingest.fio import _DECODER, _RAW_DECODER
 
     datas = [p.read_bytes() for p in paths]
-    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed (storagebench)", _DECODER.decode)]
+    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed, bins as dicts (_DECODER)", _DECODER.decode),
+               ("msgspec typed, bins left raw (ingest's)", _RAW_DECODER.decode)]
     try:
         methods.append(("pydantic v2 validate_json (strict model)", _pydantic_adapter().validate_json))
     except ImportError:

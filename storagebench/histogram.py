@@ -26,6 +26,7 @@ __all__ = [
     "plat_val_to_idx",
     "plat_idx_to_vals",
     "plat_vals_to_idx",
+    "grid_index",
     "percentiles_from_bins",
     "grouped_percentiles",
     "merge_histograms",
@@ -39,6 +40,8 @@ FIO_IO_U_PLAT_GROUP_NR = 29
 FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 #: groups summed into one dense bucket array at a time (x 1856 int64: 30 MB at most)
 _DENSE_GROUPS = 2048
+#: values per step of :func:`grid_index` (512 KiB of int64)
+_STEP = 1 << 16
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -114,10 +117,18 @@ def plat_idx_to_vals(idx: np.ndarray) -> np.ndarray:
     """:func:`plat_idx_to_val` of an int64 array of bucket indices in ``[0, FIO_IO_U_PLAT_NR)`` (not checked)."""
     idx = np.asarray(idx, dtype=np.int64)
     bits = FIO_IO_U_PLAT_BITS
-    err = np.maximum((idx >> bits) - 1, 0)
-    k = idx & ((1 << bits) - 1)
-    val = (np.int64(1) << (err + bits)) + (((2 * k + 1) << err) >> 1)  # base + int((k + 0.5) * 2**err)
-    return np.where(idx < (2 << bits), idx, val)
+    # base + int((k + 0.5) * 2**err) = (2**bits + k) << err  +  2**err >> 1, and idx itself below 2**bits
+    hi = idx >> bits
+    err = hi - 1
+    np.maximum(err, 0, out=err)
+    np.minimum(hi, 1, out=hi)
+    hi <<= bits
+    hi |= idx & ((1 << bits) - 1)
+    hi <<= err
+    half = np.left_shift(np.int64(1), err)
+    half >>= 1
+    hi += half
+    return hi
 
 
 def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
@@ -125,10 +136,65 @@ def plat_vals_to_idx(val: np.ndarray) -> np.ndarray:
     of each, values beyond the last bucket in the last one, as in fio."""
     val = np.asarray(val, dtype=np.int64)
     bits = FIO_IO_U_PLAT_BITS
-    msb = np.where(val > 0, np.frexp(val.astype(np.float64))[1].astype(np.int64) - 1, 0)  # exact below 2**53
-    err = np.maximum(msb - bits, 0)
-    idx = np.where(msb <= bits, val, ((err + 1) << bits) + ((val >> err) & ((1 << bits) - 1)))
-    return np.minimum(idx, FIO_IO_U_PLAT_NR - 1)
+    # error_bits = max(msb - bits, 0), msb from the float64 exponent (exact below 2**53; 0 -> -1023);
+    # fio's ((error_bits + 1) << bits) + ((val >> error_bits) & (2**bits - 1)) is (error_bits << bits) +
+    # (val >> error_bits), since val >> error_bits has its top bit at ``bits`` (or is val, below 2**bits)
+    err = val.astype(np.float64).view(np.int64)
+    err >>= 52
+    err -= 1023 + bits
+    np.maximum(err, 0, out=err)
+    idx = val >> err
+    err <<= bits
+    idx += err
+    np.minimum(idx, FIO_IO_U_PLAT_NR - 1, out=idx)
+    return idx
+
+
+def grid_index(bin_ns: np.ndarray) -> np.ndarray | None:
+    """The fio bucket index of every bin, or ``None`` when some bin is not a value fio prints.
+
+    A fio json+ bin is ``plat_idx_to_val(idx)`` of its bucket (:func:`plat_idx_to_val`); DiskSPD's and
+    Iometer's bins, or edited ones, may be anything else.
+
+    Parameters
+    ----------
+    bin_ns : array of int
+        Bin values (ns).
+
+    Returns
+    -------
+    numpy.ndarray or None
+        int64 bucket indices (:func:`plat_vals_to_idx`), when every value is in ``[0, 2**53)`` and equals
+        :func:`plat_idx_to_vals` of its index; else ``None``.
+
+    Notes
+    -----
+    With ``error_bits`` as in :func:`plat_vals_to_idx`, a bucket below the last one prints the middle of
+    its range: the value with its low ``error_bits`` bits equal to ``2**error_bits >> 1``
+    (``plat_idx_to_val``), so that is the test, without mapping every index back to its value.
+    """
+    b = np.asarray(bin_ns, dtype=np.int64)
+    if not len(b):
+        return b.copy()
+    if b.min() < 0 or b.max() >= 2**53:
+        return None
+    out = np.empty_like(b)
+    for lo in range(0, len(b), _STEP):  # in steps: the temporaries are reused and stay in the CPU cache
+        part = b[lo:lo + _STEP]
+        err = part.astype(np.float64).view(np.int64)
+        err >>= 52
+        err -= 1023 + FIO_IO_U_PLAT_BITS
+        np.maximum(err, 0, out=err)
+        idx = np.right_shift(part, err, out=out[lo:lo + _STEP])
+        width = np.left_shift(np.int64(1), err)  # 2**error_bits
+        err <<= FIO_IO_U_PLAT_BITS
+        idx += err
+        half = width >> 1
+        width -= 1
+        width &= part
+        if not np.array_equal(width, half):
+            return None
+    return out if out.max() < FIO_IO_U_PLAT_NR else None  # beyond the last bucket: off the grid
 
 
 def grouped_percentiles(
@@ -188,7 +254,7 @@ def grouped_percentiles(
     bad = [p for p in plist if not 0.0 < p <= 100.0]
     if bad:
         raise StatsError(f"percentiles must be in (0, 100], got {bad}")
-    if (c < 0).any():
+    if len(c) and c.min() < 0:
         raise StatsError("counts must be >= 0")
     if precision == "double":
         ftype = np.float64
@@ -205,17 +271,18 @@ def grouped_percentiles(
     out = np.full((int(n_groups), len(plist)), np.nan)
     if not len(g):
         return out
-    idx = bucket_idx
-    if idx is None and (b >= 0).all() and (b < 2**53).all():
-        idx = plat_vals_to_idx(b)
-        if not np.array_equal(plat_idx_to_vals(idx), b):
-            idx = None
+    idx = bucket_idx if bucket_idx is not None else grid_index(b)
     if idx is not None:
         nr = FIO_IO_U_PLAT_NR
         for lo in range(0, int(n_groups), _DENSE_GROUPS):
             hi = min(lo + _DENSE_GROUPS, int(n_groups))
-            part = (g >= lo) & (g < hi) if n_groups > _DENSE_GROUPS else slice(None)
-            key = (g[part] - lo) * nr + idx[part]
+            if n_groups > _DENSE_GROUPS:
+                part = (g >= lo) & (g < hi)
+                key = (g[part] - lo) * nr + idx[part]
+            else:
+                part = slice(None)
+                key = g * nr
+                key += idx
             flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * nr).astype(np.int64))
             start = np.arange(hi - lo, dtype=np.int64) * nr
             base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)

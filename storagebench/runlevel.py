@@ -64,7 +64,7 @@ import pandas as pd
 
 from . import schema
 from .errors import SchemaError
-from .histogram import grouped_percentiles, plat_idx_to_vals, plat_vals_to_idx
+from .histogram import grid_index, grouped_percentiles
 from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
@@ -118,7 +118,8 @@ def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
     fill = {name: _unknown(name, len(df)) for name in _RUN_COLS if name not in df.columns}
     if fill:
         df = pd.concat([df, pd.DataFrame(fill)], axis=1)
-    if any(str(df[c.name].dtype) != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
+    dtypes = dict(zip(df.columns, map(str, df.dtypes), strict=True))
+    if any(dtypes[c.name] != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
         df = schema.validate(df, "runs")
     return df
 
@@ -228,7 +229,7 @@ def _weighted(lv: _Level, m: np.ndarray, w: np.ndarray, use: np.ndarray) -> tupl
 def _joined(lv: _Level, col: pd.Series, sep: str = "|", skip_empty: bool = False) -> np.ndarray:
     """Per group: the value when every row has it, else the distinct values joined (first-seen order)."""
     values = col.to_numpy(dtype=object, na_value=None)
-    codes, _ = pd.factorize(values)  # None (NA) -> -1
+    codes, _ = pd.factorize(col)  # NA -> -1 (on the column itself: pyarrow's hashing for strings)
     g = lv.take(codes)
     const = lv.imin(g) == lv.imax(g)
     out = values[lv.first].copy()  # a value every row has (NA when none has one)
@@ -262,11 +263,7 @@ class _Bins:
             self.has_bins[self.block_row[self.block_row >= 0]] = True
         self.bins = histograms["bin_ns"].to_numpy(dtype=np.int64)
         self.counts = histograms["count"].to_numpy(dtype=np.int64)
-        self.idx = None
-        if len(self.bins) and (self.bins >= 0).all() and (self.bins < 2**53).all():
-            idx = plat_vals_to_idx(self.bins)  # once per call: every level reuses it
-            if np.array_equal(plat_idx_to_vals(idx), self.bins):
-                self.idx = idx
+        self.idx = grid_index(self.bins) if len(self.bins) else None  # once per call: every level reuses it
 
     @classmethod
     def none(cls, n: int) -> _Bins:
@@ -287,13 +284,16 @@ def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarr
     bsel[bsel] = multi[bgroup[bsel]]
     if not bsel.any():
         return out
-    sel = np.repeat(bsel, hist.lengths)
     groups = np.flatnonzero(multi)
     dense = np.full(lv.n_groups, -1, dtype=np.int64)
     dense[groups] = np.arange(len(groups))
     gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
-    pct = grouped_percentiles(gi, hist.bins[sel], hist.counts[sel], len(groups), PERCENTILES,
-                              bucket_idx=None if hist.idx is None else hist.idx[sel])
+    if bsel.all():  # every block (one level of ingest's usual table): no copies
+        bins, counts, idx = hist.bins, hist.counts, hist.idx
+    else:
+        sel = np.repeat(bsel, hist.lengths)
+        bins, counts, idx = hist.bins[sel], hist.counts[sel], None if hist.idx is None else hist.idx[sel]
+    pct = grouped_percentiles(gi, bins, counts, len(groups), PERCENTILES, bucket_idx=idx)
     out[groups] = pct
     return out
 
@@ -441,6 +441,13 @@ def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     return pd.factorize(outer * width + inner)[0].astype(np.int64)
 
 
+def _repeated(codes: np.ndarray) -> np.ndarray:
+    """Per row: True when an earlier row has the same code (``DataFrame.duplicated`` of the keys coded)."""
+    out = np.ones(len(codes), dtype=bool)
+    out[np.unique(codes, return_index=True)[1]] = False
+    return out
+
+
 def _distinct(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """Per row: how many distinct ``inner`` codes its ``outer`` group holds (``inner`` nested in ``outer``)."""
     first = ~pd.Series(inner).duplicated().to_numpy()
@@ -506,7 +513,8 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     with np.errstate(invalid="ignore"):
         ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
         bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
-    key = {k: pd.factorize(df[k], use_na_sentinel=False)[0].astype(np.int64) for k in _KEYS}
+    factorized = {k: pd.factorize(df[k], use_na_sentinel=False) for k in _KEYS}
+    key = {k: codes.astype(np.int64) for k, (codes, _) in factorized.items()}
     run_code = key["run_id"]
     host_code = _codes(run_code, key["host"])
     section_id = _codes(host_code, key["job"])
@@ -522,7 +530,7 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         "total_ios": tios, "io_bytes": iob, "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime),
         "section_id": section_id, "oio": oio, "error": df["error"].to_numpy(dtype=np.int64),
         "partial": df["partial"].to_numpy(dtype=bool),
-        "dup": df.duplicated(list(_KEYS)).to_numpy(),
+        "dup": _repeated(_codes(job_id, key["direction"])),  # the same job entry key again
         **{c: df[c].to_numpy(dtype=float) for c in ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns",
                                                     "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns",
                                                     "usr_cpu_pct", "sys_cpu_pct", *_PCOLS)},
@@ -536,7 +544,9 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     first_row = np.full(int(run_code.max()) + 1, n, dtype=np.int64)
     first_row[run_code[::-1]] = rows[::-1]
     host_rank = host_code - host_code[first_row[run_code]]  # a run's hosts number from its first row's host
-    dir_rank = df["direction"].map(_DIR_RANK).fillna(len(_DIR_RANK)).to_numpy(dtype=np.int64)
+    other = len(_DIR_RANK)
+    ranks = [_DIR_RANK.get(d, other) if isinstance(d, str) else other for d in factorized["direction"][1]]
+    dir_rank = np.array(ranks, dtype=np.int64)[key["direction"]]
 
     hist = None
     if histograms is not None:

@@ -152,3 +152,17 @@ def test_grouped_percentiles_is_fios_loop_on_every_group(data, off_grid):
             continue
         want = _fio_loop(b[sel], c[sel], plist)
         assert [int(v) for v in got[k]] == [want[p] for p in plist], k
+
+
+def test_grid_index_finds_every_bucket_and_refuses_other_values():
+    from storagebench.histogram import FIO_IO_U_PLAT_NR, grid_index, plat_idx_to_val
+
+    idx = np.arange(FIO_IO_U_PLAT_NR, dtype=np.int64)
+    vals = np.array([plat_idx_to_val(i) for i in idx], dtype=np.int64)
+    many = np.tile(vals, 40)  # beyond one step of its chunked loop
+    assert np.array_equal(grid_index(many), np.tile(idx, 40))
+    assert grid_index(many[:0]) is not None and len(grid_index(many[:0])) == 0
+    for bad in (vals[200] + 1, -1, 2**53, vals[-1] * 2):  # off the grid, negative, too big, past the last bucket
+        edited = many.copy()
+        edited[-3] = bad
+        assert grid_index(edited) is None, bad

@@ -40,6 +40,7 @@ import pandas as pd
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
+from . import fio as _fio
 from . import loadgen as _loadgen
 from .fio import (
     _emit_rows,
@@ -407,8 +408,9 @@ class _Collector(_RowSink):
     has another kind is refused, so that a factor column has one type (parquet needs it).
     """
 
-    def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None) -> None:
-        super().__init__()
+    def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None,
+                 raw_bins: bool = False) -> None:
+        super().__init__(raw_bins)
         self.ts: list[pd.DataFrame] = []
         self.files = 0
         self.max_bytes = max_bytes
@@ -434,6 +436,8 @@ class _Collector(_RowSink):
         """Add one file's rows. ``data`` (its bytes) and ``file_id`` (:func:`file_run_id` of them) may
         have been read already; a directory entry of unknown kind is sniffed here."""
         path = item.path
+        if self._pending >= _fio._BINS_STEP:  # the raw bins of the files before this one
+            self.parse_step()
         new_factors = self._check_factors(item.identity, path) if item.identity is not None else ()
         if item.kind == "other":
             data = _read_file(path, self.max_bytes, head=1 << 16)
@@ -471,9 +475,11 @@ class _Collector(_RowSink):
         runs, all_clients, blocks, ts = mark
         for rows, n in ((self.runs, runs), (self.runs_extra, runs), (self.all_clients, all_clients),
                         (self.all_extra, all_clients), (self.hist_blocks, blocks), (self.hist_keys, blocks),
-                        (self.hist_counts, blocks),
+                        (self.hist_counts, blocks), (self.hist_raw, blocks),
                         (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
             del rows[n:]
+        # the dropped blocks were never parsed: parse_step runs between files only
+        self._pending = sum(len(r) for r in self.hist_raw[self._parsed:] if r is not None)
 
     def _blocks(self) -> tuple | None:
         """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no
@@ -482,7 +488,7 @@ class _Collector(_RowSink):
         if not checks or any(c is None for c in checks):
             return None
         rows = np.fromiter((c[0] for c in checks), dtype=np.int64, count=len(checks))
-        return rows, np.fromiter(map(len, self.hist_keys), dtype=np.int64, count=len(self.hist_keys))
+        return rows, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in self.ts if len(t)]
@@ -535,6 +541,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     sink.hist_blocks.extend(blocks)
     sink.hist_keys.extend(keys)
     sink.hist_counts.extend(counts)
+    sink.hist_raw.extend([None] * len(blocks))
     sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
     sink.hist_checks.extend([None] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries):
@@ -543,12 +550,14 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while files are parsed, back on (if it was) after.
+    """Python's cyclic garbage collector off while files are parsed and their tables built, back on
+    (if it was) after.
 
     The decoder allocates many small objects per fio output, none of them in a cycle; the
     collections they trigger (each one also walks everything pandas and pyarrow keep alive) cost
-    ~10% of the ingest time. Nothing is leaked: reference counting frees the parsed documents as
-    usual, and the collector runs again once the batch is done.
+    ~10% of the ingest time, and building the tables of a batch (row tuples, columns, the run-level
+    table) triggered ~15 more (~5% of it). Nothing is leaked: reference counting frees the parsed
+    documents as usual, and the collector runs again once the batch is done.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -587,6 +596,29 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
                                           f"{type(exc).__name__}: {exc}", path=item.path))
 
 
+def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
+             factor_kinds: dict | None = None) -> tuple[_Collector, list[IngestError]]:
+    """Every item into a new :class:`_Collector` (:func:`_run`), and the errors.
+
+    The json+ bins are decoded raw and parsed for the whole batch at once
+    (:meth:`storagebench.ingest.fio._RowSink.parse_bins`). When some block is not the plain text fio
+    writes (an edited or corrupted file), the batch is read again with the bins decoded into dicts, as
+    every file was before: the tables and errors are then exactly those of that reading.
+    """
+    items = list(items)
+    kinds = dict(factor_kinds) if factor_kinds is not None else None
+    col, errors = _Collector(max_bytes, factor_kinds, raw_bins=True), []
+    _run(items, col, errors)
+    if col.parse_bins():
+        return col, errors
+    if factor_kinds is not None:  # as before the first reading
+        factor_kinds.clear()
+        factor_kinds.update(kinds)
+    col, errors = _Collector(max_bytes, factor_kinds), []
+    _run(items, col, errors)
+    return col, errors
+
+
 def _result(collector: _Collector, errors: list[IngestError]) -> IngestResult:
     return IngestResult(**collector.frames(), errors=errors, files=collector.files,
                         spec_hashes=list(collector.spec_hashes))
@@ -623,9 +655,9 @@ def ingest_paths(
     tree being ingested are reported, never opened (a named path may be a symlink). What is refused
     in fio's JSON, and what becomes NaN with a ``note``: :mod:`storagebench.ingest.fio`.
     """
-    col, errors = _Collector(_cap(max_file_bytes)), []
-    _run(_discover(paths, col.max_bytes), col, errors)
-    return _result(col, errors)
+    max_bytes = _cap(max_file_bytes)
+    with _gc_paused():
+        return _result(*_collect(_discover(paths, max_bytes), max_bytes))
 
 
 def _cap(max_file_bytes: int) -> int:
@@ -661,7 +693,7 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
     if not os.path.isdir(raw):
         raise IngestError("not a study directory: it has no raw/ (expected results/<study>/raw/<run_id>/)",
                           path=os.fsdecode(study_dir))
-    col, errors = _Collector(_cap(max_file_bytes)), []
+    max_bytes = _cap(max_file_bytes)
 
     def items() -> Iterator[_Item | IngestError]:
         root = os.path.realpath(raw)
@@ -674,10 +706,10 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
             if "point.json" not in files:
                 yield IngestError("run directory has no point.json", path=d)
                 continue
-            yield from _run_dir_items(d, files, col.max_bytes)
+            yield from _run_dir_items(d, files, max_bytes)
 
-    _run(items(), col, errors)
-    return _result(col, errors)
+    with _gc_paused():
+        return _result(*_collect(items(), max_bytes))
 
 
 def ingest_to_parquet(
@@ -769,11 +801,12 @@ def ingest_to_parquet(
         try:
             items = _discover(paths, max_bytes)
             while chunk := list(itertools.islice(items, int(batch_files))):
-                batch = _Collector(max_bytes, factor_kinds)
-                _run(chunk, batch, errors)
-                files += batch.files
-                spec_hashes.update(batch.spec_hashes)
-                flush(batch)
+                with _gc_paused():
+                    batch, batch_errors = _collect(chunk, max_bytes, factor_kinds)
+                    errors.extend(batch_errors)
+                    files += batch.files
+                    spec_hashes.update(batch.spec_hashes)
+                    flush(batch)
             hashes = list(spec_hashes)
             spec_hash = hashes[0] if len(hashes) == 1 else None
             for name, w in writers.items():  # known only now: the format version and the study's spec hash

@@ -64,7 +64,7 @@ import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -204,6 +204,30 @@ class _Names(Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Doc)
 
+
+def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
+    """A copy of Struct ``cls`` (same fields, JSON names and defaults) with the types of ``types``."""
+    fields = []
+    for f in msgspec.structs.fields(cls):
+        default = msgspec.NODEFAULT if f.required else f.default
+        fields.append((f.name, types.get(f.name, f.type), msgspec.field(name=f.encode_name, default=default)))
+    return msgspec.defstruct(name, fields, gc=False)
+
+
+#: The fast decoder of ingest's usual file: :class:`_Doc` with every ``clat_ns.bins`` left as raw JSON
+#: (:class:`msgspec.Raw`, a slice of the input), which :meth:`_RowSink.parse_bins` turns into int64
+#: arrays many files at a time (the same values, type- and range-checked as strictly as
+#: :data:`_DECODER` checks them; anything else sends the batch back to :data:`_DECODER`). Decoding
+#: bins into a dict of Python ints and converting them to arrays was most of the cost of typed
+#: decoding (69 -> 26 ms for the 2,000 files of the multijob corpus), and of ingest.
+_LatRaw = _retyped(_Lat, "_LatRaw", {"bins": Union[msgspec.Raw, _Unset]})
+_DirRaw = _retyped(_Dir, "_DirRaw", {"clat_ns": Union[_LatRaw, _Unset]})
+_JobRaw = _retyped(_Job, "_JobRaw", {d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")})
+_DocRaw = _retyped(_Doc, "_DocRaw", {"jobs": Union[list[_JobRaw], _Unset],
+                                     "client_stats": Union[list[_JobRaw], _Unset]})
+_RAW_DECODER = msgspec.json.Decoder(_DocRaw)
+_Raw = msgspec.Raw
+
 #: a study factor level or option value in point.json: an int must fit the int64 column it becomes
 _Scalar = Union[str, Annotated[int, Meta(ge=-(2**63), le=MAX_VALUE)], float, bool, None]
 _Factor = Union[_Scalar, list[_Scalar]]
@@ -308,6 +332,10 @@ def histogram_frame(blocks: list[tuple], bins, counts):
     return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
 
 
+#: rows of the one chunk a constant string column of the ``histograms`` table repeats
+_CONST_CHUNK = 1 << 16
+
+
 def _repeat_strings(values: tuple, repeats: tuple, n):
     """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
     the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
@@ -316,17 +344,24 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
     import numpy as np
     import pyarrow as pa
 
-    encoded = [v.encode() for v in values]
     total = int(n.sum())
-    first = encoded[0]
-    if all(e == first for e in encoded):
+    if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
+        first = values[0].encode()
+        if total > _CONST_CHUNK and len(first) * _CONST_CHUNK < 2**31:
+            # one chunk of the value, the same object many times: the column's buffers are not repeated
+            piece = _repeat_strings((values[0],), (_CONST_CHUNK,), np.array([_CONST_CHUNK]))
+            full, rest = divmod(total, _CONST_CHUNK)
+            return pa.chunked_array([piece] * full + ([piece.slice(0, rest)] if rest else []))
+        encoded = [first]
         data = first * total
     else:
+        encoded = [v.encode() for v in values]
+        first = encoded[0]
         data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
     if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
         return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
     width = len(first)
-    if all(len(e) == width for e in encoded):
+    if len(set(map(len, encoded))) == 1:
         offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
     else:
         lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
@@ -864,12 +899,74 @@ _DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
 
+#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")`` (JSON whitespace, quotes
+#: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
+#: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
+_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
+#: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
+_POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
+
+
+#: bytes of json+ bins text parsed at a time by :meth:`_RowSink.parse_bins` (its temporaries then stay in
+#: the CPU cache and are reused: 47 -> 39 ms and no page faults on the multijob corpus, against one piece)
+_BINS_STEP = 512 << 10
+
+
+def _parse_bins_text(raws: list[bytes]) -> tuple | None:
+    """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
+    they are not the text :meth:`_RowSink.parse_bins` takes (see there)."""
+    import warnings
+
+    text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
+    a = np.frombuffer(text, dtype=np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
+        return None  # not an object (an object inside one leaves an empty number between separators)
+    quotes = np.flatnonzero(a == 0x22)
+    if len(quotes) % 2:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
+            # a number per quote (per key and per count, when the checks below pass): allocated once;
+            # fewer numbers raise, more are found by the key check (a key holding a separator)
+            values = np.fromstring(text.translate(_BINS_TEXT, b' \t\r\n"{'), dtype=np.int64,
+                                   sep=",", count=len(quotes))
+    except (ValueError, DeprecationWarning):
+        return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
+    opening, closing = quotes[0::2], quotes[1::2]
+    after = a[closing + 1]
+    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+        return None  # a string that is not a key (a string count)
+    keys, counts = values[0::2], values[1::2]
+    # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
+    # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
+    # the part before; with every string a key this is also the only way to more numbers than quotes)
+    width = closing - opening - 1
+    if len(width) and not (1 <= width.min() and width.max() <= 18
+                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+        return None
+    if len(counts) and int(counts.max()) >= MAX_VALUE:
+        return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
+    n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
+    if not n.all():
+        return None
+    step = np.diff(keys) <= 0
+    step[(np.cumsum(n) - n)[1:] - 1] = False  # a block's first key may be below the last one of the block before
+    if step.any():
+        return None  # keys not increasing: a repeated key, which a dict keeps once
+    return keys, counts, n  # every other number: views, made contiguous once all blocks are parsed
+
+
 class _RowSink:
     """What :func:`_emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
     ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
     and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw_bins: bool = False) -> None:
         self.runs: list[tuple] = []
         self.runs_extra: list[dict] = []
         self.all_clients: list[tuple] = []
@@ -884,6 +981,79 @@ class _RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
+        #: per block: the raw JSON of its bins (:class:`msgspec.Raw`, the fast decoder's, ``raw_bins``) until
+        #: a step of :meth:`parse_bins` has made them arrays, else None
+        self.hist_raw: list = []
+        #: decode json+ bins raw and parse them in steps (:meth:`parse_bins`); False: as dicts
+        self.raw_bins = raw_bins
+        self._parsed = 0  # blocks before this one are parsed (or not raw)
+        self._pending = 0  # bytes of raw bins not parsed yet
+        self._steps: list[tuple] = []  # (block indices, keys, counts, bins per block) of each step
+        self._failed = False  # some raw bins are not the text parse_bins takes: read the batch again
+        #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
+        self._flat: tuple | None = None
+
+    def parse_step(self) -> None:
+        """Parse the raw bins of the files added since the last step (:func:`_parse_bins_text`).
+
+        Called between files (a file's rows are all there or all rolled back: never half a file), once
+        ~``_BINS_STEP`` bytes of bins are waiting, so that their text is parsed while it is still in the
+        CPU cache and only a few files' bytes are kept alive; :meth:`parse_bins` parses the rest.
+        """
+        at = [k for k in range(self._parsed, len(self.hist_raw)) if self.hist_raw[k] is not None]
+        if at and not self._failed:
+            try:
+                part = _parse_bins_text([self.hist_raw[k] for k in at])
+            except Exception:  # noqa: BLE001 - never a file's fault: the batch is read again with the decoder
+                part = None
+            if part is None:
+                self._failed = True
+            else:
+                self._steps.append((at, *part))
+        for k in at:
+            self.hist_raw[k] = None  # the file's bytes are freed
+        self._parsed = len(self.hist_raw)
+        self._pending = 0
+
+    def parse_bins(self) -> bool:
+        """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts).
+
+        The JSON text of the blocks is joined and parsed, a step of a few hundred KiB at a time
+        (:meth:`parse_step`), by one ``numpy.fromstring`` once whitespace, quotes and ``{`` are deleted
+        and ``:`` and ``}`` made separators. The values are taken only when the text is what
+        :data:`_DECODER` reads as ``dict[int, int]`` with these same numbers, which is checked on the
+        text: each block one object (an object inside it leaves an empty number), every string a key
+        (followed by ``:`` or `` :``) whose characters are decimal digits without a leading zero,
+        every value a JSON integer (no sign, fraction or exponent), each number at most 2**63-2, one
+        number per key and value, and the keys of a block increasing (a repeated key would collapse in
+        a dict). fio writes exactly this; so does ``json.dump`` of fio's output.
+
+        Returns
+        -------
+        bool
+            False when some block is not such text: nothing is changed, and the batch must be read
+            again with :data:`_DECODER` (``raw_bins=False``), which gives the dict semantics or the
+            file's error.
+        """
+        self.parse_step()
+        if self._failed:
+            return False
+        steps, self._steps = self._steps, []
+        if not steps:
+            return True
+        at = [k for step in steps for k in step[0]]
+        keys, counts, n = (np.concatenate(x) if len(x) > 1 else np.ascontiguousarray(x[0])
+                           for x in zip(*(step[1:] for step in steps), strict=True))
+        if len(at) == len(self.hist_blocks):  # every block (fio's json+ only): the arrays in one piece
+            self._flat = (keys, counts)
+            self.hist_blocks = [(*b[:5], m) for b, m in zip(self.hist_blocks, n.tolist(), strict=True)]
+            return True
+        block_start = np.cumsum(n) - n
+        for j, k in enumerate(at):
+            b0, b1 = block_start[j], block_start[j] + n[j]
+            self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
+            self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
+        return True
 
     def check_bins(self, counts, n_bins=None) -> None:
         """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
@@ -909,9 +1079,13 @@ class _RowSink:
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
-        frame = histogram_frame(self.hist_blocks, np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
-        self.check_bins(frame["count"].to_numpy(), np.fromiter(map(len, self.hist_keys), dtype=np.int64,
-                                                               count=len(self.hist_keys)))
+        if self._failed or self._steps or any(r is not None for r in self.hist_raw[self._parsed:]):
+            raise RuntimeError("json+ bins not parsed: call parse_bins first (and read the batch again if it "
+                               "returns False)")
+        keys, counts = self._flat or (np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
+        frame = histogram_frame(self.hist_blocks, keys, counts)
+        self.check_bins(counts, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64,
+                                            count=len(self.hist_blocks)))
         return frame
 
 
@@ -1078,16 +1252,14 @@ _FIO_TS_MIN = 946_684_800.0
 def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
     """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
     ms = doc.timestamp_ms
-    if ms == ms:
-        ts, name = ms / 1000.0, f"timestamp_ms = {ms}"
-    else:
-        ts, name = doc.timestamp, f"timestamp = {doc.timestamp}"
+    ts = ms / 1000.0 if ms == ms else doc.timestamp
     if ts != ts:
         return None  # fio 2.1 and client output print no time stamp
     elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
     longest = max(elapsed, default=0)
     start = ts - longest
     if not (longest >= 0 and _FIO_TS_MIN <= start < _TS_MAX):
+        name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
         notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
                      "started_at NaT")
         return None
@@ -1244,6 +1416,20 @@ def check_provenance(prov: Any, path: str) -> Provenance:
     return prov
 
 
+def _decode_or_none(data: bytes, path: str) -> Any:
+    """:data:`_DECODER`'s document of ``data`` (None: not one JSON document), or its error as an IngestError."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.DecodeError:
+        return None
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc, data, path) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc, path) from None
+    except RecursionError:
+        raise IngestError("JSON nested too deeply to be fio output", path=path) from None
+
+
 def _emit_rows(
     sink: _RowSink,
     data: bytes,
@@ -1262,15 +1448,14 @@ def _emit_rows(
     doc = None
     if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
         try:
-            doc = _DECODER.decode(data)
+            # json+ bins raw when the sink parses them (many files at a time); _DECODER's document and
+            # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
+            # reported as _DECODER reports it (the first in the file, which may be in the bins)
+            doc = (_RAW_DECODER if sink.raw_bins else _DECODER).decode(data)
         except msgspec.DecodeError:
-            doc = None
-        except msgspec.ValidationError as exc:
-            raise _validation_error(exc, data, path) from None
-        except UnicodeDecodeError as exc:
-            raise _not_utf8(exc, path) from None
-        except RecursionError:
-            raise IngestError("JSON nested too deeply to be fio output", path=path) from None
+            doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
+        except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            doc = _decode_or_none(data, path)
     if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
         partial = False
     else:
@@ -1365,18 +1550,33 @@ def _emit_rows(
             runs.append(row)
             runs_extra.append(extra)
             clat = d.clat_ns
-            if clat is _U or not (bins := clat.bins):
+            bins = _U if clat is _U else clat.bins
+            raw = None
+            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (_RowSink.parse_bins)
+                raw = bins
+                if len(raw) < 64:
+                    small = bytes(raw)
+                    if small[:1] == b"{" and b'"' not in small:  # {}: an object without a key
+                        raw = bins = None  # (a longer empty one is left to the decoder by parse_bins)
+            if not bins:
                 if (d.total_ios or 0) > 0:
                     no_bins.append((len(runs) - 1, (where, idx, dname)))
                 continue
-            if clat is not _U:
-                json_plus = True
+            json_plus = True
+            if raw is None:
                 n = len(bins)
-                hist_blocks.append((run_id, host, name, job_index, dname, n))
                 sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
                 sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
-                sink.hist_n.append(-1 if clat.N is _U else clat.N)
-                sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
+            else:
+                n = -1  # known once parsed
+                sink.hist_keys.append(None)
+                sink.hist_counts.append(None)
+            sink.hist_raw.append(raw)
+            if raw is not None:
+                sink._pending += len(raw)
+            hist_blocks.append((run_id, host, name, job_index, dname, n))
+            sink.hist_n.append(-1 if clat.N is _U else clat.N)
+            sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
     if json_plus and no_bins:
         for row, loc in no_bins:
             note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
@@ -1485,13 +1685,34 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
         if dtype == "string":
             data[name] = pd.arrays.ArrowStringArray(pa.array(col, type=pa.string()))
         elif dtype.startswith("datetime64"):
-            data[name] = pd.to_datetime(list(col), utc=True).astype(dtype)
+            data[name] = _datetime_column(col, dtype)
         else:
             data[name] = np.array(col, dtype=dtype)
     df = pd.DataFrame(data, copy=False)  # no consolidation of same-dtype columns into blocks (copies)
     if extras and any(extras):
         df = pd.concat([df, pd.DataFrame(extras)], axis=1)
     return df
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+_NAT = np.iinfo(np.int64).min
+_DATETIME_OR_NONE = frozenset({datetime, type(None)})
+
+
+def _datetime_column(values: tuple, dtype: str):
+    """``pandas.to_datetime(list(values), utc=True).astype(dtype)`` for datetimes (naive ones are UTC) and
+    None (NaT), from each one's microseconds since the epoch: ~20x faster than pandas' object parsing."""
+    import pandas as pd
+
+    if not set(map(type, values)) <= _DATETIME_OR_NONE:
+        return pd.to_datetime(list(values), utc=True).astype(dtype)
+    us = np.fromiter((_NAT if v is None else ((v if v.tzinfo else v.replace(tzinfo=_UTC)) - _EPOCH) // _US
+                      for v in values), dtype=np.int64, count=len(values))
+    nat = us == _NAT
+    ns = us * 1000
+    ns[nat] = _NAT
+    return pd.to_datetime(ns.view("datetime64[ns]"), utc=True).astype(dtype)
 
 
 _EMPTY: dict[str, Any] = {}
