@@ -137,3 +137,19 @@ def test_steady_figure_shows_a_run_of_one_logged_second(results):
     assert lines and all(ln.get_marker() == "o" for ln in lines)  # a point, not an invisible line
     logged = res.tables["per_run"]["steady_rounds"].fillna(0).gt(0).sum()
     assert ax.get_title().startswith(f"{res.runs} runs, {logged} with a per-second IOPS log")
+
+
+def test_full_tables_show_a_reader_the_per_run_columns_and_say_what_is_left_out(results):
+    study_dir, res = results["consolidation"]
+    full = res.tables["per_run"]
+    shown, note = res.table_for_reader("per_run")
+    assert len(shown) == len(full) and len(shown.columns) < 20 < len(full.columns)
+    assert {"layout", "workload", "setup", "block", "run_id", "iops", "clat_p99_ns"} <= set(shown.columns)
+    assert "source_file" not in shown.columns and str(study_dir) not in shown.to_string()  # no local paths
+    assert note.startswith(f"{len(shown.columns)} of its {len(full.columns)} columns")
+    assert "the same in every run: steady no" in note and "analysis/per_run.csv" in note
+    # the quick variant has one run per set-up: no variance components, and the page says why
+    empty, why = res.table_for_reader("variance")
+    assert empty.empty and why.startswith("no rows: variance components need at least 2 set-ups")
+    units, none = res.table_for_reader("units")
+    assert units is res.tables["units"] and none == ""

@@ -305,6 +305,49 @@ class TestbedResult:
                 method=f.method, unit=units.get(f.kind, ""), key=f"{f.kind}:{i}", caveat=f.kind == "caveat"))
         return Findings(tuple(out), title=self.question)
 
+    def table_for_reader(self, key: str) -> tuple[pd.DataFrame, str]:
+        """A table of :attr:`tables` as a write-up shows it, and a line saying what was left out.
+
+        ``per_run`` (68 columns: every field of the run-level table) is cut to the run's place in the design
+        (the factors, set-up, block, run order), what it measured (IOPS, bandwidth, mean latency, completion
+        latency percentiles p50/p99/p99.9) and its checks (steady state, cache caveat); columns with one value
+        in every row are named once in the line instead. Other tables are shown whole. The full table is
+        :attr:`tables` (``analysis/<key>.csv`` of a study run by ``storagebench testbed``).
+
+        Returns
+        -------
+        (pandas.DataFrame, str)
+            The table, and the line (empty when nothing was left out; why, for a table without rows).
+        """
+        frame = self.tables[key]
+        if frame.empty:  # say why instead of showing an empty table
+            why = {"variance": "variance components need at least 2 set-ups per arm and 2 runs per set-up "
+                               "(setup_variance)"}.get(key, "nothing to show with these runs")
+            return frame, f"no rows: {why}."
+        if key != "per_run":
+            return frame, ""
+        factors = [c for c in self.verdicts.columns[:list(self.verdicts.columns).index("factor")]] \
+            if "factor" in self.verdicts.columns else []
+        arm = [str(self.verdicts["factor"].iloc[0])] if "factor" in self.verdicts.columns and len(self.verdicts) else []
+        wanted = [*arm, *factors, "setup", "block", "run_order", "run_id", "outstanding_ios", "iops", "bw_bytes_per_s",
+                  "lat_mean_ns", "clat_p50_ns", "clat_p99_ns", "clat_p99_9_ns", "steady", "steady_rounds",
+                  "cache_not_medium"]
+        cols = [c for c in dict.fromkeys(wanted) if c in frame.columns]
+        constant = [c for c in cols if c not in (*arm, *factors) and frame[c].astype(str).nunique() == 1]
+        shown = frame[[c for c in cols if c not in constant]]
+        from ..findings import fmt_number
+
+        def cell(v) -> str:
+            if isinstance(v, (bool, np.bool_)):
+                return "yes" if v else "no"
+            return fmt_number(v) if isinstance(v, (int, float, np.number)) else str(v)
+
+        same = "; ".join(f"{c.replace('_', ' ')} {cell(frame[c].iloc[0])}" for c in constant)
+        note = (f"{len(shown.columns)} of its {len(frame.columns)} columns"
+                + (f"; the same in every run: {same}" if same else "")
+                + f". Every column: analysis/{key}.csv of the study directory (storagebench testbed writes it).")
+        return shown, note
+
     def findings_frame(self) -> pd.DataFrame:
         """One row per finding: ``kind, sentence, estimate, ci_low, ci_high, confidence, n, unit, method``."""
         cols = ["kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit", "method"]
