@@ -426,7 +426,8 @@ details.sb-details > summary { cursor: pointer; color: #0969da; }
   details.sb-details > summary { color: inherit; font-weight: 600; list-style: none; }
   details.sb-details::details-content { content-visibility: visible; }  /* paper cannot be clicked open */
   .sb-scroll { overflow: visible; }
-  .sb-scroll th, .sb-scroll td { white-space: normal; }
+  .sb-scroll table { font-size: 6.5pt; }
+  .sb-scroll th, .sb-scroll td { white-space: normal; overflow-wrap: anywhere; padding: 1pt 2pt; }
   a { color: inherit; text-decoration: none; }
 }
 """
