@@ -153,3 +153,12 @@ def test_full_tables_show_a_reader_the_per_run_columns_and_say_what_is_left_out(
     assert empty.empty and why.startswith("no rows: variance components need at least 2 set-ups")
     units, none = res.table_for_reader("units")
     assert units is res.tables["units"] and none == ""
+
+
+def test_a_study_directory_of_another_study_is_refused_by_name(results):
+    from storagebench.errors import StudyError
+
+    stripe_dir, _ = results["stripe_width"]
+    for fn in (studies.analyse, studies.describe_design):
+        with pytest.raises(StudyError, match=r"holds study 'stripe_width-quick', not 'rdm_vs_vmfs'"):
+            fn("rdm_vs_vmfs", stripe_dir)

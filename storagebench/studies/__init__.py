@@ -63,7 +63,7 @@ from ..records import TestbedRecord
 from ..runner import SetUp, SweepResult
 from ..store import StudyStore
 from ..study import SetUpUnit, Study, load_study
-from ._base import Finding, StudyData, TestbedResult, load_data, region_bytes
+from ._base import Finding, StudyData, TestbedResult, check_study_name, load_data, region_bytes
 
 __all__ = [
     "SPEC_DIR",
@@ -495,7 +495,7 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
     Raises
     ------
     StudyError
-        Unknown study; no ``study.yaml`` in ``study_dir``.
+        Unknown study; no ``study.yaml`` in ``study_dir``, or one of another study.
     """
     ts = get(name)
     sdir = Path(study_dir)
@@ -503,6 +503,7 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
     if not store.spec_path.exists():
         raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
     ran = load_study(store.spec_path)
+    check_study_name(name, ran, sdir)
     runs = sum(1 for _ in (sdir / "raw").glob("*/output.json")) if (sdir / "raw").is_dir() else 0
     factors = "; ".join(f"{f} {', '.join(str(lv['name'] if isinstance(lv, dict) else lv) for lv in levels)}"
                         for f, levels in ran.factors.items())

@@ -33,6 +33,7 @@ __all__ = [
     "StudyData",
     "TestbedResult",
     "load_data",
+    "check_study_name",
     "compare_arms",
     "unit_values",
     "tost_plans",
@@ -435,6 +436,19 @@ def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"rounds": "steady_rounds", "note": "steady_note"})[cols]
 
 
+def check_study_name(name: str, study: Study, study_dir: str | Path) -> None:
+    """Refuse a study directory of another study (``storagebench testbed NAME`` writes ``NAME[-quick]``).
+
+    Raises
+    ------
+    StudyError
+        ``study.yaml`` of ``study_dir`` names a study other than ``name`` or its quick variant.
+    """
+    if study.name not in (name, f"{name}-quick"):
+        raise StudyError(f"{study_dir} holds study {study.name!r}, not {name!r} (or {name}-quick): pass the study "
+                         f"it was run as, or the directory of {name}")
+
+
 def load_data(name: str, study_dir: str | Path) -> StudyData:
     """Read a testbed study directory: spec, tidy tables, one row per run with its checks, set-ups.
 
@@ -452,7 +466,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     Raises
     ------
     StudyError
-        Not a study directory; runs of one set-up measured on more than one build.
+        Not a study directory, or one of another study; runs of one set-up measured on more than one build.
     IngestError
         Nothing ingestible.
     """
@@ -461,6 +475,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     if not store.spec_path.exists():
         raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
     study = load_study(store.spec_path)
+    check_study_name(name, study, sdir)
     runs, hist, ts = _tables(sdir)
     if runs.empty:
         raise StudyError(f"{sdir}: no complete runs in raw/")
