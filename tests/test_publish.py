@@ -332,3 +332,11 @@ def test_a_template_titles_its_page_from_what_it_displays(tmp_path):
     nbformat.write(nb, str(path))
     body = build_page([path])[0].split("<main", 1)[1]
     assert body.index("Verdicts") < body.index("Stripe width 1 vs 4")
+
+
+def test_scaling_notebook_refuses_a_study_dir_that_does_not_exist(tmp_path):
+    """A typo in study_dir must not fall back to starting servers and measuring."""
+    with pytest.raises(PublishError, match=r"StudyError: study_dir '.*no-such-study' is not a directory"):
+        execute_notebook("studies/scaling.ipynb", tmp_path / "scaling.ipynb",
+                         {"study_dir": str(tmp_path / "no-such-study"), "out_dir": str(tmp_path / "results")})
+    assert not (tmp_path / "results").exists()  # nothing was measured
