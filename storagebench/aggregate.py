@@ -33,6 +33,7 @@ __all__ = [
     "jain_index",
     "scaling_summary",
     "saturation_point",
+    "scaling_findings",
 ]
 
 #: Relative difference above which "All clients" and the per-host sum disagree.
@@ -288,7 +289,7 @@ def fairness(host_rows: pd.DataFrame, metric: str = "iops",
 
 def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = "iops",
                     by: Sequence[str] = ("pattern",), factors: Sequence[str] | None = None,
-                    confidence: float = 0.95, min_gain: float = 0.0) -> pd.DataFrame:
+                    confidence: float = 0.95, min_gain: float = 0.0, geometric: bool = False) -> pd.DataFrame:
     """Mean of ``metric`` per ``x`` level with its CI, and the gain over the previous level.
 
     The rows of one (group, ``x`` level) cell are its replicates: repetitions of the same runs. A factor
@@ -314,6 +315,10 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
     min_gain : float
         Smallest gain that counts, as a fraction (0.05 = 5 %): a step "adds" when the lower CI
         bound of the ratio exceeds ``1 + min_gain``.
+    geometric : bool
+        ``mean``, ``ci_low``, ``ci_high`` as the geometric mean with the Student t CI of the log values,
+        back-transformed: for a skewed positive metric (a p99 latency) whose arithmetic t interval would
+        reach below 0 with few runs. The gain columns are on the log scale either way.
 
     Returns
     -------
@@ -361,9 +366,16 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         prev = None
         for lv in levels:
             vals = g.loc[g[x] == lv, metric].to_numpy(dtype=float)
-            est = mean_ci(vals, confidence)
-            row = {**dict(zip(by, key, strict=True)), x: lv, "n": len(vals), "mean": est.estimate,
-                   "ci_low": est.ci_low, "ci_high": est.ci_high, "gain_ratio": np.nan,
+            if geometric:
+                if not (vals > 0).all():
+                    raise StatsError(f"{metric} must be > 0 for a geometric mean, got {vals.min()!r} at {x}={lv}")
+                est = mean_ci(np.log(vals), confidence)
+                mean, lo, hi = (float(np.exp(v)) for v in (est.estimate, est.ci_low, est.ci_high))
+            else:
+                est = mean_ci(vals, confidence)
+                mean, lo, hi = est.estimate, est.ci_low, est.ci_high
+            row = {**dict(zip(by, key, strict=True)), x: lv, "n": len(vals), "mean": mean,
+                   "ci_low": lo, "ci_high": hi, "gain_ratio": np.nan,
                    "gain_ci_low": np.nan, "gain_ci_high": np.nan, "gain_p": np.nan, "adds": None}
             if prev is not None:
                 pair = g[g[x].isin([prev, lv])].drop(columns=[c for c in ("direction",) if c in g])
@@ -419,3 +431,141 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
                      "rule": rule if known else "no step has a CI (one run per level): no saturation level; the "
                                                  "knee is a point estimate"})
     return pd.DataFrame(rows)
+
+
+def _level_words(n, x: str) -> str:
+    n = int(n) if float(n).is_integer() else n
+    if x == "clients":
+        return f"{n} client" + ("" if n == 1 else "s")
+    return f"{x} {n}"
+
+
+def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairness_runs: pd.DataFrame | None = None,
+                     cluster: pd.DataFrame | None = None, overlap: pd.DataFrame | None = None, x: str = "clients",
+                     by: Sequence[str] = ("pattern",), metric: str = "IOPS", confidence: float = 0.95,
+                     min_gain: float = 0.0, title: str = "", provenance: str = ""):
+    """What a scale-out study found, as sentences with their numbers (the write-up opens with them).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        :func:`scaling_summary` of the cluster metric (one row per group and ``x`` level).
+    saturation : pandas.DataFrame
+        :func:`saturation_point` of ``summary``.
+    fairness_runs : pandas.DataFrame, optional
+        :func:`fairness` rows (one per run; runs with one host are left out here).
+    cluster, overlap : pandas.DataFrame, optional
+        :func:`cluster_aggregate` (with ``all_clients``) and :func:`client_overlap`: the soundness checks,
+        one finding, a caveat when a run is flagged.
+    x : str
+        The load factor (``clients``).
+    by : sequence of str
+        The groups of ``summary`` (``pattern``): one finding each.
+    metric : str
+        The metric's name in the sentences, with its unit (``"IOPS"``).
+    confidence : float
+        Level of the CIs in ``summary`` (for the words only).
+    min_gain : float
+        The ``min_gain`` ``summary`` was computed with (fraction): "adds" means the ratio CI lies above it.
+    title, provenance : str
+        The question and the data's source, for :class:`storagebench.findings.Findings`.
+
+    Returns
+    -------
+    storagebench.findings.Findings
+        Per group: the metric at the lowest and highest level and at the saturation point, each with its
+        Student t CI and n (runs per point), and the step past saturation with its ratio CI (Welch on log
+        values, :func:`storagebench.stats.compare`); then fairness (Jain 1984) and the checks.
+
+    Raises
+    ------
+    StatsError
+        ``summary`` or ``saturation`` lack their columns.
+    """
+    from .findings import Finding, Findings, fmt_ci, fmt_number
+
+    by = list(by)
+    _need(summary, [*by, x, "n", "mean", "ci_low", "ci_high", "gain_ratio", "gain_ci_low", "gain_ci_high", "adds"],
+          "summary")
+    _need(saturation, [*by, f"saturation_{x}", "saturated", f"knee_{x}"], "saturation")
+    level = f"{confidence:.0%}"
+    gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
+    out = []
+    sat_rows = {tuple(r[c] for c in by): r for _, r in saturation.iterrows()}
+    groups = summary.groupby(by, observed=True, sort=True) if by else [((), summary)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values(x).reset_index(drop=True)
+        sat = sat_rows.get(key)
+        if sat is None:
+            continue
+        name = ", ".join(str(k) for k in key)
+        first, last = g.iloc[0], g.iloc[-1]
+        at = g[g[x] == sat[f"saturation_{x}"]].iloc[0]
+
+        def val(r) -> str:
+            return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
+
+        def step(r) -> str:
+            return (f"ratio {fmt_number(r['gain_ratio'])}, {fmt_ci(r['gain_ci_low'], r['gain_ci_high'], confidence)}")
+
+        sentence = (f"{name}: {val(first)} with {_level_words(first[x], x)}, {val(last)} with "
+                    f"{_level_words(last[x], x)}. ")
+        after = g[g[x] > at[x]]
+        if not bool(sat["saturated"]):
+            sentence += (f"The last step, to {_level_words(last[x], x)}, still added {gain} ({step(last)}): not "
+                         f"saturated within the {len(g)} levels tested.")
+        elif at[x] == first[x]:
+            nxt = g.iloc[1]
+            sentence += (f"No further client added {gain}: saturated at {_level_words(first[x], x)} (the step to "
+                         f"{_level_words(nxt[x], x)}: {step(nxt)}).")
+        else:
+            nxt = after.iloc[0]
+            sentence += (f"The last client count that added {gain} was {_level_words(at[x], x)}, at {val(at)}; the "
+                         f"step to {_level_words(nxt[x], x)} did not ({step(nxt)}).")
+        knee = sat[f"knee_{x}"]
+        if pd.notna(knee) and knee > first[x]:  # a "knee" at the first level is no bend of a rising curve
+            sentence += f" Kneedle's knee of the mean curve: {_level_words(knee, x)}."
+        out.append(Finding(
+            sentence, estimate=float(at["mean"]), ci=(at["ci_low"], at["ci_high"]), confidence=confidence,
+            n=int(g["n"].min()), unit_of_replication=f"fio runs per ({', '.join([*by, x])}) point", unit=metric,
+            method=(f"Student t CI of the mean over runs; each step the ratio of geometric means with Welch's t on log "
+                    f"values (stats.compare); a step adds when its {level} CI lies above {1 + min_gain:g}; Kneedle "
+                    "(Satopää et al. 2011) for the knee"),
+            key=f"saturation:{name}"))
+    if fairness_runs is not None and len(fairness_runs):
+        multi = fairness_runs[fairness_runs["hosts"] > 1]
+        if len(multi):
+            j = multi["jain_index"]
+            sentence = (f"With two or more clients, Jain's fairness index of the per-client {metric} was "
+                        f"{fmt_number(j.median(), 4)} (median; from {fmt_number(j.min(), 4)} to {fmt_number(j.max(), 4)}; "
+                        f"1 = every client got the same, 1/n = one took all), and the slowest client got at least "
+                        f"{multi['min_max_ratio'].min():.0%} of the fastest one's {metric}.")
+            out.append(Finding(sentence, estimate=float(j.median()), n=len(multi),
+                               unit_of_replication="runs with two or more clients", unit="Jain's index",
+                               method="Jain's index (sum x)^2 / (n sum x^2) of the per-host values of each run (Jain, "
+                                      "Chiu & Hawe 1984, DEC-TR-301)", key="fairness"))
+    if cluster is not None and overlap is not None and len(cluster):
+        multi_runs = overlap[overlap["hosts"] > 1]
+        checked = cluster.dropna(subset=["iops_rel_diff"]) if "iops_rel_diff" in cluster else cluster.iloc[:0]
+        worst = float(checked[["iops_rel_diff", "bw_rel_diff"]].abs().max().max()) if len(checked) else float("nan")
+        mismatch = int(cluster["all_clients_mismatch"].sum()) if "all_clients_mismatch" in cluster else 0
+        apart = int(multi_runs["not_concurrent"].sum())
+        runs = int(cluster["run_id"].nunique())
+        if len(checked):
+            sentence = (f"Checks: in the {checked['run_id'].nunique()} multi-client runs the per-host sum matched fio's "
+                        f"\"All clients\" entry to {fmt_number(100 * worst, 2)}% at worst ({mismatch} of {runs} runs "
+                        f"flagged above {ALL_CLIENTS_TOLERANCE:.1%})")
+        else:
+            sentence = f"Checks: no multi-client run, so no \"All clients\" entry to check ({runs} runs)"
+        if len(multi_runs):
+            sentence += (f"; the clients overlapped for {multi_runs['overlap_fraction'].median():.0%} of the median "
+                         f"host span (median over {len(multi_runs)} runs), {apart} run(s) flagged as not concurrent "
+                         "(< 90%).")
+        else:
+            sentence += "."
+        out.append(Finding(sentence, estimate=worst, n=runs, unit_of_replication="runs", unit="fraction",
+                           method="the run-level cluster total (fio's sum_thread_stats rule) vs fio's All clients; "
+                                  "span logs written with log_unix_epoch=1 for the overlap",
+                           key="checks", caveat=bool(mismatch or apart)))
+    return Findings(tuple(out), title=title, provenance=provenance)

@@ -67,7 +67,8 @@ class Collapsed:
     parts: tuple[Any, ...]
 
     def _repr_html_(self) -> str:
-        inner = "".join(_html_of(p) for p in self.parts)
+        # each part scrolls sideways on its own: a 60-column per-run table opened on screen must not widen the page
+        inner = "".join(f'<div class="sb-scroll">{_html_of(p)}</div>' for p in self.parts)
         return (f'<details class="sb-details"><summary>{html.escape(self.summary)}</summary>'
                 f"{inner}</details>")
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from .errors import PublishError
 
-__all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR"]
+__all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR",
+           "METHOD_SHOWN", "short_method"]
 
 #: MIME type of the machine-readable part of a :class:`Findings` display bundle.
 MIME_TYPE = "application/vnd.storagebench.findings+json"
@@ -106,6 +107,30 @@ def fmt_p(p: Any) -> str:
     return f"{v:.3f}"
 
 
+#: Characters of a method shown beside a finding in the page; a longer one is cut after its last whole
+#: clause that fits (the full text stays in the finding, the sidecar, a tooltip and the write-up's Methods).
+METHOD_SHOWN = 220
+
+
+def short_method(method: str, limit: int = METHOD_SHOWN) -> str:
+    """``method`` cut after its last whole ``;``-clause (outside parentheses) within ``limit`` characters.
+
+    The first clause is always kept whole; ``" …"`` marks a cut. A method of at most ``limit`` characters is
+    returned as it is.
+    """
+    if len(method) <= limit:
+        return method
+    depth, cuts = 0, []
+    for i, ch in enumerate(method):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == ";" and depth == 0:
+            cuts.append(i)
+    fitting = [i for i in cuts if i <= limit]
+    end = fitting[-1] if fitting else (cuts[0] if cuts else len(method))
+    return method[:end].rstrip() + (" …" if end < len(method) else "")
+
+
 def _num(x: Any) -> float | None:
     try:
         v = float(x)
@@ -165,13 +190,15 @@ class Finding:
         if self.n is not None:
             object.__setattr__(self, "n", int(self.n))
 
-    def detail(self, method: bool = True) -> str:
+    def detail(self, method: bool = True, *, limit: int | None = None) -> str:
         """``n = 2 fio runs per point; method: ...``: the numbers behind the sentence, in words.
 
         Parameters
         ----------
         method : bool
             Include the method (False when the finding before it had the same one).
+        limit : int, optional
+            Cut a longer method after its last whole clause (:func:`short_method`); default: never.
         """
         parts = []
         if self.n is not None:
@@ -179,7 +206,7 @@ class Finding:
         elif self.unit_of_replication:
             parts.append(f"unit of replication: {self.unit_of_replication}")
         if self.method and method:
-            parts.append(f"method: {self.method}")
+            parts.append(f"method: {short_method(self.method, limit) if limit else self.method}")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,11 +332,14 @@ class Findings:
         items = []
         previous = None
         for f in self.findings:
-            detail = f.detail(method=f.method != previous)  # a method shared with the finding before: said once
+            shown = f.method != previous  # a method shared with the finding before: said once
+            detail = f.detail(method=shown, limit=METHOD_SHOWN)
             previous = f.method
             cls = ' class="sb-caveat"' if f.caveat else ""
+            full = (f' title="method: {html.escape(f.method, quote=True)}"'
+                    if shown and f.method and short_method(f.method) != f.method else "")
             items.append(f"<li{cls}>" + ("<strong>Caveat:</strong> " if f.caveat else "") + html.escape(f.sentence)
-                         + (f' <span class="sb-finding-detail">({html.escape(detail)})</span>' if detail else "")
+                         + (f' <span class="sb-finding-detail"{full}>({html.escape(detail)})</span>' if detail else "")
                          + "</li>")
         title = f'<p class="sb-findings-question">{html.escape(self.title)}</p>' if self.title else ""
         return ('<section class="sb-findings" id="findings" aria-labelledby="sb-findings-heading">'

@@ -601,6 +601,8 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
         _log2_axis(ax, pts[x].astype(float).unique(), "x", xscale)
     elif xscale != 1.0:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * xscale:g}"))
+    elif (pts[x].astype(float) % 1 == 0).all():  # a count (clients, numjobs): no tick at 1.25 clients
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(_factor_label(x))
     ax.set_ylabel(m.label)
     if metric == "iops":
@@ -1175,8 +1177,11 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
         ax.set_xscale("log")
         # within a decade, log ticks would leave only "1": ticks at round ratios (0.96, 0.98, 1, ...) instead
         narrow = right / left < 10
+        # over many decades (a CI of two set-ups) matplotlib's LogLocator with subs (1, 2, 5) places no tick at
+        # all: powers of ten only beyond 3 decades
+        subs = (1.0, 2.0, 5.0) if right / left < 1e3 else (1.0,)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]) if narrow
-                                   else LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                                   else LogLocator(base=10, subs=subs, numticks=9))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.6g}"))
         ax.xaxis.set_minor_locator(LogLocator(base=10, subs="auto") if not narrow else MaxNLocator(nbins=28))
         ax.xaxis.set_minor_formatter(NullFormatter())

@@ -406,6 +406,8 @@ figcaption { font-size: .92rem; max-width: 100ch; margin-top: .5em; }
 .sb-table-note { color: var(--sb-muted); font-size: .85rem; margin: .2em 0; max-width: 100ch; }
 details.sb-details { margin: .4em 0 1.2em; }
 details.sb-details > summary { cursor: pointer; color: #0969da; }
+.sb-scroll { overflow-x: auto; max-width: 100%; }
+.sb-scroll th, .sb-scroll td { white-space: nowrap; }
 @media print {
   @page { size: A4; margin: 14mm 12mm; }
   html { font-size: 10pt; }
@@ -418,6 +420,9 @@ details.sb-details > summary { cursor: pointer; color: #0969da; }
   figure.sb-figure img { max-height: 200mm; width: auto; }
   details.sb-details > summary { color: inherit; font-weight: 600; list-style: none; }
   details.sb-details::details-content { content-visibility: visible; }  /* paper cannot be clicked open */
+  .sb-scroll { overflow: visible; }
+  .sb-scroll table { font-size: 6.5pt; }
+  .sb-scroll th, .sb-scroll td { white-space: normal; overflow-wrap: anywhere; padding: 1pt 2pt; }
   a { color: inherit; text-decoration: none; }
 }
 """
@@ -480,14 +485,61 @@ def _renumber_figures(nb) -> int:
     return n
 
 
+_H1 = re.compile(r"^#\s+(.+?)\s*$", flags=re.M)
+
+
+def _markdown_outputs(cell) -> list:
+    """The ``text/markdown`` outputs of an executed code cell (``display(Markdown(...))``)."""
+    return [o for o in cell.get("outputs", []) if "text/markdown" in o.get("data", {})]
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
 def notebook_title(nb) -> str:
-    """The first ``# heading`` of a notebook's markdown cells ("" when it has none)."""
+    """The first ``# heading`` of a notebook ("" when it has none).
+
+    It is looked for in cell order, in markdown cells and in the Markdown a code cell displayed, so that
+    one template can title each write-up from its results (``display(Markdown(f"# {result.title}"))``,
+    as ``notebooks/studies/testbed.ipynb`` does for each testbed study).
+    """
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            m = re.search(r"^#\s+(.+?)\s*$", cell.source, flags=re.M)
+        texts = [cell.source] if cell.cell_type == "markdown" else \
+            [_text(o["data"]["text/markdown"]) for o in _markdown_outputs(cell)] if cell.cell_type == "code" else []
+        for text in texts:
+            m = _H1.search(text)
             if m:
                 return m[1]
     return ""
+
+
+def _pop_title(cells) -> str | None:
+    """Take the page's ``# heading`` out of the first cell holding one (source or displayed Markdown).
+
+    Returns the heading line, or None when no cell before the first other heading holds one.
+    """
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            m = _H1.search(cell.source)
+            if m:
+                cell.source = (cell.source[:m.start()] + cell.source[m.end():]).strip()
+                return m[0].strip()
+            if cell.source.lstrip().startswith("#"):  # another heading comes first: the page has no title of its own
+                return None
+        elif cell.cell_type == "code":
+            for out in _markdown_outputs(cell):
+                text = _text(out["data"]["text/markdown"])
+                m = _H1.search(text)
+                if m:
+                    rest = (text[:m.start()] + text[m.end():]).strip()
+                    out["data"]["text/markdown"] = rest
+                    if "text/plain" in out["data"]:
+                        out["data"]["text/plain"] = rest
+                    if not rest:
+                        cell.outputs = [o for o in cell.outputs if o is not out]
+                    return m[0].strip()
+    return None
 
 
 def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None, *,
@@ -525,11 +577,10 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     all_findings = Findings.concat(findings)
     # the page opens with the title, the meta line and the findings; everything else follows
     head: list = []
-    first = merged.cells[0] if merged.cells else None
-    if first is not None and first.cell_type == "markdown" and first.source.lstrip().startswith("# "):
-        h1, _, rest = first.source.lstrip().partition("\n")
+    h1 = _pop_title(merged.cells)
+    if h1 is not None:
         head.append(nbformat.v4.new_markdown_cell(h1))
-        merged.cells[0] = nbformat.v4.new_markdown_cell(rest.strip()) if rest.strip() else None
+        merged.cells = [c for c in merged.cells if not (c.cell_type == "markdown" and not c.source.strip())]
     if meta:
         meta_cell = nbformat.v4.new_code_cell("")
         meta_cell.outputs = [nbformat.v4.new_output("display_data", data={

@@ -19,7 +19,7 @@ import pandas as pd
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
 
-__all__ = ["P_COLUMNS", "column_display", "table"]
+__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table"]
 
 #: Columns formatted as p-values.
 P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", "pvalue", "p_adj", "PR(>F)"})
@@ -78,6 +78,40 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
         if name.endswith(suffix) and len(name) > len(suffix):
             return f"{_words(name[: -len(suffix)])} ({unit})", scale
     return _PLAIN.get(name, name), 1.0
+
+
+def metric_words(name: str) -> str:
+    """A tidy column's name in words, without its unit, for a sentence: ``"IOPS"`` for ``iops``, ``"p90
+    completion latency, clat"`` for ``clat_p90_ns``, ``"mean latency, lat"`` for ``lat_mean_ns``; any other
+    name as it is."""
+    header, _ = column_display(str(name))
+    m = re.fullmatch(r"(.+) \(([^()]+)\)", header)
+    return m[1] if m else header
+
+
+#: Suffixes of tidy column names that give a value's unit, longest first (as :func:`column_display` reads them).
+_SUFFIXES = ("_bytes_per_s", "_bytes", "_pct", "_ns", "_ms", "_s")
+
+
+def value_text(column: str, value: Any, digits: int = 3) -> str:
+    """``column value`` for a sentence, the value in its display unit under the column's short name.
+
+    ``value_text("bs_bytes", 4096)`` is ``"bs 4 KiB"``, ``value_text("rwmixread_pct", 70)`` is
+    ``"rwmixread 70%"``, ``value_text("pattern", "4k_randread")`` is ``"pattern 4k_randread"``: the short name
+    is the fio option (the column without its unit suffix), so a list of such items stays readable.
+    """
+    name = str(column)
+    header, scale = column_display(name)
+    m = re.fullmatch(r"(.+) \(([^()]+)\)", header)
+    suffix = next((x for x in _SUFFIXES if name.endswith(x) and len(name) > len(x)), None)
+    if m is None or suffix is None or isinstance(value, (bool, np.bool_)):
+        return f"{name} {value}"
+    try:
+        number = float(value) * scale
+    except (TypeError, ValueError):
+        return f"{name} {value}"
+    unit = m[2]
+    return f"{name[: -len(suffix)]} {fmt_number(number, digits)}{'' if unit == '%' else ' '}{unit}"
 
 
 def _ci_triples(cols: Sequence[str]) -> list[tuple[str, str, str]]:

@@ -243,3 +243,68 @@ def test_scaling_summary_on_seed_002_vm_scaling():
     assert 1 < row["knee_vms"] < 12
     with pytest.raises(SchemaError, match="missing columns"):
         scaling_summary(d, x="clients")
+
+
+@pytest.fixture(scope="module")
+def scaling_quick(tmp_path_factory):
+    """The committed small real scale-out run (tests/fixtures/scaling_quick: 3 socket servers, 1..3 clients)."""
+    from conftest import FIXTURES
+
+    from storagebench import runlevel
+    from storagebench.clientserver import load_scaling
+
+    root = tmp_path_factory.mktemp("scaling") / "scaling"
+    shutil.copytree(FIXTURES / "scaling_quick", root, ignore=shutil.ignore_patterns("README.md"))
+    res, spans = load_scaling(root)
+    return res, spans, runlevel.per_run(res.run_totals)
+
+
+def test_geometric_scaling_summary_keeps_a_tail_latency_above_zero(scaling_quick):
+    """p99 of 3 runs: the arithmetic t interval reaches below 0 ms; the geometric one is exp of the log-scale t CI."""
+    from scipy import stats as st
+
+    from storagebench.aggregate import scaling_summary
+
+    _, _, totals = scaling_quick
+    plain = scaling_summary(totals, metric="clat_p99_ns")
+    geo = scaling_summary(totals, metric="clat_p99_ns", geometric=True)
+    assert (plain["ci_low"] < 0).any() and (geo["ci_low"] > 0).all()
+    for _, row in geo.iterrows():
+        v = totals[(totals["pattern"] == row["pattern"]) & (totals["clients"] == row["clients"])]["clat_p99_ns"]
+        lg = np.log(v.to_numpy(float))
+        half = st.t.ppf(0.975, len(lg) - 1) * lg.std(ddof=1) / np.sqrt(len(lg))
+        assert row["mean"] == pytest.approx(np.exp(lg.mean()), rel=1e-12)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.exp(lg.mean() - half), np.exp(lg.mean() + half)),
+                                                                 rel=1e-9)
+    # the gain columns are the same comparison either way (ratio of geometric means)
+    pd.testing.assert_series_equal(plain["gain_ratio"], geo["gain_ratio"])
+
+
+def test_scaling_findings_state_the_numbers_of_the_summary(scaling_quick):
+    from storagebench.aggregate import saturation_point, scaling_findings, scaling_summary
+    from storagebench.findings import fmt_number
+    from storagebench.runlevel import select
+
+    res, spans, totals = scaling_quick
+    summary = scaling_summary(totals, metric="iops", min_gain=0.05)
+    sat = saturation_point(summary)
+    fair = fairness(select(res.run_totals, hosts="each"), by=("pattern", "clients", "run_id"))
+    cluster = cluster_aggregate(res.run_totals, all_clients=res.all_clients)
+    overlap = client_overlap(client_spans(spans, 50))
+    f = scaling_findings(summary, sat, fairness_runs=fair, cluster=cluster, overlap=overlap, min_gain=0.05,
+                         title="q")
+    assert [x.key for x in f] == ["saturation:1m_seqread", "saturation:4k_randread", "fairness", "checks"]
+    for pattern, s in sat.set_index("pattern").iterrows():
+        finding = f[f"saturation:{pattern}"]
+        at = summary[(summary["pattern"] == pattern) & (summary["clients"] == s["saturation_clients"])].iloc[0]
+        assert finding.estimate == pytest.approx(at["mean"]) and finding.ci == pytest.approx((at["ci_low"], at["ci_high"]))
+        assert finding.n == 3 and fmt_number(at["mean"]) in finding.sentence and "more than 5%" in finding.sentence
+        # a knee at the lowest level is no bend of a rising curve: not stated
+        assert ("Kneedle" in finding.sentence) == (pd.notna(s["knee_clients"]) and s["knee_clients"] > 1)
+    assert "saturated at 1 client" in f["saturation:1m_seqread"].sentence
+    multi = fair[fair["hosts"] > 1]
+    assert f["fairness"].n == len(multi) and f["fairness"].estimate == pytest.approx(multi["jain_index"].median())
+    checks = f["checks"]
+    flagged = int(overlap[overlap["hosts"] > 1]["not_concurrent"].sum())
+    assert f"{flagged} run(s) flagged as not concurrent" in checks.sentence and checks.caveat == (flagged > 0)
+    assert f"0 of {cluster['run_id'].nunique()} runs flagged above 0.5%" in checks.sentence

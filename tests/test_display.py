@@ -147,3 +147,33 @@ def test_findings_of_several_parts_name_each_source_once():
              for name, match in (("vsan_qd_threads", None), ("vsan_stripe", ["stripe_width", "vms"]))]
     both = Findings.concat([*parts, Findings((Finding("x"),), provenance="seed 001")])
     assert both.provenance == "seed 002 (StarWind); seed 001" and len(both) == len(parts[0]) + len(parts[1]) + 1
+
+
+def test_column_words_and_values_for_sentences():
+    from storagebench.tables import metric_words, value_text
+
+    assert [metric_words(m) for m in ("iops", "clat_p99_ns", "lat_mean_ns", "bw_bytes_per_s", "pattern")] == \
+        ["IOPS", "p99 completion latency, clat", "mean latency, lat", "bandwidth", "pattern"]
+    assert [value_text(c, v) for c, v in (("bs_bytes", 4096), ("bs_bytes", 1 << 20), ("rwmixread_pct", 70),
+                                          ("pattern", "4k_randread"), ("iodepth", 16), ("clat_p99_ns", 2.5e6))] == \
+        ["bs 4 KiB", "bs 1,024 KiB", "rwmixread 70%", "pattern 4k_randread", "iodepth 16", "clat_p99 2.50 ms"]
+
+
+def test_a_long_method_is_cut_after_a_whole_clause():
+    from storagebench.findings import short_method
+
+    method = ("geometric mean of the ratios; p and CI from a paired t-test on the log ratios (Student 1908; CI = "
+              "exp(t CI)); Wilcoxon signed-rank test (Wilcoxon 1945); Holm (1979) over 6 comparisons")
+    assert short_method(method, 200) == method
+    assert short_method(method, 120) == ("geometric mean of the ratios; p and CI from a paired t-test on the log ratios "
+                                         "(Student 1908; CI = exp(t CI)) …")  # not inside the parentheses
+    assert short_method(method, 10) == "geometric mean of the ratios …"  # the first clause stays whole
+    f = Findings((Finding("x.", n=2, unit_of_replication="runs", method=method),))
+    assert len(f[0].detail()) > len(f[0].detail(limit=120))
+
+
+def test_collapsed_detail_scrolls_sideways_on_its_own():
+    wide = pd.DataFrame({f"c{i}": [i] for i in range(60)})
+    page = display.collapsed("60 columns", wide)._repr_html_()
+    inner = page.split('<div class="sb-scroll">', 1)[1]
+    assert page.count('class="sb-scroll"') == 1 and "<table" in inner and inner.endswith("</table>\n</div></details>")

@@ -300,3 +300,43 @@ def test_cli_publish_runs_a_published_study_and_refuses_unknown_parameters(tmp_p
     assert ok.exit_code == 0, ok.output
     html = (tmp_path / "hdd" / "report.html").read_text()
     assert len(re.findall(r"<img", html)) >= 1  # the 2 x 2 heatmap figure
+
+
+def test_a_template_titles_its_page_from_what_it_displays(tmp_path):
+    """testbed.ipynb is one template for four studies: its h1 is the Markdown a code cell displays."""
+    from nbformat.v4 import new_output
+
+    from storagebench.findings import Finding, Findings
+    from storagebench.publish import build_page, notebook_title
+
+    nb = new_notebook()
+    title = new_code_cell("display(Markdown(...))")
+    title.outputs = [new_output("display_data", data={"text/markdown": "# Stripe width 1 vs 4\n\nAs run: 4 runs.",
+                                                      "text/plain": "<IPython.core.display.Markdown object>"})]
+    found = Findings((Finding("Width 4 is 0.995 times width 1."),), title="Does striping help?")
+    shown = new_code_cell("display(result.report_findings())")
+    shown.outputs = [new_output("display_data", data=found._repr_mimebundle_())]
+    nb.cells = [new_markdown_cell("<!-- a template for every study -->"), title, shown,
+                new_markdown_cell("## Verdicts")]
+    path = tmp_path / "done.ipynb"
+    nbformat.write(nb, str(path))
+    assert notebook_title(nbformat.read(str(path), as_version=4)) == "Stripe width 1 vs 4"
+    page, findings = build_page([path], meta="Published now.")
+    h1 = re.search(r"<h1[^>]*>(.*?)</h1>", page, flags=re.S)
+    assert h1 and "Stripe width 1 vs 4" in h1[1] and page.count("<h1") == 1
+    # title, meta line, Findings, then the rest of what the cell displayed
+    order = [page.index(s) for s in ("<h1", "Published now.", 'id="findings"', "As run: 4 runs.", "Verdicts")]
+    assert order == sorted(order) and len(findings) == 1
+    # a notebook whose first markdown cell opens with another heading has no title of its own to hoist
+    nb.cells = [new_markdown_cell("## Verdicts"), title]
+    nbformat.write(nb, str(path))
+    body = build_page([path])[0].split("<main", 1)[1]
+    assert body.index("Verdicts") < body.index("Stripe width 1 vs 4")
+
+
+def test_scaling_notebook_refuses_a_study_dir_that_does_not_exist(tmp_path):
+    """A typo in study_dir must not fall back to starting servers and measuring."""
+    with pytest.raises(PublishError, match=r"StudyError: study_dir '.*no-such-study' is not a directory"):
+        execute_notebook("studies/scaling.ipynb", tmp_path / "scaling.ipynb",
+                         {"study_dir": str(tmp_path / "no-such-study"), "out_dir": str(tmp_path / "results")})
+    assert not (tmp_path / "results").exists()  # nothing was measured

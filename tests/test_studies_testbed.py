@@ -24,6 +24,7 @@ from scipy import stats as st
 
 from storagebench import studies
 from storagebench.errors import StatsError, StudyError, TestbedError
+from storagebench.findings import fmt_number
 from storagebench.stats import ROTATIONAL_FLOOR_NS, pilot_cv, tost_plan
 from storagebench.store import StudyStore
 
@@ -236,7 +237,7 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
         # bucketed bins of 1 s runs); then the sentence says so
         assert f.ci_low == row["ci_low"] or (math.isnan(f.ci_low) and math.isnan(row["ci_low"])
                                              and "CI not estimable" in f.sentence)
-        assert f"{row['ratio']:.3f}" in f.sentence and f"{row['ratio']:.3f}" in row["text"]
+        assert fmt_number(row["ratio"]) in f.sentence and fmt_number(row["ratio"]) in row["text"]
         assert "family" in f.method and "paired" in f.method
         assert f.confidence == 0.9 and f.unit.startswith("set-up") and f.n.endswith("blocks") and f.method
     assert res.runs == out.completed and res.runs_not_steady == out.completed  # 1 s runs: too short to test

@@ -103,11 +103,17 @@ class Drift:
                     "runs are not independent)")
         else:
             runs = f"runs test of the residual signs p = {self.runs_p:.2g}: no clustering shown"
+        from ..findings import fmt_number
+
+        def pct(x: float) -> str:
+            return ("+" if x > 0 else "") + fmt_number(x) + "%"
+
         word = "drift shown" if self.drift else "no drift shown"
-        return (f"Drift check ({what} against the run order, after each cell's mean): {self.pct_over_span:+.3g}% "
-                f"from the first run to the last ({conf} CI {self.ci_low_pct:+.3g}% to {self.ci_high_pct:+.3g}%; "
-                f"{self.pct_per_100:+.3g}% per 100 runs), n = {self.n} runs, {self.df} residual df: {word}; {runs}; "
-                f"alpha = {self.alpha:g}.")
+        # per 100 runs only where the sweep spans that many: beyond the data it is an extrapolation, not a finding
+        per_100 = f"; {pct(self.pct_per_100)} per 100 runs" if self.span >= 100 else ""
+        return (f"Drift check ({what} against the run order, after each cell's mean): {pct(self.pct_over_span)} "
+                f"from the first run to the last ({conf} CI {pct(self.ci_low_pct)} to {pct(self.ci_high_pct)}"
+                f"{per_100}), n = {self.n} runs, {self.df} residual df: {word}; {runs}; alpha = {self.alpha:g}.")
 
 
 def _runs_test(x: np.ndarray) -> tuple[float, float]:

@@ -83,7 +83,10 @@ def _check_replication(row: Comparison, blocks: list[str], factors: list[str]) -
 
 
 def _fmt(x: float, digits: int) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+    """``digits`` significant digits with thousands separators (:func:`storagebench.findings.fmt_number`)."""
+    from ..findings import fmt_number
+
+    return "n/a" if x is None or not np.isfinite(x) else fmt_number(x, digits)
 
 
 def _fmt_p(x: float) -> str:
@@ -113,7 +116,7 @@ def verdict(comparison, *, unit: str, blocks: str | Sequence[str] | None = None,
     up, down : str
         Words for a ratio above / below 1 ("faster"/"slower" for IOPS; "slower"/"faster" for latency).
     digits : int
-        Decimals of the ratio and its CI in the text (p-values get 2 significant digits).
+        Significant digits of the ratio and its CI in the text (p-values get 2 significant digits).
 
     Returns
     -------
@@ -202,17 +205,19 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     storagebench.findings.Findings
     """
     from ..findings import Finding, Findings, fmt_p
+    from ..tables import metric_words, value_text
 
     frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
     rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
     items = []
     for r, v in zip(rows, frame.itertuples(index=False), strict=True):
-        where = ", ".join(f"{k} {val}" for k, val in r.group)
+        where = ", ".join(value_text(k, val) for k, val in r.group)  # "bs 4 KiB", not "bs_bytes 4096"
         conf = f"{r.confidence:.{max(0, -int(math.floor(math.log10(1 - r.confidence))) - 2)}%}"  # 99.5%, not 100%
         ci = (f"{conf} CI {_fmt(r.ci_low, digits)} to {_fmt(r.ci_high, digits)}" if np.isfinite(r.ci_low)
               and np.isfinite(r.ci_high) else "CI not estimable")
         p_text = fmt_p(r.p_adjusted)
-        sentence = (f"{(where[0].upper() + where[1:] + ': ') if where else ''}{r.metric} at {r.factor or 'level'} "
+        sentence = (f"{(where[0].upper() + where[1:] + ': ') if where else ''}{metric_words(r.metric)} at "
+                    f"{r.factor or 'level'} "
                     f"{r.level} is {_fmt(r.ratio, digits)} times that at {r.baseline} ({ci}; adjusted p "
                     f"{p_text if p_text.startswith('<') else '= ' + p_text}); verdict: {v.verdict}.")
         items.append(Finding(sentence, estimate=r.ratio, ci=(r.ci_low, r.ci_high), confidence=r.confidence,

@@ -63,7 +63,7 @@ from ..records import TestbedRecord
 from ..runner import SetUp, SweepResult
 from ..store import StudyStore
 from ..study import SetUpUnit, Study, load_study
-from ._base import Finding, StudyData, TestbedResult, load_data
+from ._base import Finding, StudyData, TestbedResult, check_study_name, load_data, region_bytes
 
 __all__ = [
     "SPEC_DIR",
@@ -82,6 +82,7 @@ __all__ = [
     "run",
     "analyse",
     "load_data",
+    "describe_design",
     "describe_testbed",
 ]
 
@@ -481,6 +482,44 @@ def analyse(name: str, study_dir: str | os.PathLike[str], *, confidence: float =
     return ts.module.analyse(data, confidence=confidence, **params)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
+    """Markdown: what the study is (its spec's description) and how it was run, in a few sentences.
+
+    Says when the study directory holds the spec's quick variant (``storagebench testbed NAME --quick``):
+    short runs and few set-ups that show the method, not results to quote.
+
+    Raises
+    ------
+    StudyError
+        Unknown study; no ``study.yaml`` in ``study_dir``, or one of another study.
+    """
+    ts = get(name)
+    sdir = Path(study_dir)
+    store = StudyStore(sdir)
+    if not store.spec_path.exists():
+        raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
+    ran = load_study(store.spec_path)
+    check_study_name(name, ran, sdir)
+    runs = sum(1 for _ in (sdir / "raw").glob("*/output.json")) if (sdir / "raw").is_dir() else 0
+    factors = "; ".join(f"{f} {', '.join(str(lv['name'] if isinstance(lv, dict) else lv) for lv in levels)}"
+                        for f, levels in ran.factors.items())
+    arms = "/".join(ran.setup_factors) or "testbed"
+    text = (f"{ran.description.strip()}\n\nAs run: {factors}; {_count(ran.setups, 'set-up')} per {arms} arm"
+            + (" in blocks (each block builds every arm once, in random order)" if ran.blocks else "")
+            + f"; {_count(ran.repetitions, 'run')} per set-up and point, each {ran.runtime:g} s"
+            + (f" after {ran.ramp_time:g} s of ramp-up" if ran.ramp_time else "")
+            + f" on a {region_bytes(ran) / 2**20:g} MiB region; {_count(runs, 'run')} in all.")
+    if ran.name == ts.spec().quick_name:
+        text += (f" **This is the quick variant of the study (`storagebench testbed {name} --quick`): it shows the "
+                 "method on runs too short for a steady state and too few set-ups for narrow intervals; its numbers "
+                 "are not results to quote.**")
+    return text
+
+
 def describe_testbed(study_dir: str | os.PathLike[str]) -> str:
     """Markdown: what each build of the testbed really was (``testbed.json``), in a few lines.
 
@@ -495,14 +534,18 @@ def describe_testbed(study_dir: str | os.PathLike[str]) -> str:
     arms: dict[str, list[TestbedRecord]] = {}
     for r in records:
         arms.setdefault(", ".join(f"{k}={v}" for k, v in r.arm.items()) or "whole testbed", []).append(r)
-    lines = [f"- {len(records)} build(s) of the testbed ({len(arms)} arm(s)); each run records the build it ran "
-             "on (provenance.json: set_up.build_id)."]
-    notes = list(dict.fromkeys(n for r in records for n in r.notes))
-    lines += [f"- {n}" for n in notes]
+    lines = [f"- {_count(len(records), 'build')} of the testbed ({_count(len(arms), 'arm')}); each run records the "
+             "build it ran on (provenance.json: set_up.build_id)."]
+    # a note every arm's builds share is said once; the others go under their arm
+    per_arm = {arm: list(dict.fromkeys(n for r in recs for n in r.notes)) for arm, recs in arms.items()}
+    shared = [n for n in dict.fromkeys(n for ns in per_arm.values() for n in ns) if all(n in ns for ns in per_arm.values())]
+    lines += [f"- {n}" for n in shared]
     for arm, recs in arms.items():
         last = recs[-1]
-        lines.append(f"- **{arm}**: {len(recs)} build(s), set-ups {sorted({r.setup for r in recs})}; "
-                     f"the last one made:")
+        setups = sorted({r.setup for r in recs})
+        own = "".join(f" {n[0].upper()}{n[1:]}." for n in per_arm[arm] if n not in shared)
+        lines.append(f"- **{arm}**: {_count(len(recs), 'build')} (set-up{'' if len(setups) == 1 else 's'} "
+                     f"{', '.join(map(str, setups))}).{own} The last one made:")
         for d in last.devices:
             kind = d.get("kind")
             if kind == "loop":

@@ -32,6 +32,7 @@ __all__ = [
     "StudyData",
     "TestbedResult",
     "load_data",
+    "check_study_name",
     "compare_arms",
     "unit_values",
     "tost_plans",
@@ -42,6 +43,7 @@ __all__ = [
     "drift_figure",
     "steady_figure",
     "conf_text",
+    "plain_log_axis",
     "region_bytes",
     "loop_size",
 ]
@@ -256,6 +258,27 @@ class TestbedResult:
         out["p_adjusted"] = out["p_adjusted"].map(lambda p: f"{p:.2g}" if np.isfinite(p) else "n/a")
         return out.reset_index(drop=True)
 
+    def verdict_table(self, digits: int = 3):
+        """The verdict table for a reader (:func:`storagebench.display.table`): the study's keys in their display
+        units, ``level``, the metric in words, the ratio with its CI in one column, ``n``, ``p_adjusted``,
+        ``verdict`` and the flagged-run counts; no index column.
+
+        Returns
+        -------
+        pandas.io.formats.style.Styler
+        """
+        from ..tables import metric_words, table
+
+        v = self.verdicts
+        keys = list(v.columns[:list(v.columns).index("factor")]) if "factor" in v.columns else []
+        cols = [*keys, "level", "metric", "ratio", "ci_low", "ci_high", "n", "p_adjusted", "verdict",
+                "runs_not_steady", "runs_cache_not_medium"]
+        frame = v[[c for c in cols if c in v.columns]].assign(metric=v["metric"].map(metric_words))
+        paired = len(v) > 0 and "design" in v and str(v["design"].iloc[0]).startswith("paired")
+        factor = str(v["factor"].iloc[0]) if len(v) and "factor" in v else "level"
+        return table(frame, digits=digits, confidence=self.confidence,
+                     labels={"level": factor, "n": "n (blocks)" if paired else "n (per arm)"})
+
     def report_findings(self):
         """The findings as :class:`storagebench.findings.Findings`, which a write-up displays first.
 
@@ -276,9 +299,54 @@ class TestbedResult:
             out.append(ReportFinding(
                 f.sentence, estimate=f.estimate if np.isfinite(f.estimate) else None, ci=ci,
                 confidence=f.confidence if np.isfinite(f.confidence) else None, n=n,
-                unit_of_replication=(f"{rest}; unit: {f.unit}" if f.unit and f.kind == "verdict" else rest),
+                # the unit in short ("set-up"): the Methods section of the write-up says what it is in full
+                unit_of_replication=(f"{rest}; unit: {f.unit.split(' (')[0]}" if f.unit and f.kind == "verdict"
+                                     else rest),
                 method=f.method, unit=units.get(f.kind, ""), key=f"{f.kind}:{i}", caveat=f.kind == "caveat"))
         return Findings(tuple(out), title=self.question)
+
+    def table_for_reader(self, key: str) -> tuple[pd.DataFrame, str]:
+        """A table of :attr:`tables` as a write-up shows it, and a line saying what was left out.
+
+        ``per_run`` (68 columns: every field of the run-level table) is cut to the run's place in the design
+        (the factors, set-up, block, run order), what it measured (IOPS, bandwidth, mean latency, completion
+        latency percentiles p50/p99/p99.9) and its checks (steady state, cache caveat); columns with one value
+        in every row are named once in the line instead. Other tables are shown whole. The full table is
+        :attr:`tables` (``analysis/<key>.csv`` of a study run by ``storagebench testbed``).
+
+        Returns
+        -------
+        (pandas.DataFrame, str)
+            The table, and the line (empty when nothing was left out; why, for a table without rows).
+        """
+        frame = self.tables[key]
+        if frame.empty:  # say why instead of showing an empty table
+            why = {"variance": "variance components need at least 2 set-ups per arm and 2 runs per set-up "
+                               "(setup_variance)"}.get(key, "nothing to show with these runs")
+            return frame, f"no rows: {why}."
+        if key != "per_run":
+            return frame, ""
+        factors = [c for c in self.verdicts.columns[:list(self.verdicts.columns).index("factor")]] \
+            if "factor" in self.verdicts.columns else []
+        arm = [str(self.verdicts["factor"].iloc[0])] if "factor" in self.verdicts.columns and len(self.verdicts) else []
+        wanted = [*arm, *factors, "setup", "block", "run_order", "run_id", "outstanding_ios", "iops", "bw_bytes_per_s",
+                  "lat_mean_ns", "clat_p50_ns", "clat_p99_ns", "clat_p99_9_ns", "steady", "steady_rounds",
+                  "cache_not_medium"]
+        cols = [c for c in dict.fromkeys(wanted) if c in frame.columns]
+        constant = [c for c in cols if c not in (*arm, *factors) and frame[c].astype(str).nunique() == 1]
+        shown = frame[[c for c in cols if c not in constant]]
+        from ..findings import fmt_number
+
+        def cell(v) -> str:
+            if isinstance(v, (bool, np.bool_)):
+                return "yes" if v else "no"
+            return fmt_number(v) if isinstance(v, (int, float, np.number)) else str(v)
+
+        same = "; ".join(f"{c.replace('_', ' ')} {cell(frame[c].iloc[0])}" for c in constant)
+        note = (f"{len(shown.columns)} of its {len(frame.columns)} columns"
+                + (f"; the same in every run: {same}" if same else "")
+                + f". Every column: analysis/{key}.csv of the study directory (storagebench testbed writes it).")
+        return shown, note
 
     def findings_frame(self) -> pd.DataFrame:
         """One row per finding: ``kind, sentence, estimate, ci_low, ci_high, confidence, n, unit, method``."""
@@ -355,6 +423,19 @@ def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"rounds": "steady_rounds", "note": "steady_note"})[cols]
 
 
+def check_study_name(name: str, study: Study, study_dir: str | Path) -> None:
+    """Refuse a study directory of another study (``storagebench testbed NAME`` writes ``NAME[-quick]``).
+
+    Raises
+    ------
+    StudyError
+        ``study.yaml`` of ``study_dir`` names a study other than ``name`` or its quick variant.
+    """
+    if study.name not in (name, f"{name}-quick"):
+        raise StudyError(f"{study_dir} holds study {study.name!r}, not {name!r} (or {name}-quick): pass the study "
+                         f"it was run as, or the directory of {name}")
+
+
 def load_data(name: str, study_dir: str | Path) -> StudyData:
     """Read a testbed study directory: spec, tidy tables, one row per run with its checks, set-ups.
 
@@ -372,7 +453,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     Raises
     ------
     StudyError
-        Not a study directory; runs of one set-up measured on more than one build.
+        Not a study directory, or one of another study; runs of one set-up measured on more than one build.
     IngestError
         Nothing ingestible.
     SchemaError
@@ -383,6 +464,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     if not store.spec_path.exists():
         raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
     study = load_study(store.spec_path)
+    check_study_name(name, study, sdir)
     runs, hist, ts = _tables(sdir)
     if runs.empty:
         raise StudyError(f"{sdir}: no complete runs in raw/")
@@ -606,6 +688,21 @@ def _level_like(series: pd.Series, value: Any) -> Any:
 # what every write-up says
 
 
+def _range_text(lo: float, hi: float) -> str:
+    """``"309 to 678"``, or one number when both ends round to it."""
+    from ..findings import fmt_number
+
+    a, b = fmt_number(lo), fmt_number(hi)
+    return a if a == b else f"{a} to {b}"
+
+
+def _pct(x: float) -> str:
+    """A signed percentage for a sentence: ``+56.8%``, ``-100%``, ``+1,860,000%``."""
+    from ..findings import fmt_number
+
+    return ("+" if x > 0 else "") + fmt_number(x) + "%"
+
+
 def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = 0.95) -> tuple[
         stats.Drift | None, list[Finding], tuple[str, ...]]:
     """The drift check, the steady-state count and the cache caveats of a study, as findings.
@@ -658,7 +755,7 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
             text = (f"{stats.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
                     f"{on}, which sysfs calls rotational"
                     + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
-                    + f", completed I/Os in {lat.min():.0f} to {lat.max():.0f} µs on average: a rotating medium "
+                    + f", completed I/Os in {_range_text(lat.min(), lat.max())} µs on average: a rotating medium "
                     f"needs milliseconds per I/O (below {stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
                     "these runs measured a cache, not the medium.")
             caveats.append(text)
@@ -672,21 +769,24 @@ def finish(data: StudyData, *, title: str, question: str, findings: list[Finding
            tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Callable[[], Any]], confidence: float,
            captions: Mapping[str, str] | None = None, metric: str = "iops") -> TestbedResult:
     """Add the common findings (drift, steady state, cache) and figures with their captions, and build the result."""
+    from ..tables import metric_words
+
     drift, common, caveats = common_findings(data, metric=metric, confidence=confidence)
     figs, caps = dict(figures), dict(captions or {})
     pr = data.per_run
     if drift is not None:
         figs.setdefault("drift", lambda: drift_figure(drift))
         caps.setdefault("drift", (
-            f"Drift check: each run's {metric} as % from the mean of its cell ({', '.join(drift.cells)}) against its "
-            f"position in the sweep ({drift.n} runs), with the fitted common slope: {drift.pct_over_span:+.3g}% from "
-            f"the first run to the last ({conf_text(confidence)} CI {drift.ci_low_pct:+.3g}% to "
-            f"{drift.ci_high_pct:+.3g}%)."))
+            f"Drift check: each run's {metric_words(metric)} as % from the mean of its cell ({', '.join(drift.cells)}) "
+            f"against its position in the sweep ({drift.n} runs), with the fitted common slope: "
+            f"{_pct(drift.pct_over_span)} from the first run to the last ({conf_text(confidence)} CI "
+            f"{_pct(drift.ci_low_pct)} to {_pct(drift.ci_high_pct)})."))
     if not data.timeseries.empty:
         figs.setdefault("steady", lambda: steady_figure(data))
         bad = int((pr["steady"] == False).sum())  # noqa: E712
         caps.setdefault("steady", (
-            f"Per-second IOPS of every run as % of the run's own mean ({len(pr)} runs); red: the {bad} runs whose "
+            f"Per-second IOPS of every run as % of the run's own mean ({len(pr)} runs; a run of one logged second is "
+            f"one point); red: the {bad} runs whose "
             f"{PTS_WINDOW}-second SNIA PTS window was not steady (range > {PTS_DATA_LIMIT:.0%} or fitted-line "
             f"excursion > {PTS_FIT_LIMIT:.0%} of the mean, or too short); grey band: ±10%."))
     for name in figs:
@@ -716,9 +816,12 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
     import matplotlib.pyplot as plt
 
     from ..plots import ratio_forest
+    from ..tables import metric_words
 
     ok = verdicts.dropna(subset=["ratio", "ci_low", "ci_high"])
     ok = ok[(ok["ci_low"] > 0) & (ok["ci_high"] > 0)]
+    if "metric" in ok:  # "p99 completion latency, clat", not "clat_p99_ns"
+        ok = ok.assign(metric=ok["metric"].map(metric_words))
     height = 1.5 + 0.3 * max(len(ok), 1)
     fig, ax = plt.subplots(figsize=(7, height))
     if ok.empty:
@@ -726,6 +829,9 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
         ax.text(0.5, 0.5, "no ratio has an estimable CI with these runs", ha="center", va="center")
         return fig
     ratio_forest(ok, group=group, ax=ax)
+    groups = [group] if isinstance(group, str) else list(group)
+    factor = str(verdicts["factor"].iloc[0]) if "factor" in verdicts and len(verdicts) else "level"
+    ax.set_ylabel(", ".join(factor if g == "level" else _short_name(g) for g in groups))  # "datastore", not "level"
     if margin:
         for x in (1 - margin, 1 + margin):
             ax.axvline(x, ls=":", color="grey")
@@ -734,6 +840,53 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
                  fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def plain_log_axis(axis, ticks=None) -> None:
+    """Label a log axis with plain numbers (``4``, ``30``, ``1,000``), not ``2^2`` or ``3 x 10^1``.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis`` of a log-scaled axes.
+    ticks : sequence of float, optional
+        Put the major ticks exactly there (e.g. the loads measured) and no minor ticks; default: where
+        matplotlib puts them, with the minor ticks it would label labelled too.
+    """
+    from matplotlib.ticker import (
+        FixedLocator,
+        FuncFormatter,
+        LogFormatterSciNotation,
+        NullFormatter,
+        NullLocator,
+    )
+
+    from ..findings import fmt_number
+
+    def plain(x: float) -> str:  # 0.001, 0.01, 0.1, 1, 30, 1,000: no trailing zeros on an axis
+        text = fmt_number(x)
+        return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+
+    class _Plain(LogFormatterSciNotation):
+        def __call__(self, x, pos=None):  # the same ticks as matplotlib labels, in plain numbers
+            return plain(x) if super().__call__(x, pos) else ""
+
+    if ticks is not None:
+        axis.set_major_locator(FixedLocator(sorted({float(t) for t in ticks})))
+        axis.set_minor_locator(NullLocator())
+        axis.set_major_formatter(FuncFormatter(lambda x, _: plain(x)))
+        axis.set_minor_formatter(NullFormatter())
+        return
+    axis.set_major_formatter(_Plain())
+    axis.set_minor_formatter(_Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def _short_name(column: str) -> str:
+    """A column's name for an axis label: ``bs`` for ``bs_bytes``, ``load`` for ``load_label``."""
+    for suffix in ("_bytes_per_s", "_bytes", "_pct", "_ns", "_ms", "_s", "_label"):
+        if column.endswith(suffix) and len(column) > len(suffix):
+            return column[: -len(suffix)]
+    return column
 
 
 def drift_figure(drift: stats.Drift):
@@ -752,11 +905,17 @@ def drift_figure(drift: stats.Drift):
         x = np.array([r[drift.order].min(), r[drift.order].max()])
         xm = r[drift.order].mean()
         ax.plot(x, 100 * np.expm1(drift.slope * (x - xm)), color="C3",
-                label=f"{drift.pct_over_span:+.3g}% first to last run")
+                label=f"{_pct(drift.pct_over_span)} first to last run")
         ax.legend(loc="best", fontsize="small")
+    from matplotlib.ticker import MaxNLocator
+
+    from ..tables import metric_words
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a position in the run order is a whole number
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel(f"{drift.order} (position in the sweep)")
-    ax.set_ylabel(f"{drift.metric}: % from its cell mean")
+    ax.set_xlabel("run order (position in the sweep)" if drift.order == "run_order" else
+                  f"{drift.order} (position in the sweep)")
+    ax.set_ylabel(f"{metric_words(drift.metric)}: % from its cell mean")
     fig.tight_layout()
     return fig
 
@@ -775,17 +934,23 @@ def steady_figure(data: StudyData):
     per = (ts.assign(_round=np.rint(ts["t_s"].astype(float) / ROUND_S).astype(int))
            .groupby(["run_id", *parts, "_round"])["value"].mean().groupby(["run_id", "_round"]).sum())
     flags = data.per_run.set_index("run_id")["steady"]
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(7, 3))
     for rid, s in per.groupby(level=0):
         y = s.to_numpy(float)
         bad = flags.get(rid) is False
-        ax.plot(s.index.get_level_values(1), 100 * y / y.mean(), color="C3" if bad else "C0",
+        # a marker on every round: a run that logged one second is a point, not an invisible line
+        ax.plot(s.index.get_level_values(1), 100 * y / y.mean(), color="C3" if bad else "C0", marker="o", ms=3,
                 alpha=0.9 if bad else 0.25, lw=1.2 if bad else 0.8)
     ax.axhspan(90, 110, color="grey", alpha=0.1)
+    ax.set_xlim(0, max(float(per.index.get_level_values(1).max()), 1.0) + 1)  # from the start of the run
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("second of the run")
     ax.set_ylabel("IOPS, % of the run's mean")
     n_bad = int((data.per_run["steady"] == False).sum())  # noqa: E712
-    ax.set_title(f"{len(per.index.get_level_values(0).unique())} runs; red: {n_bad} not steady (SNIA PTS window)",
-                 fontsize="small")
+    logged = len(per.index.get_level_values(0).unique())
+    ax.set_title(f"{len(data.per_run)} runs, {logged} with a per-second IOPS log; red: {n_bad} not steady "
+                 "(SNIA PTS window)", fontsize="small")
     fig.tight_layout()
     return fig

@@ -27,6 +27,7 @@ from ._base import (
     conf_text,
     finish,
     loop_size,
+    plain_log_axis,
     ratio_figure,
     setup_variance,
     unit_values,
@@ -158,7 +159,8 @@ def _tails(data: StudyData):
         ax.hlines(float(np.exp(np.log(y).mean())), i - 0.3, i + 0.3, color="k")
         labels.append(f"{w}\n{lay}")
     ax.set_xticks(range(len(labels)), labels)
-    ax.set_ylabel("p99 completion latency (ms), per run")
+    ax.set_ylabel("p99 clat per run (ms)")
     ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)
     fig.tight_layout()
     return fig

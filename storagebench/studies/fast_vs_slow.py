@@ -30,6 +30,7 @@ from ._base import (
     conf_text,
     finish,
     loop_size,
+    plain_log_axis,
     ratio_figure,
     unit_values,
 )
@@ -190,10 +191,12 @@ def _scores_figure(scores: pd.DataFrame, qos_p99_ms: float):
             b.plot(g["outstanding_ios"], g["clat_p99_ms"], marker="o", color=f"C{i}", label=str(dev))
     for ax in (a, b):
         ax.set_xscale("log", base=2)
+        plain_log_axis(ax.xaxis, ticks=scores["outstanding_ios"].unique())  # the loads measured: 1, 16, ...
         ax.set_xlabel("outstanding I/Os (numjobs x iodepth)")
     a.set_ylabel("IOPS / slow at its lowest load")
     b.set_ylabel("p99 completion latency (ms)")
     b.set_yscale("log")
+    plain_log_axis(b.yaxis)
     b.axhline(qos_p99_ms, ls=":", color="grey", label=f"QoS {qos_p99_ms:g} ms")
     b.legend(fontsize="small")
     fig.tight_layout()

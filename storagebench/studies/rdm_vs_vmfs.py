@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import testbed as tb
 from ..errors import StatsError
+from ..findings import fmt_number
 from ..runner import SetUp
 from ..study import SetUpUnit, Study
 from ._base import (
@@ -30,6 +31,7 @@ from ._base import (
     conf_text,
     finish,
     loop_size,
+    plain_log_axis,
     ratio_figure,
     tost_plans,
     unit_values,
@@ -112,9 +114,9 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
             sentence=(f"{lev} vs raw, all {len(g)} (mix, I/O size) points: \"within {margin:.0%}\" shown at {shown} "
                       f"of {len(g)} (TOST at alpha = {1 - confidence:g} each; the claim for every size at once is "
                       f"their intersection-union test, shown only if all are); the {conf_text(confidence)} CIs of the "
-                      f"ratio span {lo:.3f} to {hi:.3f}."),
+                      f"ratio span {fmt_number(lo)} to {fmt_number(hi)}."),
             estimate=float(shown), ci_low=float(lo), ci_high=float(hi), confidence=confidence,
-            n=f"{len(g)} comparisons", unit=data.unit_words(),
+            n=f"{len(g)} comparison{'' if len(g) == 1 else 's'}", unit=data.unit_words(),
             method="TOST on the log ratio (Schuirmann 1987) per point; intersection-union over points (Berger & "
                    "Hsu 1996)", kind="equivalence"))
         need = g["units_needed"]
@@ -122,9 +124,11 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
         if len(beyond):
             findings.append(Finding(
                 sentence=(f"{lev} vs raw: at {len(beyond)} point(s) the CV between units (up to "
-                          f"{beyond['cv_upper_pct'].max():.0f}% at its {conf_text(beyond['cv_confidence'].iloc[0])} "
-                          f"upper confidence bound) is so large that no number of {what} the planner tries would show "
-                          f"\"within {margin:.0%}\" with {power:.0%} power ({beyond['plan_note'].iloc[0]})."),
+                          f"{fmt_number(beyond['cv_upper_pct'].max())}% at its "
+                          f"{conf_text(beyond['cv_confidence'].iloc[0])} upper confidence bound; point estimate "
+                          f"{fmt_number(beyond['cv_pct'].max())}%) is so large that no number of {what} up to the "
+                          f"planner's limit would show \"within {margin:.0%}\" with {power:.0%} power"
+                          + ("." if "n_max" in beyond["plan_note"].iloc[0] else f" ({beyond['plan_note'].iloc[0]}).")),
                 confidence=float(beyond["cv_confidence"].iloc[0]), n=f"{int(g['units_now'].max())} units now",
                 unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
                 kind="plan"))
@@ -136,8 +140,8 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
                           + f" with {power:.0%} power would "
                           f"need up to {int(need.max())} {what} (now {int(g['units_now'].max())}), planned at the "
                           f"{conf_text(worst['cv_confidence'])} upper confidence bound of the CV between units "
-                          f"({worst['cv_upper_pct']:.2f}% at {worst['mix']}, {int(worst['bs_bytes']) // 1024} KiB; "
-                          f"point estimate {worst['cv_pct']:.2f}%)."),
+                          f"({fmt_number(worst['cv_upper_pct'])}% at {worst['mix']}, {int(worst['bs_bytes']) // 1024} "
+                          f"KiB; point estimate {fmt_number(worst['cv_pct'])}%)."),
                 estimate=float(need.max()), confidence=float(worst["cv_confidence"]),
                 n=f"{int(g['units_now'].max())} units now",
                 unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
@@ -174,7 +178,9 @@ def _iops_vs_size(units):
             m = h.groupby("bs_bytes")["iops"].apply(lambda x: float(np.exp(np.log(x).mean())))
             ax.plot(m.index / 1024, m.to_numpy(), color=f"C{i}", label=str(lev))
         ax.set_xscale("log", base=2)
+        plain_log_axis(ax.xaxis, ticks=units["bs_bytes"].unique() / 1024)  # the I/O sizes measured, KiB
         ax.set_yscale("log")
+        plain_log_axis(ax.yaxis)
         ax.set_xlabel("I/O size (KiB)")
         ax.set_title(str(mix), fontsize="small")
     axes[0][0].set_ylabel("IOPS (set-up geometric mean)")
