@@ -25,16 +25,13 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import JobFileError
 from .fio.options import canonical_name, canonical_options, check_job_name, check_job_value, render_time
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .study import RunPoint, Study
+from .study import RunPoint, Study
 
 __all__ = [
-    "RUNNER_OPTIONS",
     "JobFile",
     "render_jobfile",
     "parse_jobfile",
@@ -43,16 +40,6 @@ __all__ = [
     "verify_fio_parse",
 ]
 
-#: Options the runner always sets itself (canonical names); a study sets them through its own keys.
-RUNNER_OPTIONS: dict[str, str] = {
-    "filename": "the study's `target` (or --target)",
-    "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
-    "ramp_time": "the study's `ramp_time` key",
-    "time_based": "nothing: every run is time based",
-    "size": "the study's `size` key",
-    "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
-    "name": "nothing: the runner names each job after its run id",
-}
 _RUNNER_FIRST = ("time_based", "runtime", "ramp_time", "size", "group_reporting")
 _TIME_OPTIONS = ("runtime", "ramp_time")
 

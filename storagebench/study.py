@@ -62,13 +62,13 @@ from pydantic import (
 from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
 from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
-from .jobfile import RUNNER_OPTIONS
 from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
 
 __all__ = [
     "RW_VALUES",
     "FIO_FACTORS",
     "CLIENTS_FACTOR",
+    "RUNNER_OPTIONS",
     "Study",
     "RunPoint",
     "RunPlan",
@@ -88,6 +88,17 @@ __all__ = [
 RW_VALUES: tuple[str, ...] = fo.RW_VALUES
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
+#: fio options the runner always sets itself (canonical names); a study sets them through its own keys
+#: (:func:`storagebench.jobfile.render_jobfile` writes them, the spec refuses them as options or factors).
+RUNNER_OPTIONS: dict[str, str] = {
+    "filename": "the study's `target` (or --target)",
+    "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
+    "ramp_time": "the study's `ramp_time` key",
+    "time_based": "nothing: every run is time based",
+    "size": "the study's `size` key",
+    "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
+    "name": "nothing: the runner names each job after its run id",
+}
 #: Factor names with a meaning to fio (``target`` picks the file/device).
 FIO_FACTORS: tuple[str, ...] = (
     "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
