@@ -64,13 +64,13 @@ _LAZY: dict[str, str] = {
     "SetUp": "runner",
     # scale-out
     "fio_servers": "servers", "run_clients": "clientserver", "run_batch": "batch",
-    "scaling_study": "clientserver", "run_scaling": "clientserver", "measure_scaling": "clientserver",
-    "load_scaling": "clientserver",
+    "scaling_study": "scaling", "run_scaling": "scaling", "measure_scaling": "scaling",
+    "load_scaling": "scaling",
 }
 _MODULES = (
     "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
     "runlevel", "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed",
-    "hoststeps", "studies", "servers", "clientserver", "batch",
+    "hoststeps", "studies", "servers", "clientserver", "scaling", "batch",
 )
 
 __all__ = [

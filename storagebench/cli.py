@@ -724,7 +724,7 @@ def scaling_cmd(
 
       storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
     """
-    from .clientserver import measure_scaling
+    from .scaling import measure_scaling
 
     s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
                         test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
