@@ -27,7 +27,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +41,9 @@ from .. import schema
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
 from . import loadgen as _loadgen
+from .diskspd import parse_diskspd
 from .fio import (
+    RUN_FIELDS,
     _emit_rows,
     _RowSink,
     check_point,
@@ -52,6 +54,7 @@ from .fio import (
     runs_frame,
 )
 from .fiolog import is_fio_log, parse_fio_log
+from .iometer import parse_iometer
 
 __all__ = [
     "IngestResult",
@@ -513,13 +516,33 @@ def _loadgen_format(data: bytes) -> str | None:
     return None if fmt == "fio" else fmt
 
 
-def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: Any) -> None:
-    """Parse a DiskSPD/Iometer file (:func:`storagebench.ingest.loadgen.parse_loadgen`, which raises
-    IngestError for a bad one) and append its rows to the sink, all or nothing."""
-    from .fio import RUN_FIELDS  # the row-tuple order of the sink
+def _parse_loadgen(fmt: str, data: bytes, path: str, identity: Mapping[str, Any] | None) -> _loadgen.LoadgenRows:
+    """Parse one DiskSPD or Iometer file of format ``fmt`` (:func:`~storagebench.ingest.loadgen.detect_format`)
+    into its rows, ``study``/``repetition``/``run_order`` of a runner's ``point.json`` stamped on them.
 
+    Raises IngestError: ``fmt`` is not ingestible (:func:`~storagebench.ingest.loadgen.refuse_format`
+    says why), or the parser refuses the file; a parser's ValueError & co. become IngestError, never a crash.
+    """
+    if fmt not in _loadgen.INGESTIBLE:
+        _loadgen.refuse_format(fmt, path)
+    try:
+        rows = (parse_iometer(data, path) if fmt == "iometer" else parse_diskspd(data, path)).rows()
+    except IngestError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash
+        raise IngestError(f"could not be read as {fmt}: {type(exc).__name__}: {exc}", path=path) from None
+    if identity:  # a runner's point.json: its identity columns (study factors are the caller's business)
+        stamp = {k: identity[k] for k in ("study", "repetition", "run_order") if k in identity}
+        for r in rows.runs:
+            r.update(stamp)
+    return rows
+
+
+def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: Any) -> None:
+    """Parse a DiskSPD/Iometer file (:func:`_parse_loadgen`, which raises IngestError for a bad one)
+    and append its rows to the sink, all or nothing."""
     ident = msgspec.structs.asdict(identity) if identity is not None else None
-    rows = _loadgen.parse_loadgen(fmt, data, path, identity=ident)
+    rows = _parse_loadgen(fmt, data, path, ident)
     factors = identity.factors if identity is not None else {}
     extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
     default = _loadgen.run_row()

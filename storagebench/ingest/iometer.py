@@ -67,7 +67,7 @@ from pathlib import Path
 
 from ..errors import IngestError
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, run_row
+from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
 
 __all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer", "LATENCY_BINS_NS"]
 
@@ -318,9 +318,7 @@ def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) ->
     if fmt != "iometer":
         head = text.strip().splitlines()[0][:80] if text.strip() else ""
         if fmt in ("iometer-instantaneous", "iometer-icf"):
-            from .loadgen import parse_loadgen
-
-            parse_loadgen(fmt, data, path)  # raises with the reason
+            refuse_format(fmt, path)
         raise IngestError(f"not an Iometer results file (no 'Test Type / 'Results sections); it starts with "
                           f"{head!r}", path=path)
     rows = list(csv.reader(io.StringIO(text)))
