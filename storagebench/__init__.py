@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ._version import __version__ as __version__
 from .errors import (
     FioError,
     FioNotFoundError,
@@ -35,8 +36,6 @@ from .errors import (
     TestbedError,
     UnsafeTargetError,
 )
-
-__version__ = "0.1.0"
 
 #: public name -> the module that defines it (loaded on first access).
 _LAZY: dict[str, str] = {

@@ -22,6 +22,7 @@ import pandas as pd
 from .errors import SchemaError, StatsError
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
+from .stats import compare, find_knee, mean_ci
 
 __all__ = [
     "combine_jobs",
@@ -316,8 +317,6 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         :func:`storagebench.stats.compare`), ``gain_p`` (of the same test) and ``adds`` (the step adds significantly
         more than ``min_gain``). The first level has NaN gain columns.
     """
-    from .stats import compare, mean_ci
-
     by = list(by)
     _need(per_run, [*by, x, metric], "per_run")
     rows = []
@@ -359,8 +358,6 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
         :func:`storagebench.stats.find_knee`; NaN with fewer than 3 levels or no knee), and
         ``rule`` in words.
     """
-    from .stats import find_knee
-
     by = list(by)
     _need(summary, [*by, x, "mean", "adds"], "summary")
     rows = []

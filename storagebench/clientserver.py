@@ -29,6 +29,8 @@ from .errors import FioError, HostError
 from .fio import process
 from .fio.hosts import Host, host_label, parse_host
 from .fio.process import find_fio, fio_version
+from .ingest.fiolog import parse_fio_log
+from .schema import empty
 from .servers import check_versions, host_error, server_versions
 
 __all__ = [
@@ -215,8 +217,6 @@ def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> 
         :func:`storagebench.ingest.fiolog.parse_fio_log`; empty when there are no span logs.
     """
 
-    from .ingest.fiolog import parse_fio_log
-
     frames = []
     for h in (parse_host(x) for x in hosts):
         prefix = span_log_prefix(h)
@@ -226,8 +226,6 @@ def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> 
             name = f.name[: f.name.index(".log.") + 4]  # strip the client's ".<address>" suffix
             frames.append(parse_fio_log(Path(run_dir) / name, run_id=run_id, host=h.label, data=f.read_bytes()))
     if not frames:
-        from .schema import empty
-
         return empty("timeseries")
     return pd.concat(frames, ignore_index=True)
 

@@ -15,6 +15,7 @@ import ctypes.util
 import mmap
 import os
 import re
+import stat as _stat
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -245,8 +246,6 @@ def _queue_dir(device: str) -> Path:
         st = os.stat(real)
     except OSError as exc:
         raise HostError(f"SetScheduler: cannot stat {device!r}: {exc.strerror}") from exc
-    import stat as _stat
-
     if not _stat.S_ISBLK(st.st_mode):
         raise HostError(f"SetScheduler: {device!r} is not a block device")
     sysdir = sysfs_block_dir(os.major(st.st_rdev), os.minor(st.st_rdev), whole_disk=True)

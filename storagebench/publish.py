@@ -11,16 +11,24 @@ base64 PNG).
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import html
 import math
 import os
 import re
 import secrets
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+# papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
+# `import storagebench` loads this module, and they would add about a second to every command.
+from ._version import __version__
 from .errors import PublishError
+from .findings import MIME_TYPE, Findings
 
 __all__ = [
     "NOTEBOOK_DIR",
@@ -69,8 +77,6 @@ def study_provenance(study_dir: str | os.PathLike) -> list[dict[str, Any]]:
     PublishError
         ``study_dir`` has no ``raw/`` directory, or a record is not valid JSON.
     """
-    import orjson
-
     raw = Path(study_dir) / "raw"
     if not raw.is_dir():
         raise PublishError(f"study_dir {str(study_dir)!r} has no raw/ directory of completed runs")
@@ -237,8 +243,6 @@ def _kernel_manager_class():
       kernel serves even when a cell runs, and a kernel that does not exit in time is still killed by
       ``_async_finish_shutdown``.
     """
-    import uuid
-
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
     from traitlets import CaselessStrEnum, default
@@ -449,8 +453,6 @@ def _is_stray(out) -> bool:
 
 def _findings_of(nb) -> list:
     """Pop the :class:`~storagebench.findings.Findings` outputs of a notebook's cells (in order)."""
-    from .findings import MIME_TYPE, Findings
-
     found = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -507,7 +509,6 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     import nbformat
     from nbconvert import HTMLExporter
 
-    from .findings import Findings
 
     merged = None
     findings = []
@@ -777,11 +778,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
                                f"shown (iopub_timeout={iopub_timeout} s); no report written")
         executed.append(done)
     html_path = Path(output) if output is not None else sdir / "report.html"
-    import datetime as dt
-
     import nbformat
-
-    from . import __version__
 
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
@@ -805,8 +802,6 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         "parameters": {k: _relative(v, html_path.parent) for k, v in given.items()},
         "findings": findings.to_dict()["findings"], "question": findings.title, "provenance": prov,
     }
-    import orjson
-
     _atomic_write(html_path, page)
     _atomic_write(sidecar_path(html_path), orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode())
     return html_path
@@ -854,8 +849,6 @@ def _provenance_summary(study_dir: Path) -> dict[str, Any]:
 
 
 def _read_sidecar(path: Path) -> dict[str, Any]:
-    import orjson
-
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -894,10 +887,6 @@ def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = N
     PublishError
         ``results_dir`` is not a directory.
     """
-    import datetime as dt
-
-    from . import __version__
-
     root = Path(results_dir)
     if not root.is_dir():
         raise PublishError(f"results_dir {str(results_dir)!r} is not a directory")

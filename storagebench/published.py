@@ -26,6 +26,8 @@ import yaml
 
 from . import schema
 from .errors import IngestError
+from .ingest import ingest_paths, ingest_study
+from .ingest.loadgen import detect_format
 
 __all__ = ["PUBLISHED_DIR", "RESULT_KINDS", "ResultSets", "file_sources", "list_published", "load_published",
            "load_result_sets", "load_table", "published_metadata", "read_published"]
@@ -324,8 +326,6 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
         if (path / "tidy" / "runs.parquet").is_file():
             return schema.read_table(path / "tidy" / "runs.parquet", "runs")
         if (path / "raw").is_dir():
-            from .ingest import ingest_study
-
             return ingest_study(path).runs
         raise IngestError("a directory must be a study directory (with tidy/runs.parquet or raw/)", path=text)
     if not path.is_file():
@@ -373,8 +373,6 @@ def _is_table_file(path: Path) -> bool:
         return True
     if suffix != ".csv":
         return False
-    from .ingest.loadgen import detect_format
-
     with path.open("rb") as fh:  # an Iometer results file is a .csv too: decided by content
         return detect_format(fh.read(65536)) is None
 
@@ -432,8 +430,6 @@ def load_result_sets(sources: str | Path | list, *, labels: list | None = None, 
         elif path.is_file() and _is_table_file(path):
             kind, runs, files, errs = "tidy table", load_table(path), 1, []
         elif path.exists():
-            from .ingest import ingest_paths
-
             res = ingest_paths(path)
             if res.runs.empty:
                 why = "; ".join(f"{e.path}: {e.reason}" for e in res.errors[:3]) or "no result file found"

@@ -71,6 +71,7 @@ from .errors import HostError, JobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
 from .hostinfo import sysfs_block_dir
+from .jobfile import parse_jobfile
 
 __all__ = [
     "UnsafeJobFileError",
@@ -1070,8 +1071,6 @@ def lint_jobfile(
     JobFileError
         The text cannot be parsed.
     """
-    from .jobfile import parse_jobfile
-
     allowed = set(allow) | ({"exec"} if allow_exec else set())
     parsed = parse_jobfile(text, base_dir=base_dir)
     for name, raw in parsed.sections:  # [global] sections too: an exec option there is refused

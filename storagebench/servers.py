@@ -29,12 +29,14 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import pwd
 import re
 import secrets
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -681,9 +683,6 @@ def connect_as(host: "str | Host", user: str = "nobody", timeout_s: float = 10.0
         True: it connected; False: refused (permission, firewall, timeout); None: this cannot
         be tried here (not root, no ``setpriv``, unknown user, the interpreter cannot run as ``user``).
     """
-    import pwd
-    import sys
-
     h = parse_host(host)
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:

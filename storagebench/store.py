@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
-from .errors import ResultsBusyError, StudyError
+from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
+from .records import FORMAT_VERSION, TestbedRecord
+from .study import load_study
 
 if TYPE_CHECKING:  # pragma: no cover
     from .study import Study
@@ -271,8 +273,6 @@ class StudyStore:
         StudyError
             A different spec (by :attr:`Study.spec_hash`) is stored and ``overwrite`` is false.
         """
-        from .study import load_study
-
         if self.spec_path.exists():
             try:
                 stored = load_study(self.spec_path)
@@ -572,8 +572,6 @@ class StudyStore:
 
         The file holds ``format_version``, ``set_ups`` (every record, oldest first) and ``latest``.
         """
-        from .records import FORMAT_VERSION
-
         history = [r.to_json() for r in self.setup_records()]
         history.append(record.to_json())
         data = {"format_version": FORMAT_VERSION, "latest": history[-1], "set_ups": history}
@@ -590,16 +588,12 @@ class StudyStore:
         SchemaError
             A record of a newer format, or a malformed one.
         """
-        from .records import TestbedRecord
-
         path = self.testbed_path
         if not path.exists():
             return []
         try:
             data = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
-            from .errors import SchemaError
-
             raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
         recs = data.get("set_ups") if isinstance(data, dict) else None
         if not recs and isinstance(data, dict) and isinstance(data.get("latest"), dict):

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import orjson
+import pandas as pd
 import yaml
 from pydantic import (
     BaseModel,
@@ -63,6 +64,7 @@ from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
 from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
 from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
+from .schema import RUNS
 
 __all__ = [
     "RW_VALUES",
@@ -432,8 +434,6 @@ def _one_type(where: str, values: list[Any], what: str) -> None:
 
 
 def _run_columns() -> frozenset[str]:
-    from .schema import RUNS  # lazy: schema imports pandas
-
     return frozenset(c.name for c in RUNS)
 
 
@@ -1312,8 +1312,6 @@ class RunPlan:
         -------
         pandas.DataFrame
         """
-        import pandas as pd
-
         design = any(p.setup != 1 or p.block is not None for p in self.points)
         rows = [{"run_id": p.run_id, "repetition": p.repetition, "run_order": p.run_order,
                  **({"setup": p.setup, "block": p.block} if design else {}), **p.factors} for p in self.points]

@@ -44,6 +44,7 @@ This module imports nothing from storagebench but :mod:`storagebench.errors`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import os
@@ -172,8 +173,6 @@ def _prctl():
     global _PRCTL
     if _PRCTL is None:
         try:
-            import ctypes
-
             _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
         except (OSError, AttributeError):
             _PRCTL = False

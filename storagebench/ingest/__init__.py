@@ -36,6 +36,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
@@ -749,9 +751,6 @@ def ingest_to_parquet(
     kill between those (at most five) renames can leave some tables of the new ingest beside
     some of the old one.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if isinstance(batch_files, bool) or int(batch_files) < 1:
         raise SchemaError(f"batch_files must be >= 1, got {batch_files}")
     max_bytes = _cap(max_file_bytes)

@@ -69,6 +69,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 from msgspec import Meta, Struct
 
 from .. import schema as _schema
@@ -300,9 +302,6 @@ def histogram_frame(blocks: list[tuple], bins, counts):
         ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
         (not yet validated).
     """
-    import numpy as np
-    import pandas as pd
-
     run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
     n = np.array(n_bins, dtype=np.int64)
     cols = {}
@@ -323,9 +322,6 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
     the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
     ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
     as fast as ``take``, which copies string by string."""
-    import numpy as np
-    import pyarrow as pa
-
     encoded = [v.encode() for v in values]
     total = int(n.sum())
     first = encoded[0]
@@ -900,8 +896,6 @@ class _RowSink:
         sum per batch: ``counts`` is the flat count array of :meth:`histograms`). fio's bins and N
         count the same completions; they differ in an interim ``--status-interval`` report (a
         completion landing between the two reads) or in an edited file."""
-        import numpy as np
-
         if not self.hist_blocks:
             return
         if n_bins is None:
@@ -1474,10 +1468,6 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
     pandas.DataFrame
         Schema columns in schema dtypes, then the factor columns; not yet validated.
     """
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-
     if not rows:
         return empty_frame(table)
     data = {}

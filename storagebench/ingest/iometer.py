@@ -65,6 +65,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from ..errors import IngestError
 from .fio import file_run_id
 from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
@@ -147,8 +149,6 @@ class IometerResult:
     def parts(self):
         """The ``MANAGER``/``WORKER``/``DISK`` rows of every block (not ingested): a DataFrame with
         ``run_id, type, name, manager, worker, iops, read_ios, write_ios, read_bytes, write_bytes``."""
-        import pandas as pd
-
         rows = []
         for b, rid in zip(self.blocks, self.run_ids, strict=True):
             for p in b.parts:

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from charset_normalizer import from_bytes
+
 from .. import schema
 from ..errors import IngestError
 
@@ -124,10 +126,6 @@ def decode_text(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
 
 
 def _best_single_byte(data: bytes) -> str:
-    try:
-        from charset_normalizer import from_bytes
-    except ImportError:  # pragma: no cover - a declared dependency
-        return "cp1252"
     best = from_bytes(data[:65536], cp_isolation=list(SINGLE_BYTE_CANDIDATES)).best()
     return best.encoding if best is not None else "cp1252"
 

@@ -18,6 +18,7 @@ averaged over within each unit, never counted as replicates).
 
 from __future__ import annotations
 
+import html
 import math
 import warnings
 import zlib
@@ -31,6 +32,8 @@ from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
 from ..errors import StatsError, StorageBenchWarning
+from ..schema import RUNS
+from ..tables import table
 from ._common import (
     BCA_MIN_N,
     _as_list,
@@ -297,10 +300,6 @@ class ComparisonTable:
     def _repr_html_(self) -> str:
         """The table for a notebook or write-up: the ``by`` keys, level, n, ratio with its CI, p, p_adjusted,
         then the method, design and family in words (:func:`storagebench.tables.table`)."""
-        import html
-
-        from ..tables import table
-
         frame = self.to_frame()
         cols = [*self.by, "level", "n_baseline", "n_other", "ratio", "ci_low", "ci_high", "p", "p_adjusted"]
         if frame["equivalent"].notna().any():
@@ -643,8 +642,6 @@ def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
         a column with a different value on every row of every arm (more than 4 rows) is an identifier
         and is left out.
     """
-    from ..schema import RUNS
-
     schema = {c.name for c in RUNS}
     skip = {factor, *named}
     out = {}

@@ -28,9 +28,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ._common import _as_list, _require_columns
 from .agreement import bland_altman
 from .compare import ComparisonTable, compare
+from .saturation import littles_law, per_run
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
 __all__ = ["CONFIG_COLUMNS", "CrossTool", "cell_words", "cross_tool", "cross_tool_findings", "cross_tool_table",
            "tool_littles_law"]
@@ -177,8 +180,6 @@ def cross_tool(
     missing = df[no_value].assign(reason=f"no {metric} value (the tool did not report it)")
     df = df[~no_value]
     if aggregate and "run_id" in df.columns and df["run_id"].duplicated().any():
-        from .saturation import per_run
-
         df = per_run(df, latency=metric if metric in _MEANS else None)
     cells = [c for c in config if c in df.columns] + [c for c in match_l if c not in config]
     if "direction" in df.columns and "direction" not in cells:
@@ -349,8 +350,6 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
     StatsError
         ``ct`` is not a :func:`cross_tool` result; the refusals of :func:`~storagebench.stats.verdict`.
     """
-    from .verdict import verdict
-
     _check_ct(ct)
     keys = list(ct.table.by)
     v = verdict(ct.table, unit=unit or ct.unit)
@@ -389,8 +388,6 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
 
 
 def _ratio_words(r, digits: int) -> str:
-    from ..findings import fmt_ci, fmt_number
-
     return f"{fmt_number(r.ratio, digits)}; {fmt_ci(r.ci_low, r.ci_high, r.confidence, digits)}"
 
 
@@ -445,9 +442,6 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
     Bland & Altman (1986), Lancet 327:307 (bias and limits of agreement; on log ratios for measures whose
     differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdict`.
     """
-    from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
-    from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
-
     _check_ct(ct)
     unit = unit or ct.unit
     base, other, mw = ct.baseline, ct.other, _metric_words(ct.metric)
@@ -616,9 +610,6 @@ def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str |
     -----
     Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
     """
-    from ..findings import Finding, Findings, fmt_number
-    from .saturation import littles_law
-
     _require_columns(runs, [tool_col, latency], "runs")
     df = runs[runs[latency].notna()]
     if scale and scale in df.columns:

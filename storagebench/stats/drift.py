@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import stats as st
+from statsmodels.sandbox.stats.runs import runstest_1samp
 
 from ..errors import StatsError
 from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
@@ -111,8 +112,6 @@ class Drift:
 
 
 def _runs_test(x: np.ndarray) -> tuple[float, float]:
-    from statsmodels.sandbox.stats.runs import runstest_1samp
-
     above = x > np.median(x)
     if above.sum() < 2 or (~above).sum() < 2:
         return math.nan, math.nan

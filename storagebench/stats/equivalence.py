@@ -13,6 +13,7 @@ from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, _check_confidence, _check_margin
+from .variance import VarianceComponents
 
 __all__ = ["Estimate", "Equivalence", "PlanningCV", "SamplePlan", "cv_upper_bound", "mean_ci", "pilot_cv", "tost",
            "tost_plan", "tost_power", "tost_sample_size"]
@@ -372,8 +373,6 @@ def pilot_cv(pilot, *, confidence: float = 0.8) -> PlanningCV:
         An arm with fewer than 2 values or values <= 0; no spread; a ``VarianceComponents`` with a
         non-positive mean.
     """
-    from .variance import VarianceComponents
-
     vcs = [pilot] if isinstance(pilot, VarianceComponents) else (
         list(pilot) if isinstance(pilot, (list, tuple)) and pilot and all(isinstance(v, VarianceComponents)
                                                                           for v in pilot) else [])

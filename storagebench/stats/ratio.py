@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 from scipy.special import gammaln
+from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N
@@ -279,8 +280,6 @@ def ratio_tost(x, y, bounds: tuple[float, float], alpha: float, *, estimand: str
     float
         The larger one-sided p-value (NaN when not estimable).
     """
-    from statsmodels.stats.weightstats import ttost_ind, ttost_paired
-
     _check_estimand(estimand)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _as_list, _key_tuple, _require_columns
+from ..findings import Finding, Findings, fmt_p
+from ._common import _as_list, _key_tuple, _positive_finite, _require_columns
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
@@ -200,8 +201,6 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     -------
     storagebench.findings.Findings
     """
-    from ..findings import Finding, Findings, fmt_p
-
     frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
     rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
     items = []
@@ -285,8 +284,6 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
         ex = counts[counts > 1].index[0]
         raise StatsError(f"cell {dict(zip([*keys, factor], _key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
                          "interaction needs one row per (group, block, factor, modifier) cell")
-    from ._common import _positive_finite
-
     _positive_finite(df[metric], metric)
     wide = df.assign(_log=np.log(df[metric].astype(float))).pivot_table(
         index=keys, columns=factor, values="_log", aggfunc="first")

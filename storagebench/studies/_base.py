@@ -18,15 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 import orjson
 import pandas as pd
 
 from .. import stats
 from ..errors import StatsError, StudyError
+from ..findings import Finding as ReportFinding
+from ..findings import Findings
+from ..ingest import ingest_study
+from ..plots import ratio_forest
 from ..records import Provenance, TestbedRecord
+from ..runlevel import per_run
 from ..store import StudyStore
 from ..study import Study, load_study
+from ..testbed import parse_size
 
 __all__ = [
     "Finding",
@@ -263,9 +270,6 @@ class TestbedResult:
         Each finding keeps its sentence, estimate, CI, confidence and method; ``n`` is the count of
         units (the smaller arm when unpaired) and ``unit_of_replication`` says what they are.
         """
-        from ..findings import Finding as ReportFinding
-        from ..findings import Findings
-
         units = {"verdict": "ratio", "equivalence": "points shown", "plan": "units", "qos": "outstanding I/Os",
                  "variance": "share", "drift": "%", "steady": "runs", "caveat": "ns"}
         out = []
@@ -293,8 +297,6 @@ class TestbedResult:
 
 def region_bytes(study: Study) -> int:
     """The region each run touches (the spec's ``size``), bytes."""
-    from ..testbed import parse_size
-
     if study.size is None:
         raise StudyError(f"study {study.name}: a testbed study needs 'size' (the region each run touches)")
     return parse_size(study.size)
@@ -317,8 +319,6 @@ def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None) -> pd.DataF
     I/Os / longest runtime, latency means merged by completed I/Os, percentiles from the merged json+
     bins.
     """
-    from ..runlevel import per_run
-
     out = per_run(runs, histograms)
     return out.drop(columns=["direction", "job", "job_index"], errors="ignore")
 
@@ -337,8 +337,6 @@ def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
             ts = pd.read_parquet(ts_path) if ts_path.exists() else pd.DataFrame(columns=["run_id", "t_s", "metric",
                                                                                           "value"])
             return runs, pd.read_parquet(paths[1]), ts
-    from ..ingest import ingest_study
-
     res = ingest_study(study_dir)
     with contextlib.suppress(OSError):  # a read-only results tree still gets its analysis
         res.write_parquet(tidy)
@@ -724,10 +722,6 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
-    from ..plots import ratio_forest
-
     ok = verdicts.dropna(subset=["ratio", "ci_low", "ci_high"])
     ok = ok[(ok["ci_low"] > 0) & (ok["ci_high"] > 0)]
     height = 1.5 + 0.3 * max(len(ok), 1)
@@ -754,8 +748,6 @@ def drift_figure(drift: stats.Drift):
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
     r = drift.residuals
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.scatter(r[drift.order], 100 * np.expm1(r["residual"]), s=12, color="C0")
@@ -779,8 +771,6 @@ def steady_figure(data: StudyData):
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
     ts = data.timeseries[data.timeseries["metric"] == "iops"]
     parts = [c for c in _LOG_PARTS if c in ts.columns]
     per = (ts.assign(_round=np.rint(ts["t_s"].astype(float) / ROUND_S).astype(int))
