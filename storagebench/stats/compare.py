@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -223,6 +225,8 @@ class Comparison:
 
 _FRAME_FIRST = ["level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
                 "ci_high", "p", "p_adjusted", "method", "equivalent", "note"]
+#: File suffixes :meth:`ComparisonTable.to_file` writes.
+TABLE_SUFFIXES = (".csv", ".parquet")
 _FRAME_EXTRA = ["baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
                 "effect_size", "margin", "p_equivalence", "estimand", "design", "family"]
 
@@ -330,6 +334,39 @@ class ComparisonTable:
         out = pd.DataFrame.from_records(records, columns=cols)
         out["equivalent"] = out["equivalent"].astype(object)
         return out
+
+    def to_file(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_frame` to ``path``, a ``.csv`` or ``.parquet`` file (by its suffix).
+
+        ``margin`` is written as text and ``equivalent`` as a nullable string: their values mix types
+        (a fraction or a pair of bounds; True, False or None), which parquet cannot store as one column.
+
+        Parameters
+        ----------
+        path : str or path
+            The file; its directory is created.
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Raises
+        ------
+        StatsError
+            The suffix is neither ``.csv`` nor ``.parquet`` (nothing is written).
+        """
+        path = Path(path)
+        if path.suffix.lower() not in TABLE_SUFFIXES:
+            raise StatsError(f"output file suffix must be one of {list(TABLE_SUFFIXES)}, got {path.suffix!r}")
+        frame = self.to_frame()
+        frame = frame.assign(margin=frame["margin"].astype(str), equivalent=frame["equivalent"].astype("string"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(path, index=False)
+        else:
+            frame.to_csv(path, index=False)
+        return path
 
 
 def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
