@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobFileError
-from .fio.options import canonical_name, canonical_options, check_job_name, check_job_value, render_time
+from .fio.options import (
+    canonical_name,
+    canonical_options,
+    check_job_name,
+    check_job_value,
+    join_filenames,
+    render_time,
+)
 from .study import RunPoint, Study
 
 __all__ = [
@@ -42,11 +49,6 @@ __all__ = [
 
 _RUNNER_FIRST = ("time_based", "runtime", "ramp_time", "size", "group_reporting")
 _TIME_OPTIONS = ("runtime", "ramp_time")
-
-
-def _escape_filename(path: str) -> str:
-    # fio splits filename= on ':' (several files); '\:' keeps a colon (fio HOWTO, filename).
-    return path.replace(":", "\\:")
 
 
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
@@ -79,7 +81,7 @@ def rendered_options(point: RunPoint, target: str | os.PathLike[str] | None) -> 
     opts = canonical_options(point.options, where=f"run {point.run_id}")
     out: dict[str, str | None] = {}
     if target is not None:
-        out["filename"] = _escape_filename(os.fspath(target))
+        out["filename"] = join_filenames([os.fspath(target)])
     for key, value in opts.items():
         if key == "filename" and target is not None:
             continue
@@ -141,7 +143,7 @@ def render_jobfile(
     global_lines: list[str] = []
     job_lines: list[str] = []
     if target is not None:
-        global_lines.append("filename=" + check_job_value("filename", _escape_filename(os.fspath(target))))
+        global_lines.append("filename=" + check_job_value("filename", join_filenames([os.fspath(target)])))
     for key in _RUNNER_FIRST:
         if key in opts:
             global_lines.append(_line(key, opts[key]))
