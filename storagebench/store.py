@@ -49,7 +49,7 @@ from .study import load_study
 if TYPE_CHECKING:  # pragma: no cover
     from .study import Study
 
-__all__ = ["StudyStore", "utc_stamp"]
+__all__ = ["StudyStore", "pid_alive", "utc_stamp"]
 
 _TMP_PREFIX = ".tmp-"
 LOCK_NAME = ".sweep.lock"
@@ -89,7 +89,11 @@ def _write_file(path: Path, content: FileContent) -> None:
         os.fsync(fh.fileno())
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (``kill(pid, 0)``; one owned by another user counts as alive).
+
+    The one liveness rule of stale staging directories, sweep locks and testbeds.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -323,7 +327,7 @@ class StudyStore:
             pid = int(pid_text) if pid_text.isdigit() else None
             if pid == os.getpid():
                 continue
-            if pid is not None and not self.locked and _pid_alive(pid):
+            if pid is not None and not self.locked and pid_alive(pid):
                 continue  # another sweep may be measuring it right now
             out.append(p)
         return out

@@ -46,10 +46,10 @@ from . import loadgen as _loadgen
 from .diskspd import parse_diskspd
 from .fio import (
     RUN_FIELDS,
-    _emit_rows,
-    _RowSink,
+    RowSink,
     check_point,
     check_provenance,
+    emit_rows,
     empty_frame,
     file_run_id,
     parse_fio_output,
@@ -404,7 +404,7 @@ def _factor_kind(value: Any) -> str | None:
     return "a list"
 
 
-class _Collector(_RowSink):
+class _Collector(RowSink):
     """Rows of many files, appended as tuples and turned into DataFrames once (:meth:`frames`).
 
     ``factor_kinds`` (shared by the batches of one ingest) holds the kind of each study factor's
@@ -453,7 +453,7 @@ class _Collector(_RowSink):
         if fmt is not None:
             _add_loadgen(self, fmt, data, path, item.identity)
         elif item.kind == "fio":
-            _emit_rows(self, data, path, item.identity, item.provenance, file_id)
+            emit_rows(self, data, path, item.identity, item.provenance, file_id)
         else:
             prov = item.provenance
             run_id = item.run_id or file_id or file_run_id(data)

@@ -85,6 +85,8 @@ __all__ = [
     "FioDocument",
     "FioRows",
     "RUN_FIELDS",
+    "RowSink",
+    "emit_rows",
     "MAX_VALUE",
     "empty_frame",
     "histogram_frame",
@@ -853,7 +855,7 @@ def _main_direction(rw: str) -> str:
 
 # ---- rows --------------------------------------------------------------------------------------
 
-#: Fields of one row tuple, in the order :func:`_emit_rows` builds it (the ``runs`` schema order;
+#: Fields of one row tuple, in the order :func:`emit_rows` builds it (the ``runs`` schema order;
 #: ``tests/test_ingest_fio.py`` checks that the two agree).
 RUN_FIELDS: tuple[str, ...] = (
     "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
@@ -870,8 +872,8 @@ _DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
 
-class _RowSink:
-    """What :func:`_emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
+class RowSink:
+    """What :func:`emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
     ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
     and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
 
@@ -1239,8 +1241,8 @@ def check_provenance(prov: Any, path: str) -> Any:
     return out
 
 
-def _emit_rows(
-    sink: _RowSink,
+def emit_rows(
+    sink: RowSink,
     data: bytes,
     path: str,
     identity: Any = None,
@@ -1428,8 +1430,8 @@ def parse_fio_output(
     :func:`storagebench.ingest.ingest_paths` does not go through the row dicts: it appends row tuples
     of many files to one sink and builds each table once (:func:`runs_frame`, :func:`histogram_frame`).
     """
-    sink = _RowSink()
-    _emit_rows(sink, data, path, identity, provenance)
+    sink = RowSink()
+    emit_rows(sink, data, path, identity, provenance)
     if sink.hist_blocks:
         counts = np.concatenate(sink.hist_counts)
         sink.check_bins(counts, np.array([len(k) for k in sink.hist_keys], dtype=np.int64))

@@ -38,18 +38,18 @@ from ..schema import RUNS
 from ..tables import table
 from ._common import (
     BCA_MIN_N,
-    _as_list,
-    _check_confidence,
-    _check_margin,
-    _key_tuple,
-    _positive_finite,
-    _require_columns,
+    as_list,
+    check_confidence,
+    check_margin,
+    key_tuple,
+    require_columns,
+    require_positive_finite,
 )
 from .ratio import (
     ESTIMANDS,
     RATIO_METHODS,
     RatioCI,
-    _check_estimand,
+    check_estimand,
     fieller_ratio_ci,
     hedges_g,
     ratio_bca,
@@ -561,7 +561,7 @@ def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: s
         mixed = _varies(df, col, by)
         if len(mixed):
             rows = df[_match(df, by, mixed.index[0])] if by else df
-            where = f" in group {dict(zip(by, _key_tuple(mixed.index[0]), strict=True))}" if by else ""
+            where = f" in group {dict(zip(by, key_tuple(mixed.index[0]), strict=True))}" if by else ""
             vals = sorted(map(str, rows[col].dropna().unique()))
             raise StatsError(f"rows {word} {vals}{where}; {hint}")
     if "run_id" in df.columns and "run_id" not in keys:
@@ -578,7 +578,7 @@ def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: s
 
 def _match(df: pd.DataFrame, cols: list[str], key) -> np.ndarray:
     m = np.ones(len(df), dtype=bool)
-    for c, v in zip(cols, _key_tuple(key), strict=True):
+    for c, v in zip(cols, key_tuple(key), strict=True):
         m &= (df[c] == v).to_numpy()
     return m
 
@@ -609,7 +609,7 @@ def _check_design(df: pd.DataFrame, factor: str, by: list[str], pair_on: list[st
         if len(mixed):
             raise StatsError(
                 f"{k!r} is a block (its levels are steps of a sweep, days or hosts, not independent repeats) but "
-                f"it varies within the cells {cell} (e.g. {_key_tuple(mixed.index[0])}): its rows would be pooled "
+                f"it varies within the cells {cell} (e.g. {key_tuple(mixed.index[0])}): its rows would be pooled "
                 f"as replicates; pair on it (pair_on={[*pair_on, k]}) or put it in by=")
     averaged = []
     for k in factors:
@@ -815,9 +815,9 @@ def compare(
     Ecol. Monogr. 54:187; Kalibera & Jones (2013), ISMM. Groups with fewer than 2 units per arm (or 2
     pairs) give a row with NaN p/CI and a "not estimable" note, never a silent number.
     """
-    by_l, pair_l, unit_l = _as_list(by), _as_list(pair_on), _as_list(unit)
-    blocks_l, factors_l = _as_list(blocks), _as_list(factors)
-    _require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
+    by_l, pair_l, unit_l = as_list(by), as_list(pair_on), as_list(unit)
+    blocks_l, factors_l = as_list(blocks), as_list(factors)
+    require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
     if factor in by_l + pair_l + unit_l or metric in by_l + pair_l + unit_l + [factor]:
         raise StatsError(f"factor {factor!r} and metric {metric!r} must not also be in by={by_l}, pair_on={pair_l} "
                          f"or unit={unit_l}")
@@ -827,9 +827,9 @@ def compare(
     bad = sorted(set(by_l) & _RESERVED)
     if bad:
         raise StatsError(f"by columns {bad} clash with result column names; rename them")
-    estimand = _check_estimand(estimand)
-    confidence = _check_confidence(confidence)
-    margin = _check_margin(margin)
+    estimand = check_estimand(estimand)
+    confidence = check_confidence(confidence)
+    margin = check_margin(margin)
     if adjust not in ADJUST_METHODS:
         raise StatsError(f"adjust must be one of {sorted(ADJUST_METHODS)}, got {adjust!r}")
     if n_boot is not None and n_boot != 0:
@@ -843,7 +843,7 @@ def compare(
         raise StatsError(f"factor {factor!r} has only one level {levels}; a comparison needs at least two")
     if baseline not in levels:
         raise StatsError(f"baseline must be one of the levels of {factor!r} {levels}, got {baseline!r}")
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
     averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
     if not by_l:
@@ -870,7 +870,7 @@ def compare(
     pair_keys = (list(df[pair_l].itertuples(index=False, name=None)) if pair_l else None)
     rows: list[Comparison] = []
     for gkey, idx in group_items:
-        group = tuple(zip(by_l, _key_tuple(gkey), strict=True)) if by_l else ()
+        group = tuple(zip(by_l, key_tuple(gkey), strict=True)) if by_l else ()
         gfac = fac[idx]
         glevels = _levels_sorted(gfac)
         common_base = dict(group=group, baseline=baseline, metric=metric, paired=bool(pair_l),

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..errors import StatsError
 from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
-from ._common import _as_list, _require_columns
+from ._common import as_list, require_columns
 from .agreement import bland_altman
 from .compare import ComparisonTable, compare
 from .saturation import littles_law, per_run
@@ -157,15 +157,15 @@ def cross_tool(
         ``tool_col`` holding runs of several ``tool`` values (two tools labelled as one); no cell measured by
         both tools; errors of :func:`~storagebench.stats.compare`.
     """
-    _require_columns(runs, [tool_col, metric], "runs")
+    require_columns(runs, [tool_col, metric], "runs")
     levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
     if len(levels) != 2:
         raise StatsError(f"{tool_col!r} must have exactly two tools to compare, got {levels}; filter the rows first")
     if str(baseline) not in levels:
         raise StatsError(f"baseline must be one of the tools {levels}, got {baseline!r}")
     other = next(lv for lv in levels if lv != str(baseline))
-    match_l, by_l = _as_list(match_on), _as_list(by)
-    _require_columns(runs, [*match_l, *by_l], "runs")
+    match_l, by_l = as_list(match_on), as_list(by)
+    require_columns(runs, [*match_l, *by_l], "runs")
     df = runs.copy()
     df[tool_col] = df[tool_col].astype(str)
     if tool_col != "tool" and "tool" in df.columns:  # e.g. user labels over ingested runs: must name the same split
@@ -610,7 +610,7 @@ def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str |
     -----
     Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
     """
-    _require_columns(runs, [tool_col, latency], "runs")
+    require_columns(runs, [tool_col, latency], "runs")
     df = runs[runs[latency].notna()]
     if scale and scale in df.columns:
         df = df.assign(numjobs=df["numjobs"] * df[scale])

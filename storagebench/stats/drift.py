@@ -18,7 +18,7 @@ from scipy import stats as st
 from statsmodels.sandbox.stats.runs import runstest_1samp
 
 from ..errors import StatsError
-from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
+from ._common import as_list, check_confidence, require_columns, require_positive_finite
 
 __all__ = ["Drift", "drift_check"]
 
@@ -156,12 +156,12 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
     for such dependence on the order of execution before treating runs as independent. With fewer residual
     degrees of freedom than 1 the result is NaN and says so.
     """
-    cells_l = _as_list(cells)
-    confidence = _check_confidence(confidence)
-    _require_columns(df, [metric, order, *cells_l])
+    cells_l = as_list(cells)
+    confidence = check_confidence(confidence)
+    require_columns(df, [metric, order, *cells_l])
     if len(df) < 3:
         raise StatsError(f"a drift check needs at least 3 runs, got {len(df)}")
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     for col in [order, *cells_l]:
         if df[col].isna().any():
             raise StatsError(f"column {col!r} has {int(df[col].isna().sum())} missing value(s)")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _require_columns
+from ._common import require_columns
 
 __all__ = ["ROTATIONAL_FLOOR_NS", "CACHE_CAVEAT", "cache_caveats"]
 
@@ -87,7 +87,7 @@ def cache_caveats(runs: pd.DataFrame, devices, *, latency: str = "clat_mean_ns",
         raise StatsError(f"latency must be a mean-latency column in ns (clat_mean_ns, lat_mean_ns), got {latency!r}")
     if not (isinstance(floor_ns, (int, float)) and math.isfinite(floor_ns) and floor_ns > 0):
         raise StatsError(f"floor_ns must be a positive number of ns, got {floor_ns!r}")
-    _require_columns(runs, [latency], "runs")
+    require_columns(runs, [latency], "runs")
     per_run = isinstance(devices, pd.Series) or (isinstance(devices, Mapping) and "rotational" not in devices
                                                  and "path" not in devices and "name" not in devices)
     if per_run and "run_id" not in runs.columns:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import StatsError
 from ..findings import Finding, Findings, fmt_p
-from ._common import _as_list, _key_tuple, _positive_finite, _require_columns
+from ._common import as_list, key_tuple, require_columns, require_positive_finite
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
@@ -144,7 +144,7 @@ def verdict(comparison, *, unit: str, blocks: str | Sequence[str] | None = None,
     if not isinstance(unit, str) or not unit.strip():
         raise StatsError("unit must name the experimental unit in words (what was independently repeated), "
                          f"got {unit!r}")
-    blocks_l, factors_l = _as_list(blocks), _as_list(factors)
+    blocks_l, factors_l = as_list(blocks), as_list(factors)
     for r in rows:
         _check_replication(r, blocks_l, factors_l)
     out = []
@@ -273,18 +273,18 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
     Analysis of Experiments*, 8th ed., sec. 5.3 and 4.1); the paired t on per-block contrasts is its
     test with blocks x contrast as the error term.
     """
-    by_l, pair_l = _as_list(by), _as_list(pair_on)
+    by_l, pair_l = as_list(by), as_list(pair_on)
     if not pair_l:
         raise StatsError("interaction needs blocks (pair_on=): the contrast is formed within each block; for "
                          "independent runs fit a model with the interaction term (storagebench.stats.fit_model)")
-    _require_columns(df, [factor, metric, modifier, *by_l, *pair_l])
+    require_columns(df, [factor, metric, modifier, *by_l, *pair_l])
     keys = [*by_l, modifier, *pair_l]
     counts = df.groupby([*keys, factor], sort=True, dropna=False).size()
     if (counts > 1).any():
         ex = counts[counts > 1].index[0]
-        raise StatsError(f"cell {dict(zip([*keys, factor], _key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
+        raise StatsError(f"cell {dict(zip([*keys, factor], key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
                          "interaction needs one row per (group, block, factor, modifier) cell")
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     wide = df.assign(_log=np.log(df[metric].astype(float))).pivot_table(
         index=keys, columns=factor, values="_log", aggfunc="first")
     if baseline not in wide.columns:
@@ -297,7 +297,7 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
         missing = d[d.isna()]
         if len(missing):
             raise StatsError(f"{factor}={lev!r} or {baseline!r} missing in cell "
-                             f"{dict(zip(keys, _key_tuple(missing.index[0]), strict=True))}; "
+                             f"{dict(zip(keys, key_tuple(missing.index[0]), strict=True))}; "
                              "every block must hold both levels for every modifier level")
         parts.append(d.rename(name).reset_index().assign(**{factor: lev}))
     ratios = pd.concat(parts, ignore_index=True)
