@@ -67,28 +67,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import HostError, JobFileError, UnsafeTargetError
+from .errors import HostError, JobFileError, UnsafeJobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
 from .hostinfo import sysfs_block_dir
 from .jobfile import parse_jobfile
 
 __all__ = [
-    "UnsafeJobFileError",
     "WRITE_RW",
     "READ_RW",
     "DeviceReport",
-    "LoopInfo",
     "check_run",
-    "check_remote",
     "check_point_hosts",
-    "is_local_host",
-    "server_cwd",
     "device_report",
     "loop_devices",
     "lint_jobfile",
     "modifying_reason",
-    "needed_bytes",
 ]
 
 WRITE_RW = fo.WRITE_RW
@@ -99,14 +93,6 @@ _MOUNTINFO = "/proc/self/mountinfo"
 _SWAPS = "/proc/swaps"
 #: Most files an ``opendir`` tree may hold before storagebench refuses to vouch for it.
 MAX_OPENDIR_FILES = 100_000
-
-
-class UnsafeJobFileError(UnsafeTargetError, JobFileError):
-    """A job file holds an option that is refused (runs programs, touches other paths ...).
-
-    Both an :class:`~storagebench.errors.UnsafeTargetError` and a
-    :class:`~storagebench.errors.JobFileError`, so either ``except`` catches it.
-    """
 
 
 # ---------------------------------------------------------------------------------------------
