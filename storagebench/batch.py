@@ -43,7 +43,7 @@ from .publish import (
     template_cells,
 )
 
-__all__ = ["ParamSet", "BatchResult", "load_param_sets", "validate_param_sets", "run_batch"]
+__all__ = ["ParamSet", "BatchResult", "load_param_sets", "run_batch"]
 
 _SET_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 

@@ -38,7 +38,6 @@ __all__ = [
     "run_clients",
     "client_command",
     "read_client_output",
-    "span_log_prefix",
     "read_span_logs",
 ]
 

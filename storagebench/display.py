@@ -38,11 +38,7 @@ __all__ = [
     "Collapsed",
     "collapsed",
     "FigureHTML",
-    "figure_html",
     "show_figure",
-    "describe_figure",
-    "reset_figure_numbers",
-    "FIGURE_DPI",
 ]
 
 #: Resolution of raster figures (PNG), dots per inch; SVG figures are vector.

@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import PublishError
 
-__all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR"]
+__all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p"]
 
 #: MIME type of the machine-readable part of a :class:`Findings` display bundle.
 MIME_TYPE = "application/vnd.storagebench.findings+json"

@@ -42,8 +42,6 @@ __all__ = [
     "JobFile",
     "render_jobfile",
     "parse_jobfile",
-    "verify_rendered",
-    "fio_parsed_options",
     "verify_fio_parse",
 ]
 

@@ -37,17 +37,9 @@ __all__ = [
     "notebook_parameters",
     "parameter_type_ok",
     "execute_notebook",
-    "missing_figures",
     "template_cells",
-    "FIGURE_CALLS",
-    "DEFAULT_IOPUB_TIMEOUT_S",
     "notebooks_to_html",
-    "build_page",
-    "notebook_title",
-    "REPORT_CSS",
     "publish_report",
-    "sidecar_path",
-    "SIDECAR_VERSION",
     "build_site",
 ]
 

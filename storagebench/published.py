@@ -29,8 +29,8 @@ from .errors import IngestError, StatsError
 from .ingest import ingest_paths, ingest_study
 from .ingest.loadgen import detect_format
 
-__all__ = ["PUBLISHED_DIR", "RESULT_KINDS", "ResultSets", "file_sources", "list_published", "load_published",
-           "load_result_sets", "load_table", "match_level", "published_metadata", "read_published", "select_rows"]
+__all__ = ["PUBLISHED_DIR", "ResultSets", "file_sources", "list_published", "load_published",
+           "load_result_sets", "load_table", "match_level", "published_metadata", "select_rows"]
 
 #: Directory of the published tables in a source checkout (``<repo>/data/published``).
 PUBLISHED_DIR: Path = Path(__file__).resolve().parents[1] / "data" / "published"

@@ -61,7 +61,6 @@ __all__ = [
     "write_table",
     "read_table",
     "read_metadata",
-    "with_metadata",
     "PERCENTILES",
     "DIRECTIONS",
     "percentile_column",

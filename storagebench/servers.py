@@ -55,12 +55,9 @@ __all__ = [
     "parse_host",
     "parse_hostfile",
     "write_hostfile",
-    "server_version",
     "server_versions",
     "check_versions",
     "host_error",
-    "start_server",
-    "stop_server",
     "fio_servers",
     "TestHosts",
     "start_test_hosts",
@@ -70,8 +67,6 @@ __all__ = [
     "connect_as",
     "exposure",
     "MODES",
-    "NETNS_PREFIX",
-    "GUARD_PREFIX",
 ]
 
 #: Prefix of every network namespace this module creates; teardown deletes exact names only.

@@ -43,7 +43,6 @@ __all__ = [
     "LoopDevice",
     "Filesystem",
     "ZramDevice",
-    "PREFIX",
     "FSTYPES",
     "require_testbed",
     "loop_device",

@@ -72,15 +72,11 @@ __all__ = [
     "run_processes",
     "stop_processes",
     "stop_recorded",
-    "read_record",
     "other_fio_processes",
     "live_markers",
-    "watchdog_pid",
     "fio_message",
     "fatal_lines",
     "zero_io_jobs",
-    "INSTALL_HINT",
-    "KILL_GRACE_S",
     "RECORD_NAME",
 ]
 

@@ -78,8 +78,7 @@ from ..schema import PERCENTILES, percentile_column
 from .fio import file_run_id
 from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
 
-__all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "parse_diskspd_xml", "parse_diskspd_text",
-           "read_diskspd"]
+__all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "read_diskspd"]
 
 _PCT_COLS = {float(p): percentile_column(p) for p in PERCENTILES}
 _TEXT_PCT = {"min": 0.0, "25th": 25.0, "50th": 50.0, "75th": 75.0, "90th": 90.0, "95th": 95.0, "99th": 99.0,

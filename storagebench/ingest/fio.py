@@ -82,16 +82,12 @@ from ..records import POINT_FORMAT_VERSION
 from ..schema import PERCENTILES, RUNS, percentile_column
 
 __all__ = [
-    "FioDocument",
     "FioRows",
     "RUN_FIELDS",
     "RowSink",
     "emit_rows",
-    "MAX_VALUE",
     "empty_frame",
-    "histogram_frame",
     "runs_frame",
-    "read_fio_json",
     "parse_fio_output",
     "check_point",
     "check_provenance",

@@ -71,7 +71,7 @@ from ..errors import IngestError
 from .fio import file_run_id
 from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
 
-__all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer", "LATENCY_BINS_NS"]
+__all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer"]
 
 #: Upper edges (ns) of Iometer 1.1.0's 21 latency bins (``LATENCY_BIN_SIZE``, ``src/IOCommon.h``;
 #: header ``0 to 50 uS`` ... ``5 to 10 s``, `` >= 10 s``); the last, open bin gets its lower edge.

@@ -1,5 +1,8 @@
 """Statistics a reviewer would accept: every estimate with its CI, its n and its method.
 
+The public names are this package's ``__all__``, imported below from its modules; the modules declare
+no ``__all__`` of their own (one list of the surface, not two; points, saturation and sweep still do).
+
 Modules, one per concept:
 
 ``ratio``
@@ -58,7 +61,6 @@ from .compare import (
 from .crosstool import (
     CONFIG_COLUMNS,
     CrossTool,
-    cell_words,
     cross_tool,
     cross_tool_findings,
     cross_tool_table,
@@ -96,23 +98,20 @@ from .saturation import (
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
 from .sweep import (
-    CACHE_LATENCY_MS,
     SweepPoint,
     SweepSummary,
-    completed_runs,
     half_revolution_ms,
     rotational_findings,
     sweep_summary,
 )
 from .variance import VarianceComponents, variance_components
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, interaction, verdict, verdict_findings, verdict_words
+from .verdict import interaction, verdict, verdict_findings, verdict_words
 
 __all__ = [
     "Agreement",
     "bland_altman",
     "CONFIG_COLUMNS",
     "CrossTool",
-    "cell_words",
     "cross_tool",
     "cross_tool_findings",
     "cross_tool_table",
@@ -170,15 +169,11 @@ __all__ = [
     "attach_factors",
     "point_means",
     "point_percentiles",
-    "CACHE_LATENCY_MS",
     "SweepPoint",
     "SweepSummary",
-    "completed_runs",
     "sweep_summary",
     "half_revolution_ms",
     "rotational_findings",
-    "NO_CI_VERDICT",
-    "NO_DIFFERENCE",
     "interaction",
     "verdict",
     "verdict_findings",

@@ -12,8 +12,6 @@ from scipy import stats as st
 from ..errors import StatsError
 from ._common import check_confidence, check_fraction, require_positive_finite
 
-__all__ = ["Agreement", "bland_altman"]
-
 
 @dataclass(frozen=True)
 class Agreement:

@@ -48,18 +48,12 @@ from ._common import (
 from .ratio import (
     ESTIMANDS,
     RATIO_METHODS,
-    RatioCI,
     check_estimand,
-    fieller_ratio_ci,
     hedges_g,
     ratio_bca,
     ratio_ci,
     ratio_tost,
 )
-
-__all__ = ["Comparison", "ComparisonTable", "Design", "RatioCI", "compare", "summary_table", "adjust_pvalues",
-           "pooled_factors", "fieller_ratio_ci",
-           "ratio_ci", "hedges_g", "ADJUST_METHODS", "ESTIMANDS"]
 
 #: ``adjust=`` names accepted by :func:`compare` → ``statsmodels.stats.multitest.multipletests`` method.
 ADJUST_METHODS: dict[str, str | None] = {

@@ -35,9 +35,6 @@ from .compare import ComparisonTable, compare
 from .saturation import littles_law, per_run
 from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
-__all__ = ["CONFIG_COLUMNS", "CrossTool", "cell_words", "cross_tool", "cross_tool_findings", "cross_tool_table",
-           "tool_littles_law"]
-
 #: The fio factor columns of ``runs`` that make two runs "the same configuration".
 CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
 _MEANS = ("lat_mean_ns", "clat_mean_ns", "slat_mean_ns")

@@ -20,8 +20,6 @@ from statsmodels.sandbox.stats.runs import runstest_1samp
 from ..errors import StatsError
 from ._common import as_list, check_confidence, require_columns, require_positive_finite
 
-__all__ = ["Drift", "drift_check"]
-
 _METHOD = ("OLS of log({metric}) on one mean per cell ({cells}) plus a common slope in {order}; the slope's t CI "
            "with {df} residual df, shown as % change from the first run to the last, exp(span x slope) - 1; and the Wald-Wolfowitz "
            "runs test of the signs of the residuals from the cell means (above/below their median) in {order} "

@@ -15,9 +15,6 @@ from ..errors import StatsError
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, check_confidence, check_margin
 from .variance import VarianceComponents
 
-__all__ = ["Estimate", "Equivalence", "PlanningCV", "SamplePlan", "cv_upper_bound", "mean_ci", "pilot_cv", "tost",
-           "tost_plan", "tost_power", "tost_sample_size"]
-
 
 @dataclass(frozen=True)
 class Estimate:

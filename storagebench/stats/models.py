@@ -13,8 +13,6 @@ from statsmodels.stats.anova import anova_lm
 from ..errors import StatsError
 from ._common import check_confidence
 
-__all__ = ["MixedModel", "Model", "fit_mixed", "fit_model"]
-
 
 def _params_frame(res, confidence: float) -> pd.DataFrame:
     ci = res.conf_int(alpha=1 - confidence)

@@ -40,9 +40,6 @@ from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 from ..errors import StatsError
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N
 
-__all__ = ["ESTIMANDS", "RatioCI", "check_estimand", "fieller_ratio_ci", "hedges_g", "ratio_ci", "ratio_tost",
-           "ratio_bca"]
-
 #: ``estimand=`` names accepted by :func:`ratio_ci` / :func:`~storagebench.stats.compare` and what they estimate.
 ESTIMANDS: dict[str, str] = {
     "geometric": "ratio of geometric means (other / baseline)",

@@ -15,8 +15,6 @@ import pandas as pd
 from ..errors import StatsError
 from ._common import require_columns
 
-__all__ = ["ROTATIONAL_FLOOR_NS", "CACHE_CAVEAT", "cache_caveats"]
-
 #: Mean completion latency below which a rotational device cannot have served a run from its medium, ns
 #: (1 ms). A rotating disk needs a seek plus on average half a rotation per random I/O: 2 ms at 15,000 rpm,
 #: 4.2 ms at 7,200 rpm (30,000 / rpm ms); a small sequential read faster than that came from the drive's

@@ -14,8 +14,6 @@ from scipy import stats as st
 from ..errors import StatsError
 from ._common import as_list, require_columns
 
-__all__ = ["FioSteadyState", "SteadyState", "fio_steadystate", "steady_state", "steady_state_timeseries"]
-
 _PTS = ("SNIA Solid State Storage Performance Test Specification (PTS), steady state: over a measurement window "
         "of {w} rounds, max - min of the data <= {d:.0%} of the window mean and max - min of the least-squares "
         "line over the window <= {s:.0%} of the window mean")

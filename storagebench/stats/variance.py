@@ -13,8 +13,6 @@ from scipy import stats as st
 from ..errors import StatsError
 from ._common import check_confidence, require_columns
 
-__all__ = ["VarianceComponents", "variance_components"]
-
 
 @dataclass(frozen=True)
 class VarianceComponents:

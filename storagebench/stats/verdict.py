@@ -24,8 +24,6 @@ from ._common import as_list, key_tuple, require_columns, require_positive_finit
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
-__all__ = ["NO_CI_VERDICT", "NO_DIFFERENCE", "interaction", "verdict", "verdict_findings", "verdict_words"]
-
 #: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
 NO_CI_VERDICT = "no verdict: CI not estimable"
 #: Verdict of a row whose adjusted p is not below alpha, or whose CI includes 1.

@@ -78,7 +78,6 @@ __all__ = [
     "TestbedResult",
     "TestbedStudy",
     "TestbedOutcome",
-    "discover",
     "names",
     "get",
     "run",
