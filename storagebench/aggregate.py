@@ -23,6 +23,7 @@ from .errors import SchemaError, StatsError
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
 from .stats import compare, find_knee, mean_ci
+from .stats.compare import FACTOR_COLUMNS
 
 __all__ = [
     "combine_jobs",
@@ -288,9 +289,13 @@ def fairness(host_rows: pd.DataFrame, metric: str = "iops",
 
 
 def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = "iops",
-                    by: Sequence[str] = ("pattern",), confidence: float = 0.95,
-                    min_gain: float = 0.0) -> pd.DataFrame:
+                    by: Sequence[str] = ("pattern",), factors: Sequence[str] | None = None,
+                    confidence: float = 0.95, min_gain: float = 0.0) -> pd.DataFrame:
     """Mean of ``metric`` per ``x`` level with its CI, and the gain over the previous level.
+
+    The rows of one (group, ``x`` level) cell are its replicates: repetitions of the same runs. A factor
+    that varies within a cell (the load generator that measured the same configuration, another
+    pattern) is refused, never counted as replication: put it in ``by`` for one curve per level.
 
     Parameters
     ----------
@@ -301,7 +306,11 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
     metric : str
         Column, > 0 (``iops``, ``bw_bytes_per_s``, ``lat_mean_ns``).
     by : sequence of str
-        One curve per group (the access pattern).
+        One curve per group (the access pattern; add the tool column when several tools measured).
+    factors : sequence of str, optional
+        Columns that are factors, never replicates: none may vary within a (group, ``x``) cell. Default:
+        those of :data:`storagebench.stats.compare.FACTOR_COLUMNS` present (the fio factors of the runs
+        schema, ``tool``, and ``source_tool`` of the published seed tables).
     confidence : float
         Confidence level of the CIs.
     min_gain : float
@@ -315,10 +324,34 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         :func:`storagebench.stats.mean_ci`), and versus the previous level ``gain_ratio``,
         ``gain_ci_low``, ``gain_ci_high`` (ratio of geometric means with the Welch CI on log values,
         :func:`storagebench.stats.compare`), ``gain_p`` (of the same test) and ``adds`` (the step adds significantly
-        more than ``min_gain``). The first level has NaN gain columns.
+        more than ``min_gain``; None when the step has no CI: fewer than 2 runs on a side). The first
+        level has NaN gain columns.
+
+    Raises
+    ------
+    SchemaError
+        A column is missing.
+    StatsError
+        A factor column (``factors``) varies within a (group, ``x``) cell, e.g. the DiskSPD and FIO rows of
+        one VM count of seed 002: name it in ``by``.
     """
     by = list(by)
     _need(per_run, [*by, x, metric], "per_run")
+    if factors is None:
+        factors = [c for c in FACTOR_COLUMNS if c in per_run.columns]
+    else:
+        factors = [factors] if isinstance(factors, str) else list(factors)
+        _need(per_run, factors, "per_run")
+    checked = [c for c in factors if c not in (*by, x)]
+    if checked:
+        spread = per_run.groupby([*by, x], observed=True, sort=True, dropna=False)[checked].nunique(dropna=False)
+        mixed = [c for c in checked if (spread[c] > 1).any()]
+        if mixed:
+            levels = "; ".join(f"{c} {sorted(map(str, per_run[c].dropna().unique()))}" for c in mixed)
+            raise StatsError(
+                f"the rows of one {x} level differ in {mixed} ({levels}): a factor, not a replicate (e.g. two "
+                f"tools that measured the same configuration); put it in by={[*by, *mixed]} for one curve per "
+                "level")
     rows = []
     groups = per_run.groupby(by, observed=True, sort=True) if by else [((), per_run)]
     for key, g in groups:
@@ -335,7 +368,7 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
                 pair = g[g[x].isin([prev, lv])].drop(columns=[c for c in ("direction",) if c in g])
                 c = compare(pair, x, prev, metric, confidence=confidence, adjust="holm").rows[0]
                 row.update(gain_ratio=c.ratio, gain_ci_low=c.ci_low, gain_ci_high=c.ci_high, gain_p=c.p,
-                           adds=bool(np.isfinite(c.ci_low) and c.ci_low > 1.0 + min_gain))
+                           adds=bool(c.ci_low > 1.0 + min_gain) if np.isfinite(c.ci_low) else None)
             rows.append(row)
             prev = lv
     return pd.DataFrame(rows)
@@ -354,7 +387,8 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
     pandas.DataFrame
         Per group: ``saturation_<x>`` -- the level reached by the *last* step that adds
         significantly (the first level when none does; the largest level when the last step
-        still adds: not saturated within the range), ``saturated`` (bool), ``mean_at_saturation``, ``knee_<x>`` (Kneedle on the means,
+        still adds: not saturated within the range; NaN when no step has a CI), ``saturated`` (bool;
+        None when no step has a CI), ``mean_at_saturation``, ``knee_<x>`` (Kneedle on the means,
         :func:`storagebench.stats.find_knee`; NaN with fewer than 3 levels or no knee), and
         ``rule`` in words.
     """
@@ -365,16 +399,20 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values(x).reset_index(drop=True)
-        adds = [i for i in range(1, len(g)) if g.loc[i, "adds"]]
+        known = [i for i in range(1, len(g)) if g.loc[i, "adds"] is not None and not pd.isna(g.loc[i, "adds"])]
+        adds = [i for i in known if g.loc[i, "adds"]]
         sat_i = adds[-1] if adds else 0
-        saturated = sat_i < len(g) - 1
+        saturated = sat_i < len(g) - 1 if known else None
         knee = np.nan
         if len(g) >= 3:
             try:
                 knee = find_knee(g, x, "mean", curve="concave", direction="increasing").x
             except StatsError:
                 knee = np.nan
-        rows.append({**dict(zip(by, key, strict=True)), f"saturation_{x}": g.loc[sat_i, x],
-                     "saturated": saturated, "mean_at_saturation": g.loc[sat_i, "mean"], f"knee_{x}": knee,
-                     "rule": "level reached by the last step whose ratio CI lies above 1 + min_gain"})
+        rule = "level reached by the last step whose ratio CI lies above 1 + min_gain"
+        rows.append({**dict(zip(by, key, strict=True)), f"saturation_{x}": g.loc[sat_i, x] if known else np.nan,
+                     "saturated": saturated, "mean_at_saturation": g.loc[sat_i, "mean"] if known else np.nan,
+                     f"knee_{x}": knee,
+                     "rule": rule if known else "no step has a CI (one run per level): no saturation level; the "
+                                                 "knee is a point estimate"})
     return pd.DataFrame(rows)

@@ -62,6 +62,7 @@ __all__ = [
     "ratio_forest",
     "bland_altman_plot",
     "cross_tool_plot",
+    "parameter_claim_plot",
     "provenance_caption",
     "add_caption",
 ]
@@ -1367,6 +1368,64 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
     fig.supxlabel(xlabel, fontsize="medium")
     fig.supylabel(ylabel, fontsize="medium")
     fig.suptitle(f"Agreement of {names[0]} and {names[1]} per {', '.join(keys)} (Bland-Altman; bands: {conf:.0%} CIs)")
+    return fig
+
+
+def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str, latency: str = "lat_mean_ms",
+                         ci: float | None = 0.95) -> Figure:
+    """The numjobs x iodepth sweep per group (tool), with the recommended and the claimed cell marked.
+
+    One panel per level of ``by``: :func:`latency_vs_iops` (a line per ``numjobs``, points joined by
+    ``iodepth``) with the recommended cell as its knee (star) and the claimed cell as an open square.
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        Tidy ``runs`` table of the sweep, with the ``by`` column.
+    verdicts : pandas.DataFrame
+        :func:`storagebench.stats.parameter_claim_verdicts` of the same sweep grouped by ``by`` (columns
+        ``recommended_numjobs``, ``recommended_iodepth``, ``claimed_numjobs``, ``claimed_iodepth``).
+    by : str
+        The group column (``"source_tool"``).
+    latency : str
+        A latency name from :data:`METRICS`.
+    ci : float or None
+        Confidence level of the error bars (none with one value per cell).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    SchemaError
+        A missing column, or a group of ``sweep`` without a row in ``verdicts``.
+    """
+    _need_columns(sweep, [by, "numjobs", "iodepth", "iops"], "sweep")
+    _need_columns(verdicts, [by, "recommended_numjobs", "recommended_iodepth", "claimed_numjobs", "claimed_iodepth"],
+                  "verdicts")
+    groups = list(sweep.groupby(by, sort=True))
+    with house_style():
+        fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.8), dpi=_DPI, layout="constrained",
+                                 squeeze=False)
+    for ax, (level, part) in zip(axes.flat, groups, strict=True):
+        row = verdicts[verdicts[by].astype(str) == str(level)]
+        if row.empty:
+            raise SchemaError(f"verdicts has no row for {by}={level!r}")
+        v = row.iloc[0]
+        latency_vs_iops(part, knee={"numjobs": int(v["recommended_numjobs"]), "iodepth": int(v["recommended_iodepth"])},
+                        latency=latency, ci=ci, ax=ax)
+        cell = part[(part["numjobs"] == v["claimed_numjobs"]) & (part["iodepth"] == v["claimed_iodepth"])]
+        if len(cell):
+            y = cell[latency].astype(float) if latency in cell else cell[latency.replace("_ms", "_ns")] / 1e6
+            ax.plot([cell["iops"].mean()], [y.mean()], linestyle="none", marker="s", ms=13, mfc="none", mec="black",
+                    mew=1.6, zorder=6, label=f"claimed (numjobs={int(v['claimed_numjobs'])}, "
+                                             f"iodepth={int(v['claimed_iodepth'])})")
+        for line in ax.lines:  # the knee is the recommended cell here
+            if line.get_label().startswith("knee ("):
+                line.set_label("recommended" + line.get_label()[4:])
+        ax.legend(loc="upper left", fontsize="small", title="numjobs (threads)")
+        ax.set_title(f"{level}: mean latency vs IOPS (load rises with iodepth)", fontsize="medium")
     return fig
 
 

@@ -211,26 +211,35 @@ def test_bad_inputs_are_named(run):
 
 
 def test_scaling_summary_on_seed_002_vm_scaling():
-    """Seed 002 (vSAN, stripe width 1): 4k random read IOPS of 1..12 VMs, DiskSPD and FIO as the two values."""
+    """Seed 002 (vSAN, stripe width 1): 4k random read IOPS of 1..12 VMs, measured once by DiskSPD and once by FIO.
+
+    The two tools measured the same configuration: the tool is a factor, not a replicate. Pooled as the
+    two values of a VM count (as this test once did) they gave a CI and "significant" gains from no
+    repetition at all; now that is refused, and per tool each VM count holds one published value: no CI,
+    no significance claim, a point gain and a point knee."""
     from storagebench.aggregate import saturation_point, scaling_summary
+    from storagebench.errors import StatsError
     from storagebench.published import load_published
 
     df = load_published("vsan_stripe")
     one = df[(df.stripe_width == 1) & df.pattern.isin(["4k random read", "1M seq read"])]
-    d = one.groupby(["pattern", "vms", "source_tool"], as_index=False)["iops"].sum()
-    sm = scaling_summary(d, x="vms", by=("pattern",), min_gain=0.05)
-    rr = sm[sm.pattern == "4k random read"].set_index("vms")
-    assert list(rr.index) == list(range(1, 13)) and (rr["n"] == 2).all()
-    # the gain is the ratio of geometric means (compare's estimand), from the two values per VM count
-    v = d[d.pattern == "4k random read"].set_index("vms")["iops"]
-    assert rr.loc[2, "gain_ratio"] == pytest.approx(np.exp(np.log(v[2]).mean() - np.log(v[1]).mean()), rel=1e-12)
-    # 1 -> 2 VMs doubles IOPS (seed table: 67054/63732 -> 134719/133074): a significant gain
-    assert rr.loc[2, "adds"] and rr.loc[2, "gain_ci_low"] > 1.05
-    # 8 -> 9 VMs (233k -> 224k): no gain
-    assert not rr.loc[9, "adds"] and rr.loc[9, "gain_ci_low"] < 1.0 < rr.loc[9, "gain_ci_high"]
-    sat = saturation_point(sm, x="vms").set_index("pattern").loc["4k random read"]
-    adding = [v for v in range(2, 13) if rr.loc[v, "adds"]]
-    assert sat["saturation_vms"] == max(adding) and sat["saturated"]
-    assert 1 < sat["knee_vms"] < 12
+    d = one[["pattern", "vms", "source_tool", "iops"]]
+    with pytest.raises(StatsError, match=r"differ in \['source_tool'\].*a factor, not a replicate.*"
+                                         r"by=\['pattern', 'source_tool'\]"):
+        scaling_summary(d, x="vms", by=("pattern",), min_gain=0.05)
+    sm = scaling_summary(d, x="vms", by=("pattern", "source_tool"), min_gain=0.05)
+    rr = sm[(sm.pattern == "4k random read") & (sm.source_tool == "DiskSPD")].set_index("vms")
+    assert list(rr.index) == list(range(1, 13)) and (rr["n"] == 1).all()
+    assert rr["ci_low"].isna().all() and rr["gain_ci_low"].isna().all() and rr["gain_p"].isna().all()
+    assert rr["adds"].iloc[1:].isna().all()  # unknown, not "does not add"
+    # the gain is the point ratio of the two published values (seed table: 67054 -> 134719 IOPS)
+    v = d[(d.pattern == "4k random read") & (d.source_tool == "DiskSPD")].set_index("vms")["iops"]
+    assert (v[1], v[2]) == (67054, 134719)
+    assert rr.loc[2, "gain_ratio"] == pytest.approx(134719 / 67054, rel=1e-12)
+    sat = saturation_point(sm, x="vms", by=("pattern", "source_tool")).set_index(["pattern", "source_tool"])
+    row = sat.loc[("4k random read", "DiskSPD")]
+    # no step has a CI: no saturation level is claimed; the knee of the means is a point estimate
+    assert np.isnan(row["saturation_vms"]) and row["saturated"] is None and "no step has a CI" in row["rule"]
+    assert 1 < row["knee_vms"] < 12
     with pytest.raises(SchemaError, match="missing columns"):
         scaling_summary(d, x="clients")

@@ -129,61 +129,55 @@ def test_hdd_notebook_checks_littles_law_on_the_published_rows(executed):
 
 
 def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
-    from storagebench.stats import recommend_parameters
+    """The write-up's tables are the library's comparisons with the right unit: VM count a block, tool a factor."""
+    from storagebench.published import published_metadata
+    from storagebench.stats import (
+        bland_altman,
+        claim_checks,
+        claim_verdicts,
+        interaction,
+        parameter_claim_verdicts,
+    )
 
     path, d = executed["vsan"]
     out_dir = d / "vsan"
     text = _outputs_text(path)
     stripe = load_published("vsan_stripe")
-    by_pattern = pd.read_csv(out_dir / "stripe_by_pattern.csv")
-    want = compare(stripe, "stripe_width", 1, "iops", by=["pattern", "direction"], pair_on=["vms", "source_tool"],
-                   adjust="holm").to_frame()
-    assert len(by_pattern) == 6 and set(by_pattern["n_baseline"]) == {24}
-    np.testing.assert_allclose(by_pattern["ratio"], want["ratio"], rtol=1e-12)
-    np.testing.assert_allclose(by_pattern["ci_high"], want["ci_high"], rtol=1e-12)
-    np.testing.assert_allclose(by_pattern["p_adjusted"], want["p_adjusted"], rtol=1e-12)
-    # every per-pattern verdict is the rule applied to that pattern's CI and adjusted p
-    verdicts = pd.read_csv(out_dir / "verdicts.csv")
-    per_pattern = verdicts[verdicts["claim"] == "stripe width 4 gives more iops"].set_index("scope")["verdict"]
-    assert len(per_pattern) == 6
-    for _, r in by_pattern.iterrows():
-        expected = ("holds" if r.ci_low > 1 and r.p_adjusted < 0.05 else
-                    "contradicted" if r.ci_high < 1 and r.p_adjusted < 0.05 else "not shown (CI includes 1)")
-        assert per_pattern[r.pattern] == expected, r.pattern
-    assert verdicts["evidence"].str.contains("CI|no CI").all() and verdicts["evidence"].str.contains("n = ").all()
-    assert len(pd.read_csv(out_dir / "stripe_by_tool.csv")) == 12
-    # balanced design: the model's per-pattern stripe ratio equals the paired geometric mean ratio
-    effects = pd.read_csv(out_dir / "model_effects.csv")
-    assert sorted(effects["model"].unique()) == ["A", "B"] and set(effects["n"]) == {288}
-    for _, eff in effects.groupby("model"):
-        merged = eff.merge(by_pattern, on="pattern", suffixes=("_model", ""))
-        np.testing.assert_allclose(merged["ratio_model"], merged["ratio"], rtol=1e-9)
-        assert (merged["ci_low_model"] < merged["ratio"]).all() and (merged["ratio"] < merged["ci_high_model"]).all()
-    assert pd.read_csv(out_dir / "stripe_pooled.csv")["n_baseline"].tolist() == [144]
-    # the knee table reports the recommendation computed by the library on each tool's sweep
-    knee = pd.read_csv(out_dir / "knee.csv").set_index("tool")
-    sweep = load_published("vsan_qd_threads")
-    for tool, part in sweep.groupby("source_tool"):
-        rec = recommend_parameters(part, "iops", fraction=0.95)
-        assert knee.loc[tool, "recommended"] == f"threads={rec.numjobs}, QD={rec.iodepth}"
-    agreement = pd.read_csv(out_dir / "tool_agreement.csv")
-    overall = agreement[agreement["pattern"] == "all patterns"].set_index("metric")
-    assert overall.loc["iops", "n"] == 144
-    assert (agreement["loa_low"] <= agreement["ratio_bias"]).all() and (agreement["ratio_bias"] <= agreement["loa_high"]).all()
-    assert overall.loc["lat_mean_ns", "ci_low"] > 3  # FIO's printed latency ~4x DiskSPD's (README)
-    # the limits of agreement and their CIs are the library's (stats.bland_altman), not computed in the notebook
-    from storagebench.stats import bland_altman
-
+    design = dict(pair_on="vms", blocks="vms", adjust="holm")
+    by = ["pattern", "direction"]
+    combined = compare(stripe, "stripe_width", 1, "iops", by=by, factors="source_tool", **design)
+    per_tool = compare(stripe, "stripe_width", 1, "iops", by=[*by, "source_tool"], **design)
+    average = compare(stripe, "stripe_width", 1, "iops", factors=["source_tool", *by], **design)
+    inter = interaction(stripe, "stripe_width", 1, "iops", modifier="source_tool", modifier_baseline="DiskSPD",
+                        by=by, **design)
+    for name, table, rows in (("stripe_combined", combined, 6), ("stripe_per_tool", per_tool, 12),
+                              ("stripe_average", average, 1), ("tool_x_stripe", inter, 6)):
+        got, want = pd.read_csv(out_dir / f"{name}.csv"), table.to_frame()
+        assert len(got) == rows and set(got["n_baseline"]) == {12}, name  # 12 VM counts, never 24 "replicates"
+        for col in ("ratio", "ci_low", "ci_high", "p_adjusted"):
+            np.testing.assert_allclose(got[col], want[col], rtol=1e-12, err_msg=f"{name}.{col}")
+    # the tool is never a replicate: the old pairing on (vms, tool) is refused by the verdict
+    claims = claim_checks(published_metadata("vsan_stripe"))
+    unit = "VM-count step"
+    want_claims = claim_verdicts(claims, combined, unit=unit, average=average, blocks="vms", factors="source_tool",
+                                 name_by="pattern")
+    got_claims = pd.read_csv(out_dir / "claims.csv")
+    assert got_claims["verdict"].tolist() == want_claims["verdict"].tolist() == ["holds", "contradicted", "not shown"]
+    params = pd.read_csv(out_dir / "parameter_claim.csv").set_index("source_tool")
+    want_params = parameter_claim_verdicts(claims=claim_checks(published_metadata("vsan_qd_threads")),
+                                           sweep=load_published("vsan_qd_threads"), by="source_tool").set_index(
+        "source_tool")
+    assert params["verdict"].to_dict() == want_params["verdict"].to_dict() == {"DiskSPD": "holds",
+                                                                                 "FIO": "holds loosely"}
+    # the Bland-Altman agreement over every configuration is the library's
+    agreement = pd.read_csv(out_dir / "tool_agreement.csv").set_index("pattern")
+    overall = agreement.loc["all"]
+    assert overall["configurations"] == 144
     wide = stripe.pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool", values="iops")
     ba = bland_altman(wide["FIO"], wide["DiskSPD"])
-    row = overall.loc["iops"]
-    np.testing.assert_allclose([row.ratio_bias, row.ci_low, row.ci_high, row.loa_low, row.loa_high,
-                                row.loa_low_ci_low, row.loa_high_ci_high],
-                               [ba.bias, ba.bias_ci_low, ba.bias_ci_high, ba.loa_low, ba.loa_high,
-                                ba.loa_low_ci_low, ba.loa_high_ci_high], rtol=1e-12)
-    assert (agreement["loa_low_ci_low"] < agreement["loa_low"]).all()
-    assert (agreement["loa_high"] < agreement["loa_high_ci_high"]).all()
-    assert agreement["method"].str.contains("Bland & Altman 1986").all()
-    # the verdicts are an HTML table (not printed text), and the findings state each pattern's verdict
-    assert "The article&#x27;s claims, checked" in text or "The article's claims, checked" in text
-    assert "<pre" not in text and text.count("verdict: ") >= 7
+    np.testing.assert_allclose([overall.loa_low, overall.loa_high], [ba.loa_low, ba.loa_high], rtol=1e-9)
+    # the findings open the page, each claim's verdict in a sentence; the verdicts table is HTML, not printed text
+    assert text.index('id="findings"') < text.index("<table")
+    assert "switching to a higher number of disk stripes per object can give you some more IOPS\u201d" in text
+    assert "contradicted; it is contradicted for 4k random write and 64k random write" in text
+    assert "<pre" not in text

@@ -201,3 +201,38 @@ def test_findings_of_too_few_configurations_say_so():
     ct = cross_tool(two, tool_col="source_tool", baseline="DiskSPD", match_on=["stripe_width", "vms"])
     f = cross_tool_findings(ct)
     assert f["iops:agreement"].caveat and "not estimable" in f["iops:agreement"].sentence
+
+
+def test_cells_whose_rows_differ_in_a_study_column_are_refused_not_pooled():
+    """Issue: without match_on, the 24 stripe x VM cells of a pattern were compared as 24 replicates of one
+    configuration (Welch, n = 24 per tool). Now refused, naming the columns, their levels and match_on."""
+    stripe = load_published("vsan_stripe")
+    with pytest.raises(StatsError) as err:
+        cross_tool(stripe, tool_col="source_tool", baseline="DiskSPD")
+    msg = str(err.value)
+    assert "differ in ['stripe_width', 'vms']" in msg and "stripe_width ['1', '4']" in msg
+    assert "vms ['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12']" in msg
+    assert "24 rows of source_tool='DiskSPD'" in msg and "match_on=['stripe_width', 'vms']" in msg
+    # half the configuration named: the other half is still refused, and the message adds it to match_on
+    with pytest.raises(StatsError, match=r"differ in \['stripe_width'\].*match_on=\['vms', 'stripe_width'\]"):
+        cross_tool(stripe, tool_col="source_tool", baseline="DiskSPD", match_on="vms")
+    # grouping by a column takes it out of the cell's replicates too
+    ct = cross_tool(stripe, tool_col="source_tool", baseline="DiskSPD", match_on="vms", by=["pattern", "stripe_width"])
+    assert ct.paired and len(ct.comparison) == 12 and set(ct.comparison["n_baseline"]) == {12}
+    # the single-VM sweep varies only in fio options (threads = numjobs, QD = iodepth): accepted as before
+    sweep = cross_tool(load_published("vsan_qd_threads"), tool_col="source_tool", baseline="DiskSPD")
+    assert sweep.paired and len(sweep.pairs) == 32
+    with pytest.raises(StatsError, match=r"replicates=\['setup'\]: no column"):
+        cross_tool(stripe, tool_col="source_tool", baseline="DiskSPD", replicates="setup")
+
+
+def test_replicates_declares_a_study_column_whose_levels_are_repeats():
+    """The way out for real replicates: a set-up column whose levels are the same configuration built afresh.
+    Seed 002 has none, so the stripe-1 rows stand in: the VM counts declared as repeats (a user's claim, not
+    seed 002's design) make each cell a set of 12 independent runs per tool."""
+    one = load_published("vsan_stripe").query("stripe_width == 1").rename(columns={"vms": "setup"})
+    with pytest.raises(StatsError, match=r"differ in \['setup'\]"):
+        cross_tool(one, tool_col="source_tool", baseline="DiskSPD")
+    ct = cross_tool(one, tool_col="source_tool", baseline="DiskSPD", replicates="setup")
+    assert not ct.paired and len(ct.comparison) == 6
+    assert set(ct.comparison["n_baseline"]) == {12} and ct.unit.startswith("run")

@@ -141,12 +141,16 @@ def test_per_run_combines_jobs_and_directions_of_a_real_fio_run(fio_bin, tmp_pat
     jobs = json.loads(out.read_text())["jobs"]
     dirs = [j[d] for j in jobs for d in ("read", "write")]
     ios = sum(d["total_ios"] for d in dirs)
-    assert r["total_ios"] == ios and r["iops"] == pytest.approx(sum(d["iops"] for d in dirs))
+    # fio's group rule (stat.c add_ddir_status_json): the pooled I/Os over the longest runtime, which is the sum
+    # of the rows' IOPS only when the jobs ran equally long
+    longest_s = max(d["runtime"] for d in dirs) / 1000
+    assert r["total_ios"] == ios and r["iops"] == pytest.approx(ios / longest_s, rel=1e-3)
     for col, key in (("lat_mean_ns", "lat_ns"), ("clat_mean_ns", "clat_ns"), ("slat_mean_ns", "slat_ns")):
         want = sum(d[key]["mean"] * d["total_ios"] for d in dirs) / ios
         assert r[col] == pytest.approx(want, rel=1e-9), col
-    assert r["usr_cpu_pct"] == pytest.approx(np.mean([j["usr_cpu"] for j in jobs]))
-    assert r["sys_cpu_pct"] == pytest.approx(np.mean([j["sys_cpu"] for j in jobs]))
+    w = [j["job_runtime"] for j in jobs]  # CPU: the runtime-weighted mean over the jobs (usr_time / total_run_time)
+    assert r["usr_cpu_pct"] == pytest.approx(np.average([j["usr_cpu"] for j in jobs], weights=w), rel=1e-3)
+    assert r["sys_cpu_pct"] == pytest.approx(np.average([j["sys_cpu"] for j in jobs], weights=w), rel=1e-3)
     assert r["outstanding_ios"] == 4 * 2  # one job section of numjobs=2 clones at iodepth 4 (not 2 x 8)
     pcols = [c for c in pr.columns if c.startswith("clat_p")]
     assert pcols and pr[pcols].isna().all(axis=None) and "never averaged" in r["note"]  # plain json: no bins

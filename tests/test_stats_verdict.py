@@ -167,3 +167,103 @@ def test_verdict_rule_and_confidence_come_from_the_analysis(stripe):
     # TOST shows up in the text when a margin was asked
     eq = compare(stripe, "stripe_width", 1, "iops", by="pattern", pair_on="vms", factors="source_tool", margin=0.5)
     assert verdict(eq, unit=UNIT)["text"].str.contains(r"equivalence within \[0.5, 1.5\]").all()
+
+
+# ---- independent check in R, and the sentences and Methods table built from the same tables --------------
+
+
+@pytest.fixture(scope="module")
+def r_vsan() -> dict:
+    """R's t.test on the per-VM-count log ratios (tests/fixtures/stats/r_reference.R, key vsan_stripe)."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "fixtures" / "stats" / "r_reference.json").read_text())["vsan_stripe"]
+
+
+def _design(stripe):
+    d = dict(pair_on="vms", blocks="vms")
+    return {
+        "combined": compare(stripe, "stripe_width", 1, "iops", by=["pattern", "direction"], factors="source_tool", **d),
+        "per_tool": compare(stripe, "stripe_width", 1, "iops", by=["pattern", "direction", "source_tool"], **d),
+        "interaction": interaction(stripe, "stripe_width", 1, "iops", modifier="source_tool",
+                                   modifier_baseline="DiskSPD", by=["pattern", "direction"], **d),
+        "average": compare(stripe, "stripe_width", 1, "iops", factors=["source_tool", "pattern", "direction"], **d),
+    }
+
+
+def test_vsan_stripe_at_the_right_unit_agrees_with_r(stripe, r_vsan):
+    """The vsan_stripe write-up's numbers (n = 12 VM-count blocks; tools averaged, per tool, interaction) equal R's."""
+    tables = _design(stripe)
+    for name, keys in (("combined", ["pattern"]), ("per_tool", ["pattern", "tool"]), ("interaction", ["pattern"])):
+        frame = tables[name].to_frame().rename(columns={"source_tool": "tool"}).set_index(keys)
+        assert len(frame) == len(r_vsan[name])
+        for ref in r_vsan[name]:
+            row = frame.loc[tuple(ref[k] for k in keys) if len(keys) > 1 else ref[keys[0]]]
+            assert row["n_baseline"] == ref["n"] == 12
+            assert (row["ratio"], row["ci_low"], row["ci_high"]) == pytest.approx(
+                (ref["ratio"], *ref["ci_ratio"]), rel=1e-12), (name, ref)
+            assert (row["p"], row["p_adjusted"]) == pytest.approx((ref["p"], ref["p_holm"]), rel=1e-9), (name, ref)
+    avg = tables["average"][0]
+    ref = r_vsan["average"]
+    assert (avg.n_baseline, avg.ratio, avg.ci_low, avg.ci_high, avg.p) == pytest.approx(
+        (ref["n"], ref["ratio"], *ref["ci_ratio"], ref["p"]), rel=1e-9)
+    # the issue's figures, to the digits it states them
+    c = tables["combined"].to_frame().set_index("pattern")
+    assert c.loc["1M seq read", ["ratio", "ci_low", "ci_high"]].round(3).tolist() == [1.163, 1.096, 1.234]
+    assert round(c.loc["1M seq read", "p_adjusted"], 5) == 0.00098
+    assert round(c.loc["64k random read", "p"], 3) == 0.030 and round(c.loc["64k random read", "p_adjusted"], 2) == 0.14
+    assert c.loc["8k random 70%read/30%write", ["ratio", "ci_low", "ci_high"]].round(3).tolist() == [0.887, 0.798, 0.985]
+
+
+def test_verdict_summary_sorts_the_groups_by_verdict_with_their_numbers(stripe):
+    from storagebench.stats import verdict_summary
+
+    t = _design(stripe)
+    unit = "VM-count step of one sweep"
+    f = verdict_summary(t["combined"], unit=unit, blocks="vms", factors="source_tool", name_by="pattern",
+                        label="Both tools combined")
+    assert len(f) == 1
+    s = f[0].sentence
+    assert s.startswith("Both tools combined: IOPS at stripe_width 4 / 1 is higher for 1M seq read (1.16; 95% CI "
+                        "1.10 to 1.23; adjusted p = 9.8e-04)")
+    # unadjusted CI excludes 1 but the Holm-adjusted p does not reach alpha: listed apart, with the adjusted p
+    assert ("no difference shown after the adjustment (the unadjusted CI excludes 1) for 64k random read (1.09; "
+            "95% CI 1.01 to 1.18; adjusted p = 0.141) and 8k random 70%read/30%write") in s
+    assert "no difference shown for 4k random read (1.04; 95% CI 0.955 to 1.13), 4k random write" in s
+    assert f[0].n == 12 and f[0].unit_of_replication == f"pairs; experimental unit: {unit}"
+    assert "p adjusted by Holm over 6 comparisons at alpha = 0.05" in f[0].method
+    assert "ratio of geometric means" in f[0].method and "95% CIs" in f[0].method
+    per = verdict_summary(t["per_tool"], unit=unit, blocks="vms", factors="source_tool", name_by="pattern",
+                          per="source_tool")
+    assert [x.key for x in per] == ["iops:summary:DiskSPD", "iops:summary:FIO"]
+    assert "lower for 8k random 70%read/30%write (0.829; 95% CI 0.753 to 0.912" in per[0].sentence
+    assert "8k random 70%read/30%write (0.949; 95% CI 0.835 to 1.08)" in per[1].sentence
+    assert all("Holm over 12 comparisons" in x.method for x in per)
+    avg = verdict_summary(t["average"], unit=unit, blocks="vms", factors="source_tool")
+    assert "a single comparison (nothing to adjust for)" in avg[0].method
+    assert "no difference shown for all (1.02; 95% CI 0.954 to 1.09)" in avg[0].sentence
+    # the refusals of verdict apply: the old analysis paired on the tool
+    old = compare(stripe, "stripe_width", 1, "iops", by="pattern", pair_on=["vms", "source_tool"])
+    with pytest.raises(StatsError, match="paired on it"):
+        verdict_summary(old, unit=unit, blocks="vms", factors="source_tool")
+    with pytest.raises(StatsError, match="per='tool' must be one of the comparison's by columns"):
+        verdict_summary(t["combined"], unit=unit, per="tool")
+    with pytest.raises(StatsError, match="must be a ComparisonTable"):
+        verdict_summary(t["combined"].to_frame(), unit=unit)
+
+
+def test_methods_table_says_what_each_comparison_did(stripe):
+    from storagebench.stats import methods_table
+
+    t = _design(stripe)
+    m = methods_table(t, units={k: f"unit of {k}" for k in t}).set_index("analysis")
+    assert list(m.index) == ["combined", "per_tool", "interaction", "average"]
+    assert (m["n"] == "12").all() and (m["confidence"] == 0.95).all() and m["alpha"].tolist() == pytest.approx([0.05] * 4)
+    assert m.loc["combined", "experimental unit"] == "unit of combined"
+    assert "source_tool averaged over within each unit" in m.loc["combined", "design"]
+    assert "12 estimable" in m.loc["per_tool", "family"] and "6 estimable" in m.loc["interaction", "family"]
+    assert m.loc["average", "family"].startswith("a single comparison")
+    assert m.loc["interaction", "compared"].startswith("iops_ratio: source_tool FIO vs DiskSPD")
+    with pytest.raises(StatsError, match="no experimental unit given for analysis 'per_tool'"):
+        methods_table(t, units={"combined": "u"})

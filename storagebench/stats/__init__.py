@@ -15,7 +15,14 @@ Modules, one per concept:
     optional BCa CI (n >= 10), rank tests, Holm/BH adjustment over the family, optional TOST.
 ``verdict``
     :func:`verdict`: plain-words verdicts naming estimand, CI, n, experimental unit, family and alpha;
+    :func:`verdict_findings` (a sentence per row), :func:`verdict_summary` (a sentence per table or per
+    level, groups sorted by verdict), :func:`methods_table` (what each comparison did);
     :func:`interaction`: does a factor's effect depend on a second factor (ratio of ratios, paired on blocks).
+``claims``
+    A source's claims checked: :func:`claim_checks` reads how each is tested from its metadata,
+    :func:`claim_verdicts` (ratio claims: holds / contradicted / not shown, over any, every or the average
+    of the groups), :func:`parameter_claim_verdicts` (a claimed numjobs x iodepth against the sweep's
+    plateau), :func:`claim_findings` (the sentences).
 ``agreement``
     :func:`bland_altman`: bias and limits of agreement of two methods, with CIs (Bland & Altman 1986).
 ``crosstool``
@@ -48,7 +55,17 @@ Modules, one per concept:
 
 from __future__ import annotations
 
+from ..findings import metric_words
 from .agreement import Agreement, bland_altman
+from .claims import (
+    CLAIM_VERDICTS,
+    ParameterClaim,
+    RatioClaim,
+    claim_checks,
+    claim_findings,
+    claim_verdicts,
+    parameter_claim_verdicts,
+)
 from .compare import (
     ADJUST_METHODS,
     Comparison,
@@ -105,7 +122,14 @@ from .sweep import (
     sweep_summary,
 )
 from .variance import VarianceComponents, variance_components
-from .verdict import interaction, verdict, verdict_findings, verdict_words
+from .verdict import (
+    interaction,
+    methods_table,
+    verdict,
+    verdict_findings,
+    verdict_summary,
+    verdict_words,
+)
 
 __all__ = [
     "Agreement",
@@ -115,6 +139,7 @@ __all__ = [
     "cross_tool",
     "cross_tool_findings",
     "cross_tool_table",
+    "metric_words",
     "tool_littles_law",
     "ADJUST_METHODS",
     "Comparison",
@@ -177,5 +202,14 @@ __all__ = [
     "interaction",
     "verdict",
     "verdict_findings",
+    "verdict_summary",
     "verdict_words",
+    "methods_table",
+    "CLAIM_VERDICTS",
+    "ParameterClaim",
+    "RatioClaim",
+    "claim_checks",
+    "claim_findings",
+    "claim_verdicts",
+    "parameter_claim_verdicts",
 ]

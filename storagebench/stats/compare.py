@@ -527,6 +527,8 @@ def _design_words(pair_on, unit, blocks, factors, averaged, estimand: str) -> st
 
 def _family_words(method: str | None, k: int, by: Sequence[str], factor: str) -> str:
     scope = f"one per ({', '.join(by)}) group and level of {factor}" if by else f"one per level of {factor}"
+    if k == 1:
+        return f"a single comparison ({scope}): nothing to adjust for"
     if method is None:
         return f"no adjustment: each of the {k} estimable comparison(s) ({scope}) stands alone"
     return f"{_ADJUST_WORDS[method]} over the {k} estimable comparison(s) of this table ({scope})"
@@ -644,6 +646,9 @@ def _to_units(df: pd.DataFrame, metric: str, keys: list[str], averaged: list[str
 #: ``compare`` without ``by`` pools when they vary (identity, metric and provenance columns never count).
 _SCHEMA_FACTORS = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct",
                    "target", "tool")
+#: The columns that are factors of a run, never its replicates: the fio factors of the runs schema and the tool
+#: (``tool``; ``source_tool`` in the published seed tables, whose ``tool`` is ``"published"``).
+FACTOR_COLUMNS: tuple[str, ...] = (*_SCHEMA_FACTORS, "source_tool")
 
 
 def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
@@ -841,8 +846,9 @@ def compare(
     _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
     averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
     if not by_l:
-        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l], [*pair_l, *unit_l],
-                                unit_l)
+        # a column fixed by the declared keys (rw of a pattern averaged over) is accounted for by them
+        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l],
+                                [*pair_l, *unit_l, *factors_l], unit_l)
         if pooled:
             levels_text = "; ".join(f"{c} {v}" for c, v in pooled.items())
             warnings.warn(

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p, metric_words
+from ..schema import RUNS
 from ._common import as_list, require_columns
 from .agreement import bland_altman
 from .compare import ComparisonTable, compare
@@ -108,6 +109,7 @@ def cross_tool(
     by: str | Sequence[str] | None = None,
     config: Sequence[str] = CONFIG_COLUMNS,
     aggregate: bool = True,
+    replicates: str | Sequence[str] | None = None,
     confidence: float = 0.95,
     adjust: str = "holm",
     margin: float | None = None,
@@ -138,6 +140,10 @@ def cross_tool(
         (:func:`~storagebench.stats.per_run`: fio's rule, completed I/Os over the longest runtime, mean latency
         weighted by I/Os). Without it a
         ``direction`` column becomes part of the cell.
+    replicates : str or list of str, optional
+        Study columns whose levels within a cell are independent repeats of the same configuration (e.g.
+        ``"setup"``: the testbed built afresh). Every other study column (one the ``runs`` schema does not
+        define) that varies within a cell is refused: its levels are not replicates (see Raises).
     confidence, adjust, margin
         As in :func:`~storagebench.stats.compare`.
     log : bool
@@ -151,8 +157,20 @@ def cross_tool(
     ------
     StatsError
         Missing columns; ``tool_col`` without exactly two levels; ``baseline`` not one of them; a level of
-        ``tool_col`` holding runs of several ``tool`` values (two tools labelled as one); no cell measured by
-        both tools; errors of :func:`~storagebench.stats.compare`.
+        ``tool_col`` holding runs of several ``tool`` values (two tools labelled as one); a study column
+        (not in ``match_on``, ``by`` or ``replicates``) that varies among one tool's runs of one cell, e.g.
+        ``stripe_width`` and ``vms`` of seed 002's stripe table without ``match_on``: the error names the
+        columns and their levels, and how to pass ``match_on``; no cell measured by both tools; errors of
+        :func:`~storagebench.stats.compare`.
+
+    Notes
+    -----
+    Why a refusal and not a warning: rows of one cell that differ in a study column are different
+    configurations (the steps of a sweep, another stripe width), so counting them as replicates gives a
+    CI and a verdict for an experimental unit that does not exist (pseudo-replication, Hurlbert 1984,
+    Ecol. Monogr. 54:187); a warning would still publish that verdict. The fix is one argument
+    (``match_on``, ``by`` or ``replicates``), and :func:`~storagebench.stats.compare` refuses blocks and
+    factors counted as replicates the same way.
     """
     require_columns(runs, [tool_col, metric], "runs")
     levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
@@ -190,6 +208,7 @@ def cross_tool(
     unmatched = [missing, df[unknown].assign(reason="unknown configuration (-1, NaN or empty in "
                                                      + ", ".join(cells) + ")")]
     df = df[~unknown]
+    _check_cells_are_configurations(df, cells, tool_col, runs.columns, as_list(replicates), match_l)
     tools_per_cell = df.groupby(cells, dropna=False)[tool_col].nunique()
     both = tools_per_cell[tools_per_cell == 2].index
     key = pd.MultiIndex.from_frame(df[cells]) if len(cells) > 1 else pd.Index(df[cells[0]])
@@ -246,16 +265,45 @@ def cross_tool(
                      by=tuple(by_l), unit=unit)
 
 
+def _check_cells_are_configurations(df: pd.DataFrame, cells: list[str], tool_col: str, columns,
+                                    replicates: list[str], match_on: list[str]) -> None:
+    """Refuse study columns that vary among one tool's rows of one configuration cell (not replicates)."""
+    unknown = sorted(set(replicates) - set(columns))
+    if unknown:
+        raise StatsError(f"replicates={replicates}: no column(s) {unknown} in runs")
+    schema = {c.name for c in RUNS}
+    study = [c for c in columns if c in df.columns and c not in schema and c not in cells and c != tool_col
+             and c not in replicates]
+    if not study or df.empty:
+        return
+    spread = df.groupby([*cells, tool_col], dropna=False)[study].nunique(dropna=False)
+    varying = [c for c in study if (spread[c] > 1).any()]
+    if not varying:
+        return
+    cell = spread[(spread[varying] > 1).any(axis=1)].index[0]
+    where = dict(zip([*cells, tool_col], cell, strict=True))
+    levels = "; ".join(f"{c} {sorted(map(str, pd.unique(df[c].dropna())), key=_natural)[:12]}" for c in varying)
+    n = int(((df[[*cells, tool_col]] == pd.Series(where)).all(axis=1)).sum())
+    raise StatsError(
+        f"the rows of one configuration cell ({', '.join(cells)}) differ in {varying} ({levels}): e.g. "
+        f"{n} rows of {tool_col}={where[tool_col]!r} in cell {cell_words({k: where[k] for k in cells})}; they "
+        f"are different configurations (the steps of a sweep, another setting), not replicates of one; pass "
+        f"match_on={[*match_on, *varying]} so that they define the configuration (the notebook's match_on "
+        f"parameter), by= to compare within each level, or replicates={varying} if their levels really are "
+        "independent repeats of the same configuration (set-ups built afresh)")
+
+
+def _natural(text: str):
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
+
+
 # --------------------------------------------------------------------------- write-up helpers
 
-_METRIC_WORDS = {"iops": "IOPS", "bw_bytes_per_s": "bandwidth", "lat_mean_ns": "mean latency",
-                 "clat_mean_ns": "mean completion latency", "slat_mean_ns": "mean submission latency",
-                 "clat_p99_ns": "p99 completion latency"}
 _SEQ = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
 
-
-def _metric_words(metric: str) -> str:
-    return _METRIC_WORDS.get(metric, metric)
 
 
 def _size_words(nbytes) -> str:
@@ -441,7 +489,7 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
     """
     _check_ct(ct)
     unit = unit or ct.unit
-    base, other, mw = ct.baseline, ct.other, _metric_words(ct.metric)
+    base, other, mw = ct.baseline, ct.other, metric_words(ct.metric)
     pre = f"{label}: " if label else ""
     v = verdict(ct.table, unit=unit, up="higher", down="lower")
     rows = list(ct.table.rows)

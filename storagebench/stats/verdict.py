@@ -13,13 +13,13 @@ on a comparison that counted such a key as replication is refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ..findings import Finding, Findings, fmt_p
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p, metric_words
 from ._common import as_list, key_tuple, require_columns, require_positive_finite
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
@@ -218,6 +218,161 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
                              method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; family: {r.family}",
                              unit="ratio", key=f"{r.metric}:{where}:{r.level}"))
     return Findings(tuple(items), title=title, provenance=provenance)
+
+
+_ADJUST_SHORT = {"holm": "Holm", "bonferroni": "Bonferroni", "hommel": "Hommel", "bh": "Benjamini-Hochberg",
+                 "fdr_bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli", "fdr_by": "Benjamini-Yekutieli"}
+
+
+def _family_short(table: ComparisonTable) -> str:
+    k = sum(r.estimable for r in table.rows)
+    name = _ADJUST_SHORT.get(table.adjust)
+    if k == 1:
+        return "a single comparison (nothing to adjust for)"
+    if name is None:
+        return f"no multiplicity adjustment ({k} comparisons)"
+    return f"p adjusted by {name} over {k} comparisons"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def verdict_summary(comparison: ComparisonTable, *, unit: str, blocks: str | Sequence[str] | None = None,
+                    factors: str | Sequence[str] | None = None, up: str = "higher", down: str = "lower",
+                    per: str | None = None, name_by: str | None = None, what: str = "", label: str = "",
+                    digits: int = 3, key: str = ""):
+    """A comparison's verdicts in one sentence (or one per level of ``per``): where the ratio is up, down or not shown.
+
+    Each sentence gives the groups by verdict with each ratio, its CI and (for a direction) its adjusted
+    p; its fields (shown beside it) name n and the experimental unit, the estimand, the confidence of the
+    CIs, the multiplicity family and alpha. A group whose unadjusted CI excludes 1 while its adjusted p is not below
+    alpha is listed apart ("no difference shown after the multiplicity adjustment"), with its adjusted p. Every value comes from the comparison (:func:`verdict`, whose refusals
+    apply); nothing is typed in.
+
+    Parameters
+    ----------
+    comparison : ComparisonTable
+        From :func:`~storagebench.stats.compare` (with ``by`` groups) or :func:`interaction`.
+    unit, blocks, factors, up, down, digits
+        As in :func:`verdict`.
+    per : str, optional
+        A ``by`` column: one sentence per level of it (``"source_tool"``: one per tool), each naming the
+        table's whole family.
+    name_by : str, optional
+        The ``by`` column naming a group in the sentence (``"pattern"``); default every ``by`` key but ``per``.
+    what : str, optional
+        What the ratio is, in words; default ``"<metric> at <factor> <level> / <baseline>"``.
+    label : str, optional
+        A lead-in ("Averaged over the two tools").
+    key : str, optional
+        Prefix of the findings' keys (default the metric).
+
+    Returns
+    -------
+    storagebench.findings.Findings
+        One finding per sentence, keys ``<key>:summary`` or ``<key>:summary:<per level>``; the finding's
+        ``n`` is the fewest pairs (units per arm) of its rows.
+
+    Raises
+    ------
+    StatsError
+        Not a ComparisonTable; ``per`` or ``name_by`` not a ``by`` column; the refusals of :func:`verdict`.
+    """
+    if not isinstance(comparison, ComparisonTable):
+        raise StatsError(f"comparison must be a ComparisonTable (from compare), got {type(comparison).__name__}")
+    for name, col in (("per", per), ("name_by", name_by)):
+        if col is not None and col not in comparison.by:
+            raise StatsError(f"{name}={col!r} must be one of the comparison's by columns {list(comparison.by)}")
+    frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
+    rows = list(comparison.rows)
+    levels = list(dict.fromkeys(dict(r.group)[per] for r in rows)) if per else [None]
+    hidden = {per} if per else set()
+    family = _family_short(comparison)
+    items = []
+    for lev in levels:
+        picked = [(r, w) for r, (_, w) in zip(rows, frame.iterrows(), strict=True)
+                  if per is None or dict(r.group)[per] == lev]
+        if not picked:
+            continue
+        r0 = picked[0][0]
+        adjusted_away = "adjusted away"
+        groups: dict[str, list[str]] = {up: [], down: [], adjusted_away: [], NO_DIFFERENCE: [], NO_CI_VERDICT: []}
+        for r, w in picked:
+            g = {k: v for k, v in r.group if k not in hidden}
+            name = str(g[name_by]) if name_by else (", ".join(f"{k} {v}" for k, v in g.items()) or "all")
+            if w["verdict"] == NO_CI_VERDICT:
+                groups[NO_CI_VERDICT].append(name)
+                continue
+            word = w["verdict"]
+            if word == NO_DIFFERENCE and (r.ci_low > 1 or r.ci_high < 1):
+                word = adjusted_away  # the unadjusted CI excludes 1, the family-adjusted p does not
+            p = fmt_p(r.p_adjusted)
+            ptext = f"; adjusted p {p if p.startswith('<') else '= ' + p}" if word != NO_DIFFERENCE else ""
+            groups.setdefault(word, []).append(
+                f"{name} ({fmt_number(r.ratio, digits)}; {fmt_ci(r.ci_low, r.ci_high, r.confidence, digits)}{ptext})")
+        n_min = min(r.n_baseline if r.paired else min(r.n_baseline, r.n_other) for r, _ in picked)
+        fewest = " (the fewest)" if len({(r.n_baseline, r.n_other) for r, _ in picked}) > 1 else ""
+        ratio_what = what or f"{metric_words(r0.metric)} at {r0.factor} {r0.level} / {r0.baseline}"
+        head = f"{label + ': ' if label else ''}{(str(lev) + ': ') if per else ''}{ratio_what} is "
+        parts = [f"{word} for {_and(groups[word])}" for word in (up, down) if groups.get(word)]
+        if groups[adjusted_away]:
+            parts.append(f"{NO_DIFFERENCE} after the adjustment (the unadjusted CI excludes 1) for "
+                         f"{_and(groups[adjusted_away])}")
+        if groups[NO_DIFFERENCE]:
+            parts.append(f"{NO_DIFFERENCE} for {_and(groups[NO_DIFFERENCE])}")
+        if groups[NO_CI_VERDICT]:
+            parts.append(f"no verdict (no CI) for {_and(groups[NO_CI_VERDICT])}")
+        sentence = head[:1].upper() + head[1:] + "; ".join(parts) + "."
+        items.append(Finding(
+            sentence, n=n_min, confidence=r0.confidence,
+            unit_of_replication=(f"{'pairs' if r0.paired else 'units per arm'}{fewest}; experimental unit: {unit}"),
+            method=(f"{ESTIMANDS.get(r0.estimand, r0.estimand)}, {r0.confidence:.0%} CIs; {family} at alpha = "
+                    f"{r0.alpha:g}; a direction only where the adjusted p < {r0.alpha:g} and the CI excludes 1"),
+            key=f"{key or r0.metric}:summary" + (f":{lev}" if per else "")))
+    return Findings(tuple(items))
+
+
+def methods_table(tables: Mapping[str, ComparisonTable], *, units: Mapping[str, str] | str) -> pd.DataFrame:
+    """What each comparison of a write-up did, one row per table: the Methods section's table.
+
+    Parameters
+    ----------
+    tables : mapping of str to ComparisonTable
+        Name of the analysis (``"combined"``, ``"per tool"``) -> its comparison.
+    units : str or mapping of str to str
+        The experimental unit in words, one for all or one per analysis name.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``analysis``, ``compared`` (metric, levels), ``estimand``, ``experimental unit``, ``n`` (pairs
+        or units per arm, "12" or "3-5"), ``design`` (:class:`~storagebench.stats.compare.Design` in words),
+        ``family`` (what was adjusted together), ``confidence``, ``alpha`` and ``method`` (the test, with
+        its sources).
+
+    Raises
+    ------
+    StatsError
+        A value that is not a ComparisonTable; an analysis without a unit.
+    """
+    out = []
+    for name, t in tables.items():
+        if not isinstance(t, ComparisonTable):
+            raise StatsError(f"tables[{name!r}] must be a ComparisonTable, got {type(t).__name__}")
+        unit = units if isinstance(units, str) else units.get(name)
+        if not unit:
+            raise StatsError(f"no experimental unit given for analysis {name!r}")
+        ns = sorted({r.n_baseline if r.paired else min(r.n_baseline, r.n_other) for r in t.rows})
+        levels = ", ".join(map(str, dict.fromkeys(r.level for r in t.rows)))
+        out.append({"analysis": name, "compared": f"{t.metric}: {t.factor} {levels} vs {t.baseline}"
+                                                  + (f", per {', '.join(t.by)}" if t.by else ""),
+                    "estimand": ESTIMANDS.get(t.estimand, t.estimand), "experimental unit": unit,
+                    "n": str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}",
+                    "design": str(t.design), "family": t.family, "confidence": t.confidence, "alpha": t.alpha,
+                    "method": "; ".join(m.split("; ")[0] for m in dict.fromkeys(r.method for r in t.rows) if m)})
+    return pd.DataFrame(out, columns=["analysis", "compared", "estimand", "experimental unit", "n", "design",
+                                      "family", "confidence", "alpha", "method"])
 
 
 def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifier: str, modifier_baseline,
