@@ -40,12 +40,14 @@ bench: venv sysdeps
 	$(PY) benchmarks/bench_sweep_overhead.py --rounds 4
 	$(PY) benchmarks/bench_stats.py --rows 1000000
 	$(PY) benchmarks/bench_controller.py -n 4 --probe
+	$(PY) benchmarks/bench_provenance.py
 
 bench-quick: venv sysdeps
 	$(PY) benchmarks/bench_ingest.py --files 200 --mem-files 2000
 	$(PY) benchmarks/bench_sweep_overhead.py --rounds 1 --runtime 1
 	$(PY) benchmarks/bench_stats.py --rows 100000 --groups 50 --n-boot 199
 	$(PY) benchmarks/bench_controller.py -n 2 --runtime 1 --repeat 1
+	$(PY) benchmarks/bench_provenance.py --repeat 3
 
 venv: $(STAMP)
 

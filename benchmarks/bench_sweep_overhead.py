@@ -29,7 +29,6 @@ Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runti
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from storagebench.jobfile import render_jobfile  # noqa: E402
+from storagebench.records import Provenance  # noqa: E402
 from storagebench.runner import run_study  # noqa: E402
 from storagebench.study import load_study  # noqa: E402
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                             **extra)
             dt = time.perf_counter() - t0
             assert res.ok and len(res.completed) == len(plan), res.errors
-            in_fio = sum(json.loads((d / "provenance.json").read_text())["duration_s"] for d in res.run_dirs())
+            in_fio = sum(Provenance.read(d / "provenance.json").duration_s for d in res.run_dirs())
             return dt, in_fio
 
         def bare_way(r: int) -> tuple[float, float]:

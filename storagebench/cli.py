@@ -218,6 +218,11 @@ def _report_guards(res) -> None:
         pids = ", ".join(str(p["pid"]) for p in s["processes"])
         typer.secho(f"storagebench: stopped {len(s['processes'])} fio process(es) (pid {pids}) that a killed sweep "
                     f"(pid {s.get('parent_pid')}) had left running, job file {s['marker']}", err=True, fg="yellow")
+    for r in res.schedulers_restored:
+        what = (f"put the I/O scheduler of {r['device']} back to {r['previous']}" if r["restored"]
+                else f"left the I/O scheduler of {r['device']} alone ({r['note']})")
+        typer.secho(f"storagebench: a killed sweep had set it to {r['set']} (host_steps); {what}", err=True,
+                    fg="yellow")
     if res.not_quiet:
         first_id, first = next(iter(res.not_quiet.items()))
         typer.secho(f"storagebench: warning: {len(res.not_quiet)} run(s) started on a busy host, e.g. {first_id}: "

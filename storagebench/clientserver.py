@@ -30,6 +30,7 @@ from .fio import process
 from .fio.hosts import Host, host_label, parse_host
 from .fio.process import find_fio, fio_version
 from .ingest.fiolog import parse_fio_log
+from .records import ClientServerInfo
 from .schema import empty
 from .servers import check_versions, host_error, server_versions
 
@@ -94,19 +95,14 @@ class ClientRunResult:
     stderr_path: Path
     messages: list[str] = field(default_factory=list)
 
-    def provenance(self) -> dict:
-        """A JSON-ready dict for ``provenance.json`` (hosts, versions, command, timing)."""
-        return {
-            "client_server": {
-                "hosts": self.hosts,
-                "server_fio_versions": self.server_versions,
-                "client_fio_version": self.client_version,
-                "command": self.command,
-                "started_at": self.started_at.isoformat(),
-                "elapsed_s": self.elapsed_s,
-                "returncode": self.returncode,
-            }
-        }
+    def provenance(self) -> ClientServerInfo:
+        """The run's ``client_server`` record of ``provenance.json``: hosts, each server's fio version,
+        the client's, the client command, start (ISO 8601 UTC), wall time (s) and exit status."""
+        return ClientServerInfo(
+            hosts=tuple(self.hosts), server_fio_versions=dict(self.server_versions),
+            client_fio_version=self.client_version, command=tuple(self.command),
+            started_at=self.started_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+            elapsed_s=round(self.elapsed_s, 6), returncode=self.returncode)
 
 
 def _jobfiles(jobfile, hosts: list[Host]) -> list[Path]:

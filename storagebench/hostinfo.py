@@ -1,7 +1,8 @@
 """Provenance of a run: fio, kernel, host, CPU, the device and filesystem under the target, git.
 
-Every run directory gets a ``provenance.json`` from :func:`collect_provenance`, so that any
-number in a report can be traced to the machine, device and code that produced it.
+Every run directory gets a ``provenance.json`` built from :func:`collect_provenance` (a typed
+:class:`~storagebench.records.Provenance`), so that any number in a report can be traced to the
+machine, device and code that produced it.
 Device facts come from sysfs (``/sys/dev/block/MAJ:MIN``: ``device/model``,
 ``queue/rotational``, ``queue/scheduler``, ``size`` in 512-byte sectors; Linux
 ``Documentation/ABI/stable/sysfs-block``); the filesystem from ``/proc/self/mountinfo``
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from .fio.process import fio_version, other_fio_processes
+from .records import DeviceInfo, FilesystemInfo, Provenance
 
 __all__ = [
-    "collect_provenance", "block_device_info", "sysfs_block_dir", "filesystem_of", "git_revision",
+    "collect_provenance", "block_device_info", "device_behind", "sysfs_block_dir", "filesystem_of", "git_revision",
     "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S",
 ]
 
@@ -140,16 +142,17 @@ def sysfs_block_dir(major: int, minor: int, *, whole_disk: bool = False) -> Path
     return real
 
 
-def block_device_info(major: int, minor: int) -> dict[str, Any] | None:
+def block_device_info(major: int, minor: int) -> DeviceInfo | None:
     """sysfs facts of block device ``major:minor``; ``None`` when sysfs has no such device.
 
     Returns
     -------
-    dict or None
+    DeviceInfo or None
         ``name``, ``path`` (``/dev/<name>``), ``devno``, ``partition_of`` (the whole disk when
         it is a partition), ``model`` (``None`` for loop, device-mapper, zram ... with
         ``model_note`` saying why), ``vendor``, ``rotational`` (bool), ``scheduler`` (the
-        active one), ``size_bytes``, ``logical_block_size_bytes``, ``backing_file`` (loop).
+        active one), ``size_bytes`` (bytes), ``logical_block_size_bytes`` (bytes),
+        ``backing_file`` (loop).
     """
     real = sysfs_block_dir(major, minor)
     if not real.exists():
@@ -183,13 +186,11 @@ def block_device_info(major: int, minor: int) -> dict[str, Any] | None:
                  "md": "md RAID: no model", "zram": "zram: no model (compressed RAM)",
                  "nbd": "network block device: no model"}
         info["model_note"] = notes.get(kind_name, f"{disk.name}: sysfs has no device/model")
-    backing = _read(disk / "loop" / "backing_file")
-    if backing:
-        info["backing_file"] = backing
-    return info
+    info["backing_file"] = _read(disk / "loop" / "backing_file") or None
+    return DeviceInfo(**info)
 
 
-def _device_of(target: str, fs: dict[str, Any] | None) -> dict[str, Any] | None:
+def _device_of(target: str, fs: dict[str, Any] | None) -> DeviceInfo | None:
     path = _existing(target)
     try:
         st = os.stat(path)
@@ -211,14 +212,36 @@ def _device_of(target: str, fs: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+def device_behind(target: str | os.PathLike[str]) -> DeviceInfo | None:
+    """The block device under ``target``: itself for a block device, its filesystem's device for a file.
+
+    Parameters
+    ----------
+    target : str or path-like
+        A block device, or a file (one fio has not created yet is looked up by its nearest existing
+        parent).
+
+    Returns
+    -------
+    DeviceInfo or None
+        ``None`` when no block device is behind it (tmpfs, overlay without a block source ...).
+    """
+    real = os.path.realpath(_existing(os.fspath(target)))
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return _device_of(real, None if stat.S_ISBLK(st.st_mode) else filesystem_of(real))
+
+
 def collect_provenance(
     target: str | os.PathLike[str] | None,
     *,
     spec_hash: str | None = None,
     fio_bin: str = "fio",
     started_at: datetime | None = None,
-) -> dict[str, Any]:
-    """Facts about where and how a run is measured.
+) -> Provenance:
+    """Facts about where and how a run is measured, known before it runs.
 
     Parameters
     ----------
@@ -234,14 +257,17 @@ def collect_provenance(
 
     Returns
     -------
-    dict
+    Provenance
         ``fio_version``, ``kernel`` (``uname -r``), ``kernel_version`` (``uname -v``),
         ``hostname``, ``os``, ``cpu_model``, ``cpu_count``, ``python``,
         ``storagebench_version``, ``target``, ``target_realpath``, ``target_kind``
-        (``file``/``block``/``missing``/...), ``device`` (see :func:`block_device_info`, or
-        ``None`` with ``device_note``), ``filesystem`` (``fstype``, ``mountpoint``, ``source``;
+        (``file``/``block``/``missing``/...), ``device`` (:class:`~storagebench.records.DeviceInfo`
+        from :func:`block_device_info`, or ``None`` with ``device_note``), ``filesystem``
+        (:class:`~storagebench.records.FilesystemInfo`: ``fstype``, ``mountpoint``, ``source``;
         ``None`` for a raw block device), ``spec_hash``, ``git_rev``, ``git_dirty`` (``None``
-        when not a git checkout), ``started_at`` (UTC, ISO 8601).
+        when not a git checkout), ``started_at`` (UTC, ISO 8601). What is known only after the
+        run (``finished_at``, ``duration_s``, the safety and quiet-host records ...) the runner
+        adds when it makes the run's one record (:meth:`~storagebench.records.Provenance.replace`).
 
     Raises
     ------
@@ -253,51 +279,33 @@ def collect_provenance(
     started = (started_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     uname = platform.uname()
     git = git_revision()
-    prov: dict[str, Any] = {
-        "fio_version": fio_version(fio_bin),
-        "kernel": uname.release,
-        "kernel_version": uname.version,
-        "hostname": socket.gethostname(),
-        "os": f"{uname.system} {uname.machine}",
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "storagebench_version": __version__,
-        "target": None,
-        "target_realpath": None,
-        "target_kind": None,
-        "device": None,
-        "filesystem": None,
-        "spec_hash": spec_hash,
-        "git_rev": git["rev"] if git else None,
-        "git_dirty": git["dirty"] if git else None,
-        "started_at": started.isoformat().replace("+00:00", "Z"),
-    }
+    host = dict(
+        fio_version=fio_version(fio_bin), kernel=uname.release, kernel_version=uname.version,
+        hostname=socket.gethostname(), os=f"{uname.system} {uname.machine}", cpu_model=_cpu_model(),
+        cpu_count=os.cpu_count(), python=sys.version.split()[0], storagebench_version=__version__,
+        spec_hash=spec_hash, git_rev=git["rev"] if git else None, git_dirty=git["dirty"] if git else None,
+        started_at=started.isoformat().replace("+00:00", "Z"),
+    )
     if target is None:
-        prov["device_note"] = "no local target (client/server run: the target is on the fio servers)"
-        return prov
+        return Provenance(**host, device_note="no local target (client/server run: the target is on the fio servers)")
     tgt = os.fspath(target)
     real = os.path.realpath(tgt)
-    prov["target"] = tgt
-    prov["target_realpath"] = real
     try:
         st = os.stat(real)
         kind = ("block" if stat.S_ISBLK(st.st_mode) else "file" if stat.S_ISREG(st.st_mode)
                 else "directory" if stat.S_ISDIR(st.st_mode) else "char" if stat.S_ISCHR(st.st_mode) else "other")
     except OSError:
         kind = "missing"
-    prov["target_kind"] = kind
     fs = None if kind == "block" else filesystem_of(real)
-    if fs is not None:
-        prov["filesystem"] = {k: fs[k] for k in ("fstype", "mountpoint", "source")}
     dev = _device_of(real, fs)
-    prov["device"] = dev
+    note = None
     if dev is None:
-        prov["device_note"] = (
-            f"no block device behind {tgt}"
-            + (f" (filesystem {fs['fstype']} from {fs['source']})" if fs else "")
-        )
-    return prov
+        note = f"no block device behind {tgt}" + (f" (filesystem {fs['fstype']} from {fs['source']})" if fs else "")
+    return Provenance(
+        **host, target=tgt, target_realpath=real, target_kind=kind, device=dev, device_note=note,
+        filesystem=None if fs is None else FilesystemInfo(fstype=fs["fstype"], mountpoint=fs["mountpoint"],
+                                                          source=fs["source"]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,11 +346,11 @@ def _device_stat_path(key: tuple[str, int, int]) -> tuple[str, Path] | None:
     real, _dev, rdev = key
     fs = None if rdev >= 0 else filesystem_of(real)
     info = _device_of(real, fs)
-    if info is None:
+    if info is None or info.devno is None or info.name is None:
         return None
-    major, minor = (int(x) for x in info["devno"].split(":"))
+    major, minor = (int(x) for x in info.devno.split(":"))
     path = sysfs_block_dir(major, minor) / "stat"
-    return (info["name"], path) if path.exists() else None
+    return (info.name, path) if path.exists() else None
 
 
 def read_io_counters(path: str | os.PathLike[str]) -> dict[str, float] | None:

@@ -4,6 +4,13 @@ Each step is an object with ``show()`` (the state now, changes nothing), ``apply
 change, returns what it did) and ``to_dict()`` (the record kept in a run's provenance). Each is
 tested for its *effect*: pages really leave the page cache, sysfs really shows the scheduler.
 
+A study asks for them with ``host_steps`` (:data:`storagebench.study.HOST_STEPS`, read by
+:func:`storagebench.study.parse_host_steps`: the spec's grammar is the study's, re-exported here);
+the runner applies them before each run (each concurrency group) with :class:`HostSteps`, records
+what they did in the run's ``provenance.json`` (``host_steps``) and puts a changed scheduler back
+after the run, when it fails too. A sweep killed before it could put a scheduler back leaves a
+journal that the next sweep of the study reads first (:func:`restore_journal`).
+
 Page-cache residency is measured with ``mincore(2)`` over a read-only ``mmap`` of the file
 (the same call util-linux ``fincore`` makes): :func:`resident_bytes`.
 """
@@ -15,23 +22,29 @@ import ctypes.util
 import mmap
 import os
 import re
-import stat as _stat
+import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import HostError
-from .hostinfo import sysfs_block_dir
+import orjson
 
-__all__ = ["DropPageCache", "DropFileCache", "SetScheduler", "resident_bytes", "meminfo_bytes"]
+from .errors import HostError, StudyError, shown
+from .hostinfo import sysfs_block_dir
+from .safety import check_scheduler_device
+from .study import HOST_STEPS, SCHEDULERS, parse_host_steps  # the study key's grammar (re-exported)
+
+__all__ = ["DropPageCache", "DropFileCache", "SetScheduler", "resident_bytes", "meminfo_bytes", "HOST_STEPS",
+           "SCHEDULERS", "parse_host_steps", "HostSteps", "restore_journal"]
 
 _DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """ISO 8601 UTC with a ``Z``, as every time in ``provenance.json``."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _libc = None
@@ -246,7 +259,7 @@ def _queue_dir(device: str) -> Path:
         st = os.stat(real)
     except OSError as exc:
         raise HostError(f"SetScheduler: cannot stat {device!r}: {exc.strerror}") from exc
-    if not _stat.S_ISBLK(st.st_mode):
+    if not stat.S_ISBLK(st.st_mode):
         raise HostError(f"SetScheduler: {device!r} is not a block device")
     sysdir = sysfs_block_dir(os.major(st.st_rdev), os.minor(st.st_rdev), whole_disk=True)
     q = sysdir / "queue" / "scheduler"
@@ -341,3 +354,196 @@ class SetScheduler:
 
     def __repr__(self) -> str:
         return f"SetScheduler({self.device!r}, {self.name!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# a study's host steps, around each run
+
+
+class HostSteps:
+    """A study's ``host_steps`` for the runs on some targets: checked when made, applied around the runs.
+
+    Made (and so checked) before the runs, applied with ``with``: entering applies the steps in the
+    spec's order and gives their records (the ``host_steps`` of each run's ``provenance.json``);
+    leaving puts every scheduler it changed back (in reverse order), whether the runs succeeded,
+    failed or were interrupted.
+
+    Parameters
+    ----------
+    spec : sequence
+        The study's ``host_steps`` (:func:`parse_host_steps` form).
+    targets : sequence of str
+        The fio ``filename`` entries of the runs (absolute paths; ``a:b`` already split).
+    allow_devices : sequence of str
+        As :func:`storagebench.safety.check_run`'s.
+    allow : iterable of str
+        The study's ``allow``.
+    journal : path, optional
+        Where to keep the schedulers to put back while they are changed (removed once they are), so
+        that a sweep killed in between can be repaired by the next (:func:`restore_journal`).
+
+    Raises
+    ------
+    UnsafeTargetError
+        A scheduler step on a device it may not change (:func:`storagebench.safety.check_scheduler_device`).
+    StudyError
+        The device does not offer the scheduler (the message names the device and what it offers).
+    HostError
+        ``drop_page_cache`` without a writable ``/proc/sys/vm/drop_caches`` (not root, or a container's
+        read-only ``/proc/sys``).
+
+    Examples
+    --------
+    >>> steps = HostSteps(["drop_page_cache", {"scheduler": "none"}], ["/dev/loop3"])  # doctest: +SKIP
+    >>> with steps as records:  # doctest: +SKIP
+    ...     run_fio()  # records: what each step did; the scheduler is put back afterwards
+    """
+
+    def __init__(self, spec: Sequence[str | Mapping[str, Any]], targets: Sequence[str], *,
+                 allow_devices: Sequence[str] = (), allow: Iterable[str] = (),
+                 journal: str | os.PathLike[str] | None = None):
+        self.spec = list(spec)
+        self.targets = [os.fspath(t) for t in targets]
+        self.journal = None if journal is None else Path(journal)
+        self._steps: list[Any] = []
+        self._changed: list[SetScheduler] = []
+        for entry in self.spec:
+            name, arg = (entry, None) if isinstance(entry, str) else next(iter(entry.items()))
+            if name == "drop_page_cache":
+                step = DropPageCache(3 if arg is None else int(arg))
+                if not step.show()["writable"]:
+                    raise HostError(f"host_steps drop_page_cache: {_DROP_CACHES} is not writable (it needs root "
+                                    "and a writable /proc/sys); run as root or remove the step")
+                self._steps.append(step)
+            elif name == "drop_file_cache":
+                self._steps.append(name)  # the files are looked up when it is applied: fio may create them
+            elif name == "scheduler":
+                self._steps.extend(self._schedulers(str(arg), allow_devices, allow))
+            else:
+                raise StudyError(f"host_steps: unknown step {shown(name)}; must be one of [{', '.join(HOST_STEPS)}]")
+
+    def _schedulers(self, name: str, allow_devices: Sequence[str], allow: Iterable[str]) -> list[SetScheduler]:
+        out: dict[str, SetScheduler] = {}
+        for target in self.targets:
+            dev = check_scheduler_device(target, allow_devices=allow_devices, allow=allow)
+            disk = dev.disk_path or dev.path
+            if disk is None or disk in out:
+                continue
+            try:
+                out[disk] = SetScheduler(disk, name)
+            except HostError as exc:
+                raise StudyError(f"host_steps scheduler: {exc} (the device behind {target})") from None
+        return list(out.values())
+
+    def __enter__(self) -> tuple[dict[str, Any], ...]:
+        records: list[dict[str, Any]] = []
+        try:
+            for step in self._steps:
+                if step == "drop_file_cache":
+                    files = [t for t in self.targets if _cacheable(t)]
+                    if files:
+                        records.append(DropFileCache(files).apply() | {"paths": files})
+                    else:
+                        records.append({"step": "drop_file_cache", "applied_at": _now(), "paths": [],
+                                        "note": "no target file existed yet: nothing of it was cached"})
+                    continue
+                if isinstance(step, SetScheduler):
+                    self._journal_add(step)
+                    self._changed.append(step)
+                records.append(step.apply())
+        except BaseException:
+            self._restore()
+            raise
+        return tuple(records)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        errors = []
+        while self._changed:
+            step = self._changed.pop()
+            try:
+                step.restore()
+            except HostError as exc:
+                errors.append(str(exc))
+        if self.journal is not None and not errors:
+            self.journal.unlink(missing_ok=True)
+        if errors:
+            raise HostError("host_steps: could not put the scheduler back: " + "; ".join(errors))
+
+    def _journal_add(self, step: SetScheduler) -> None:
+        if self.journal is None:
+            return
+        current, _ = step.show_parsed()
+        entry = {"device": step.device, "devno": _devno(step.device), "set": step.name, "previous": current}
+        old = _read_journal(self.journal)
+        tmp = self.journal.with_name(f".{self.journal.name}.tmp-{os.getpid()}")
+        tmp.write_bytes(orjson.dumps([*old, entry], option=orjson.OPT_INDENT_2))
+        os.replace(tmp, self.journal)
+
+
+def _cacheable(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)
+
+
+def _devno(device: str) -> str | None:
+    try:
+        st = os.stat(device)
+    except OSError:
+        return None
+    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISBLK(st.st_mode) else None
+
+
+def _read_journal(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def restore_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Put back the schedulers a killed sweep changed and could not restore (its :class:`HostSteps` journal).
+
+    A device is touched only when it is still the same device (``major:minor``) and still shows the
+    scheduler the sweep set: a device since removed, reused or changed by someone else is left alone.
+    The journal is removed afterwards.
+
+    Parameters
+    ----------
+    path : path
+        The journal (absent: nothing to do).
+
+    Returns
+    -------
+    list of dict
+        One record per entry: ``device``, ``previous``, ``set``, ``restored`` (bool) and ``note``.
+    """
+    path = Path(path)
+    out = []
+    for entry in reversed(_read_journal(path)):
+        device, previous = entry.get("device"), entry.get("previous")
+        rec = {"device": device, "previous": previous, "set": entry.get("set"), "restored": False, "note": ""}
+        if not isinstance(device, str) or not isinstance(previous, str):
+            rec["note"] = "not a journal entry"
+        elif _devno(device) is None or _devno(device) != entry.get("devno"):
+            rec["note"] = "the device is gone or is another device now"
+        else:
+            try:
+                step = SetScheduler(device, previous)
+                current, _ = step.show_parsed()
+                if current != entry.get("set"):
+                    rec["note"] = f"its scheduler is {current} now, not what the sweep set: left alone"
+                else:
+                    step._write(previous)
+                    rec["restored"] = True
+            except HostError as exc:
+                rec["note"] = str(exc)
+        out.append(rec)
+    path.unlink(missing_ok=True)
+    return out

@@ -38,6 +38,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .errors import SchemaError
+from .records import provenance_records
 from .runlevel import is_run_totals
 from .runlevel import per_run as _runlevel_per_run
 from .schema import DIRECTIONS, PERCENTILES, RUN_TOTALS, RUNS, percentile_column
@@ -1432,22 +1433,6 @@ def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str
 # --------------------------------------------------------------------------- provenance
 
 
-def _prov_records(provenance: Any) -> list[dict]:
-    if provenance is None:
-        return []
-    if isinstance(provenance, pd.DataFrame):
-        return provenance.to_dict("records")
-    if isinstance(provenance, Mapping):
-        return [dict(provenance)]
-    if isinstance(provenance, Sequence) and not isinstance(provenance, str):
-        recs = list(provenance)
-        if not all(isinstance(r, Mapping) for r in recs):
-            raise TypeError("`provenance` must be a mapping, a sequence of mappings or a DataFrame.")
-        return [dict(r) for r in recs]
-    raise TypeError(f"`provenance` must be a mapping, a sequence of mappings or a DataFrame, "
-                    f"but {type(provenance).__name__} was passed.")
-
-
 def _uniq(values) -> list[str]:
     out = []
     for v in values:
@@ -1459,47 +1444,6 @@ def _uniq(values) -> list[str]:
     return out
 
 
-def _first_key(rec: Mapping, keys: Sequence[str]):
-    for k in keys:
-        if k in rec and rec[k] not in (None, ""):
-            return rec[k]
-    return None
-
-
-def _device_text(rec: Mapping) -> str | None:
-    dev = rec.get("device")
-    if isinstance(dev, Mapping):
-        name = _first_key(dev, ["path", "name"])
-        facts = []
-        model = " ".join(_uniq([dev.get("vendor"), dev.get("model")]))
-        if dev.get("model"):
-            facts.append(model)
-        elif dev.get("vendor"):
-            facts.append(f"vendor {dev['vendor']}, no model")
-        rot = dev.get("rotational")
-        if rot is not None:
-            facts.append("rotational" if rot in (True, 1, "1") else "non-rotational")
-        if dev.get("scheduler"):
-            facts.append(f"scheduler {dev['scheduler']}")
-        size = dev.get("size_bytes")
-        if isinstance(size, (int, float)) and size > 0:
-            facts.append(f"{size / 2**30:,.0f} GiB")
-        if dev.get("backing_file"):
-            facts.append(f"backed by {dev['backing_file']}")
-        text = f"{name or '?'}" + (f" ({', '.join(facts)})" if facts else "")
-        return text
-    if dev not in (None, ""):
-        return str(dev)
-    return None
-
-
-def _fs_text(rec: Mapping) -> str | None:
-    fs = rec.get("filesystem")
-    if isinstance(fs, Mapping):
-        return _first_key(fs, ["fstype", "type", "name"])
-    return None if fs in (None, "") else str(fs)
-
-
 def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
     """One-paragraph provenance text for a figure: workload, device, fio version, host, date.
 
@@ -1509,9 +1453,10 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         Tidy ``runs`` table: ``study``, ``fio_version``, ``hostname``, ``kernel``,
         ``started_at``, ``target``, ``rw``, ``bs_bytes``, ``ioengine``, ``direct`` are used
         when present.
-    provenance : mapping, sequence of mappings or DataFrame, optional
-        ``provenance.json`` records of the runs (:func:`storagebench.hostinfo.collect_provenance`);
-        the device and filesystem are taken from them.
+    provenance : Provenance, mapping, sequence of them or DataFrame, optional
+        ``provenance.json`` records of the runs (:func:`storagebench.publish.study_provenance`, or
+        their JSON form: :func:`storagebench.records.provenance_records`); the device
+        (:attr:`storagebench.records.DeviceInfo.label`) and filesystem are taken from them.
 
     Returns
     -------
@@ -1520,7 +1465,7 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         /dev/vda (ext4) · fio-3.33 · kernel 6.1.0 · host h · 2026-11-22 05:41–05:45 UTC"``.
     """
     _need_columns(runs, ["run_id"], "runs")
-    recs = _prov_records(provenance)
+    recs = provenance_records(provenance)
     parts = []
     head = []
     if "study" in runs:
@@ -1538,21 +1483,21 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
     if "target" in runs:
         wl.append("on " + ", ".join(_uniq(runs["target"])[:3]))
     parts.append(", ".join(head) + (": " + " ".join(wl) if wl else ""))
-    devs = _uniq(_device_text(r) for r in recs)
-    fss = _uniq(_fs_text(r) for r in recs)
+    devs = _uniq(r.device.label for r in recs if r.device is not None)
+    fss = _uniq(r.filesystem.fstype for r in recs if r.filesystem is not None)
     if devs:
         parts.append("device " + ", ".join(devs[:3]) + (f", filesystem {'/'.join(fss)}" if fss else ""))
-    fio = _uniq(runs["fio_version"]) if "fio_version" in runs else _uniq(r.get("fio_version") for r in recs)
+    fio = _uniq(runs["fio_version"]) if "fio_version" in runs else _uniq(r.fio_version for r in recs)
     if fio:
         parts.append(", ".join(fio))
-    kern = _uniq(runs["kernel"]) if "kernel" in runs else _uniq(r.get("kernel") for r in recs)
+    kern = _uniq(runs["kernel"]) if "kernel" in runs else _uniq(r.kernel for r in recs)
     if kern:
         parts.append("kernel " + ", ".join(kern))
-    hosts = _uniq(runs["hostname"]) if "hostname" in runs else _uniq(r.get("hostname") for r in recs)
+    hosts = _uniq(runs["hostname"]) if "hostname" in runs else _uniq(r.hostname for r in recs)
     if hosts:
         parts.append("host " + ", ".join(hosts[:4]) + (" ..." if len(hosts) > 4 else ""))
     times = pd.to_datetime(runs["started_at"], utc=True) if "started_at" in runs else \
-        pd.to_datetime(pd.Series([r.get("started_at") for r in recs]), utc=True)
+        pd.to_datetime(pd.Series([r.started_at for r in recs], dtype=object), utc=True)
     times = times.dropna()
     if len(times):
         t0, t1 = times.min(), times.max()

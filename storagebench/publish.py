@@ -27,8 +27,10 @@ import orjson
 # papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
 # `import storagebench` loads this module, and they would add about a second to every command.
 from ._version import __version__
-from .errors import PublishError
+from .errors import PublishError, SchemaError
 from .findings import MIME_TYPE, Findings
+from .records import Provenance
+from .store import StudyStore
 
 __all__ = [
     "NOTEBOOK_DIR",
@@ -50,38 +52,33 @@ NOTEBOOK_DIR: Path = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULT_REPORT_NOTEBOOKS: tuple[str, ...] = ("analyze.ipynb",)
 
 
-def study_provenance(study_dir: str | os.PathLike) -> list[dict[str, Any]]:
+def study_provenance(study_dir: str | os.PathLike) -> list[Provenance]:
     """The ``provenance.json`` records of the completed runs of a study, for captions.
 
     Parameters
     ----------
     study_dir : str or path
         ``results/<study>/``; records are read from ``raw/<run_id>/provenance.json``
-        (written by the runner with :func:`storagebench.hostinfo.collect_provenance`).
+        (:meth:`storagebench.store.StudyStore.provenance`, any format version this storagebench reads).
 
     Returns
     -------
-    list of dict
-        One record per run (sorted by run directory), each with ``run_id`` added.
+    list of storagebench.records.Provenance
+        One record per run, in run-id order.
 
     Raises
     ------
     PublishError
-        ``study_dir`` has no ``raw/`` directory, or a record is not valid JSON.
+        ``study_dir`` has no ``raw/`` directory, or a record is not valid (not JSON, a newer format,
+        a field of the wrong type; the message names the file).
     """
-    raw = Path(study_dir) / "raw"
-    if not raw.is_dir():
+    store = StudyStore(study_dir)
+    if not store.raw_dir.is_dir():
         raise PublishError(f"study_dir {str(study_dir)!r} has no raw/ directory of completed runs")
-    records = []
-    for path in sorted(raw.glob("*/provenance.json")):
-        try:
-            rec = orjson.loads(path.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise PublishError(f"{path}: not valid JSON: {exc}") from exc
-        if isinstance(rec, dict):
-            rec.setdefault("run_id", path.parent.name)
-            records.append(rec)
-    return records
+    try:
+        return list(store.provenance().values())
+    except SchemaError as exc:
+        raise PublishError(str(exc)) from exc
 
 
 def _resolve_notebook(notebook: str | os.PathLike) -> Path:
@@ -827,7 +824,7 @@ def _provenance_summary(study_dir: Path) -> dict[str, Any]:
         return {"runs": 0}
 
     def uniq(key: str) -> list[str]:
-        return sorted({str(r[key]) for r in recs if r.get(key) not in (None, "")})
+        return sorted({str(getattr(r, key)) for r in recs if getattr(r, key) not in (None, "")})
 
     started = uniq("started_at")
     out: dict[str, Any] = {"runs": len(recs), "hosts": uniq("hostname"), "fio_versions": uniq("fio_version"),

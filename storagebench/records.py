@@ -18,9 +18,14 @@ and during it, and never changes it afterwards.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from .errors import SchemaError
 
@@ -30,8 +35,10 @@ __all__ = [
     "DeviceInfo",
     "FilesystemInfo",
     "ClientServerInfo",
+    "SetUpInfo",
     "Provenance",
     "TestbedRecord",
+    "provenance_records",
 ]
 
 #: Version of the ``provenance.json`` / ``testbed.json`` format written now. (The parquet tables have
@@ -50,16 +57,21 @@ def _check_version(data: Mapping[str, Any], what: str) -> int:
         raise SchemaError(f"{what}: format_version must be a non-negative integer, got {version!r}")
     if version > FORMAT_VERSION:
         raise SchemaError(
-            f"{what}: format_version {version} is newer than this storagebench reads ({FORMAT_VERSION}); "
-            "upgrade storagebench to read it"
+            f"{what}: format_version {version} is newer than this storagebench reads (formats 0 to "
+            f"{FORMAT_VERSION}); upgrade storagebench to read it"
         )
     return version
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls)) - {"extra", "format_version"}
 
 
 def _split(cls: type, data: Mapping[str, Any], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, Mapping):
         raise SchemaError(f"{what}: must be a JSON object, got {type(data).__name__}")
-    names = {f.name for f in fields(cls)} - {"extra", "format_version"}
+    names = _field_names(cls)
     known = {k: v for k, v in data.items() if k in names}
     extra = {k: v for k, v in data.items() if k not in names and k != "format_version"}
     return known, extra
@@ -74,7 +86,7 @@ def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
 
 _CONDITIONAL_DEVICE = ("backing_file", "model_note")
 #: Provenance fields written only when they hold something (as in format 0).
-_CONDITIONAL = ("device_note", "client_server", "safety", "quiet_host", "hosts", "host_steps")
+_CONDITIONAL = ("device_note", "client_server", "safety", "quiet_host", "hosts", "host_steps", "set_up")
 
 
 @dataclass(frozen=True)
@@ -125,10 +137,26 @@ class DeviceInfo:
     def from_json(cls, data: Mapping[str, Any]) -> DeviceInfo:
         """Read a device record; raises :class:`SchemaError` on a field of the wrong type."""
         known, extra = _split(cls, data, "device")
+        for key in ("name", "path", "devno", "partition_of", "model", "vendor", "scheduler", "backing_file",
+                    "model_note"):
+            _typed(known.get(key), (str,), f"device.{key}")
         for key in ("size_bytes", "logical_block_size_bytes"):
             known[key] = _typed(known.get(key), (int,), f"device.{key}")
         known["rotational"] = _typed(known.get("rotational"), (bool,), "device.rotational")
         return cls(**known, extra=extra)
+
+    @property
+    def disk_path(self) -> str | None:
+        """The whole disk's node (``/dev/vda`` for ``/dev/vda1``): where ``queue/`` (the scheduler) lives."""
+        if self.partition_of:
+            return f"/dev/{self.partition_of}"
+        return self.path
+
+    @property
+    def is_loop(self) -> bool:
+        """A loop device (or a partition of one): a file stands in for the disk."""
+        disk = self.partition_of or self.name or ""
+        return disk.startswith("loop") and disk[4:].isdigit()
 
     @property
     def label(self) -> str:
@@ -222,9 +250,54 @@ class ClientServerInfo:
                 raise SchemaError(f"client_server.{key}: must be a list of strings, got {value!r}")
             known[key] = tuple(value)
         versions = known.get("server_fio_versions", {})
-        if not isinstance(versions, Mapping):
-            raise SchemaError(f"client_server.server_fio_versions: must be an object, got {versions!r}")
+        if not isinstance(versions, Mapping) or not all(isinstance(v, str) for v in versions.values()):
+            raise SchemaError(f"client_server.server_fio_versions: must be an object of strings, got {versions!r}")
         known["server_fio_versions"] = dict(versions)
+        for key in ("client_fio_version", "started_at"):
+            _typed(known.get(key), (str,), f"client_server.{key}")
+        known["elapsed_s"] = _typed(known.get("elapsed_s"), (int, float), "client_server.elapsed_s")
+        known["returncode"] = _typed(known.get("returncode"), (int,), "client_server.returncode")
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class SetUpInfo:
+    """The testbed build a run was measured on (``provenance.json``: ``set_up``).
+
+    Attributes
+    ----------
+    setup : int
+        1-based set-up number of the design.
+    block : int or None
+        Block of the design (``blocks: true``).
+    arm : dict
+        Levels of the study's ``setup_factors`` the build serves.
+    build_id : str or None
+        The build's random id, as in ``testbed.json`` (:class:`TestbedRecord`).
+    """
+
+    setup: int = 1
+    block: int | None = None
+    arm: dict[str, Any] = field(default_factory=dict)
+    build_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"setup": self.setup, "block": self.block, "arm": dict(self.arm), "build_id": self.build_id,
+                **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SetUpInfo:
+        """Read a set-up record; raises :class:`SchemaError` on a field of the wrong type."""
+        known, extra = _split(cls, data, "set_up")
+        known["setup"] = _typed(known.get("setup", 1), (int,), "set_up.setup")
+        known["block"] = _typed(known.get("block"), (int,), "set_up.block")
+        known["build_id"] = _typed(known.get("build_id"), (str,), "set_up.build_id")
+        arm = known.get("arm") or {}
+        if not isinstance(arm, Mapping):
+            raise SchemaError(f"set_up.arm: must be an object, got {arm!r}")
+        known["arm"] = dict(arm)
         return cls(**known, extra=extra)
 
 
@@ -260,7 +333,13 @@ class Provenance:
     quiet_host : dict or None
         The quiet-host check before the run (other fio processes, device activity).
     host_steps : tuple of dict
-        Host steps applied before the run (drop caches, scheduler), each with what it did.
+        The study's ``host_steps`` as applied before the run (:mod:`storagebench.hoststeps`), in
+        order, each the step's own record: ``step`` (``drop_page_cache``, ``drop_file_cache``,
+        ``set_scheduler``), ``applied_at`` (ISO 8601 UTC) and its before/after values
+        (``cached_before_bytes``/``cached_after_bytes``, ``resident_before_bytes``/
+        ``resident_after_bytes``, ``previous``/``current`` scheduler of ``device``).
+    set_up : SetUpInfo or None
+        The testbed build the run was measured on (testbed studies).
     format_version : int
         :data:`FORMAT_VERSION` when written by this version.
     extra : dict
@@ -293,6 +372,7 @@ class Provenance:
     safety: dict[str, Any] | None = None
     quiet_host: dict[str, Any] | None = None
     host_steps: tuple[dict[str, Any], ...] = ()
+    set_up: SetUpInfo | None = None
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -307,10 +387,10 @@ class Provenance:
             if f.name in ("extra", "format_version"):
                 continue
             value = getattr(self, f.name)
-            if isinstance(value, (DeviceInfo, FilesystemInfo, ClientServerInfo)):
+            if isinstance(value, (DeviceInfo, FilesystemInfo, ClientServerInfo, SetUpInfo)):
                 value = value.to_json()
             elif isinstance(value, tuple):
-                value = list(value)
+                value = [dict(v) if isinstance(v, Mapping) else v for v in value]
             if f.name in _CONDITIONAL and value in (None, []):
                 continue
             out[f.name] = value
@@ -320,9 +400,10 @@ class Provenance:
     def from_json(cls, data: Mapping[str, Any], *, path: str = "provenance.json") -> Provenance:
         """Read ``provenance.json`` data of this format version or an older one.
 
-        Version 0 (no ``format_version``, the files of storagebench 0.1.0) has the same keys; its
-        client/server record sat under ``client_server`` when present, and ``hosts``/``safety``
-        may be missing.
+        Version 0 (no ``format_version``: every file the runner wrote before it built this record,
+        storagebench 0.1.0) is migrated: it has the same keys, untyped; ``hosts``, ``safety``,
+        ``quiet_host``, ``set_up``, ``client_server`` and ``host_steps`` may be missing (they are
+        then empty), and the testbed build under ``set_up`` is read into :class:`SetUpInfo`.
 
         Raises
         ------
@@ -350,18 +431,89 @@ class Provenance:
             known["filesystem"] = FilesystemInfo.from_json(known["filesystem"])
         elif known.get("filesystem") is not None:
             raise SchemaError(f"{path}: filesystem must be an object or null, got {known['filesystem']!r}")
-        if isinstance(known.get("client_server"), Mapping):
-            known["client_server"] = ClientServerInfo.from_json(known["client_server"])
+        for key, kind in (("client_server", ClientServerInfo), ("set_up", SetUpInfo)):
+            if isinstance(known.get(key), Mapping):
+                known[key] = kind.from_json(known[key])
+            elif known.get(key) is not None:
+                raise SchemaError(f"{path}: {key} must be an object or null, got {known[key]!r}")
         hosts = known.get("hosts") or ()
         if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
             raise SchemaError(f"{path}: hosts must be a list of strings, got {hosts!r}")
         known["hosts"] = tuple(hosts)
         steps = known.get("host_steps") or ()
-        known["host_steps"] = tuple(steps) if isinstance(steps, (list, tuple)) else ()
+        if not isinstance(steps, (list, tuple)) or not all(
+                isinstance(s, Mapping) and isinstance(s.get("step"), str) for s in steps):
+            raise SchemaError(f"{path}: host_steps must be a list of objects, each with a 'step' name, "
+                              f"got {steps!r}")
+        known["host_steps"] = tuple(dict(s) for s in steps)
         for key in ("safety", "quiet_host"):
             if known.get(key) is not None and not isinstance(known[key], Mapping):
                 raise SchemaError(f"{path}: {key} must be an object or null, got {known[key]!r}")
         return cls(**known, extra=extra)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Provenance:
+        """Read a ``provenance.json`` file (:meth:`from_json` on its JSON).
+
+        Raises
+        ------
+        SchemaError
+            Not valid JSON, or as :meth:`from_json`; the message names ``path``.
+        OSError
+            The file cannot be read.
+        """
+        raw = Path(path).read_bytes()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise SchemaError(f"{os.fspath(path)}: not valid JSON: {exc}") from None
+        return cls.from_json(data, path=os.fspath(path))
+
+
+def provenance_records(provenance: Any, *, what: str = "provenance") -> list[Provenance]:
+    """Provenance given in any of the forms a caller holds, as typed records.
+
+    Parameters
+    ----------
+    provenance : Provenance, mapping, sequence of either, DataFrame, or None
+        Records, their JSON form (as in ``provenance.json``), or a table of them (one row each;
+        missing values are null).
+    what : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    list of Provenance
+        Empty for ``None``.
+
+    Raises
+    ------
+    SchemaError
+        A record of the wrong shape (:meth:`Provenance.from_json`), or ``provenance`` of another type.
+    """
+    if provenance is None:
+        return []
+    if isinstance(provenance, Provenance):
+        return [provenance]
+    if isinstance(provenance, Mapping):
+        return [Provenance.from_json(provenance, path=what)]
+    if hasattr(provenance, "to_dict") and hasattr(provenance, "columns"):  # a pandas DataFrame, one record a row
+        rows = [{k: None if isinstance(v, float) and v != v else v for k, v in r.items()}  # NaN: missing
+                for r in provenance.to_dict("records")]
+        return [Provenance.from_json(r, path=f"{what}[{i}]") for i, r in enumerate(rows)]
+    if isinstance(provenance, (list, tuple)):
+        out = []
+        for i, rec in enumerate(provenance):
+            if isinstance(rec, Provenance):
+                out.append(rec)
+            elif isinstance(rec, Mapping):
+                out.append(Provenance.from_json(rec, path=f"{what}[{i}]"))
+            else:
+                raise SchemaError(f"{what}[{i}]: must be a Provenance record or its JSON object, "
+                                  f"got {type(rec).__name__}")
+        return out
+    raise SchemaError(f"{what} must be a Provenance record, a mapping, a sequence of them or a DataFrame, "
+                      f"got {type(provenance).__name__}")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,9 @@ from .errors import FioError, HostError, NotWritableError, StudyError
 from .fio import process
 from .fio.process import find_fio, fio_message
 from .hostinfo import QuietProbe, collect_provenance
+from .hoststeps import HostSteps, restore_journal
 from .jobfile import render_jobfile
+from .records import Provenance, SetUpInfo
 from .store import StudyStore
 from .study import RunPoint, SetUpUnit, Study, load_study
 
@@ -98,6 +100,10 @@ class SweepResult:
         group again as a whole (:meth:`storagebench.store.StudyStore.set_aside`).
     builds : tuple of str
         Build ids of the testbed set-ups this call built (``testbed.json``).
+    schedulers_restored : tuple of dict
+        I/O schedulers a killed sweep of this study had changed (``host_steps``) and not put back,
+        put back (or left alone, with the reason) before the first run
+        (:func:`storagebench.hoststeps.restore_journal`).
     """
 
     study: str
@@ -111,6 +117,7 @@ class SweepResult:
     not_quiet: dict[str, list[str]] = field(default_factory=dict)
     set_aside: tuple[str, ...] = ()
     builds: tuple[str, ...] = ()
+    schedulers_restored: tuple[dict[str, Any], ...] = ()
 
     @property
     def raw_dir(self) -> Path:
@@ -369,6 +376,26 @@ def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) ->
     _FIO_PARSED.add(key)
 
 
+#: Schedulers a sweep changed and has not put back yet (:class:`storagebench.hoststeps.HostSteps`).
+_HOST_STEPS_JOURNAL = "host_steps_journal.json"
+
+
+def _host_steps(study: Study, points: Sequence[RunPoint], store: StudyStore | None, *, target, targets,
+                allow_devices: Sequence[str]) -> AbstractContextManager[tuple[dict[str, Any], ...]]:
+    """The study's ``host_steps`` on the targets of ``points`` (checked now), to apply with ``with``;
+    ``store``: where the journal of changed schedulers goes (``None``: only check)."""
+    if not study.host_steps:
+        return contextlib.nullcontext(())
+    from .safety import _split_filenames
+
+    paths: list[str] = []
+    for point in points:
+        tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
+        paths.extend(p for p in _split_filenames(_absolute_targets(tgt)) if p not in paths)
+    return HostSteps(study.host_steps, paths, allow_devices=allow_devices, allow=study.allowed,
+                     journal=None if store is None else store.root / _HOST_STEPS_JOURNAL)
+
+
 def _hosts_list(hosts: list[str] | str | None) -> list[str] | None:
     """``hosts`` checked with fio's host grammar (:mod:`storagebench.fio.hosts`): a list as is, a
     string as a fio host file, read into the ``--client`` form of each host."""
@@ -509,7 +536,13 @@ def run_study(
         level exceeds the number of hosts (of a host file), or ``setups > 1`` without a
         ``testbed``.
     UnsafeTargetError
-        A run would destroy data (nothing of that run is written; the sweep stops).
+        A run would destroy data (nothing of that run is written; the sweep stops), or a
+        ``host_steps`` scheduler would change a device it may not
+        (:func:`storagebench.safety.check_scheduler_device`).
+    HostError
+        A ``host_steps`` step cannot be made on this host (``drop_page_cache`` without root; a
+        scheduler that cannot be written or put back). Checked before the first run, except on a
+        testbed's devices, which exist only once built.
     FioError
         Only with ``stop_on_error``; otherwise failed runs are recorded under
         ``failed/<run_id>/<utc>/`` and listed in the result.
@@ -529,7 +562,17 @@ def run_study(
     timeout_s, fio_bin)``; their target lives on the servers, so the local safety check is
     not applied to it. A ``clients`` factor runs each point on ``hosts[:clients]``
     (:meth:`Study.hosts_for`), in the same seeded random order as every other factor;
-    ``provenance.json`` lists the hosts that ran the point.
+    ``provenance.json`` lists the hosts that ran the point, with the client command and each
+    server's fio version (``client_server``).
+
+    The study's ``host_steps`` (:class:`storagebench.hoststeps.HostSteps`) are checked on every
+    target before the first run (a testbed's when it is built): a scheduler only on a device the
+    safety rules let it change and that offers it, ``drop_page_cache`` only as root. They are applied
+    before each concurrency group (each run, when runs are not concurrent), after the previous
+    run's files are synced and before the quiet-host window opens; each run's ``provenance.json``
+    records what they did (``host_steps``). A changed scheduler is put back after the group, when a
+    run fails or the sweep is interrupted too; a sweep killed outright leaves a journal that the
+    next sweep of the study reads first (``SweepResult.schedulers_restored``).
 
     Resume is exact at every level of the design:
 
@@ -555,6 +598,8 @@ def run_study(
     hosts = _hosts_list(study.hosts)
     for point in plan if hosts else ():
         study.hosts_for(point, hosts)  # a clients level above len(hosts) is refused before anything runs
+    if study.host_steps and testbed is None:  # a step this host cannot make is refused before any run
+        _host_steps(study, plan.points, None, target=target, targets=targets, allow_devices=allow_devices)
     if quiet_window_s is None:
         quiet_window_s = quiet_window_for(study)
     for name, value in (("wait_quiet_s", wait_quiet_s), ("quiet_window_s", quiet_window_s)):
@@ -568,7 +613,9 @@ def run_study(
             store.ensure_spec(study, overwrite=overwrite)
             stale = store.stop_stale_runs()
             store.cleanup_stale()
-            return _sweep(study, plan, store, stale, completed, target=target, targets=targets, fio_exe=fio_exe,
+            restored = tuple(restore_journal(store.root / _HOST_STEPS_JOURNAL))  # a killed sweep's schedulers
+            return _sweep(study, plan, store, stale, completed, restored, target=target, targets=targets,
+                          fio_exe=fio_exe,
                           allow_devices=allow_devices, timeout_s=timeout_s, stop_on_error=stop_on_error,
                           progress=progress, wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s,
                           testbed=testbed)
@@ -604,7 +651,8 @@ class _Tally:
     builds: list[str] = field(default_factory=list)
 
 
-def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], completed: list[str], *,
+def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], completed: list[str],
+           restored: tuple[dict[str, Any], ...], *,
            target, targets, fio_exe: str, allow_devices: Sequence[str], timeout_s: float | None,
            stop_on_error: bool, progress: bool, wait_quiet_s: float, quiet_window_s: float,
            testbed=None) -> SweepResult:
@@ -645,7 +693,7 @@ def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], c
                        skipped=tuple(r for r in plan.run_ids if r in skipped and r not in tally.set_aside),
                        failed=tuple(tally.failed),
                        errors=tally.errors, stale_stopped=tuple(stale), not_quiet=tally.not_quiet,
-                       set_aside=tuple(tally.set_aside), builds=tuple(tally.builds))
+                       set_aside=tuple(tally.set_aside), builds=tuple(tally.builds), schedulers_restored=restored)
 
 
 def _run_unit(unit: SetUpUnit, done: set[str], testbed, *, targets, allow_devices, study: Study,
@@ -667,7 +715,7 @@ def _run_unit(unit: SetUpUnit, done: set[str], testbed, *, targets, allow_device
             devices=tuple(built.devices), notes=tuple(built.notes), run_ids=unit.run_ids,
             phases_s=dict(built.phases_s)))
         tally.builds.append(build_id)
-        set_up = {"setup": unit.setup, "block": unit.block, "arm": dict(unit.arm), "build_id": build_id}
+        set_up = SetUpInfo(setup=unit.setup, block=unit.block, arm=dict(unit.arm), build_id=build_id)
         for group in unit.groups:
             _run_group(group, done, targets={**(targets or {}), **built.targets},
                        allow_devices=[*allow_devices, *built.allow_devices], set_up=set_up, study=study,
@@ -677,7 +725,7 @@ def _run_unit(unit: SetUpUnit, done: set[str], testbed, *, targets, allow_device
 def _run_group(group, done: set[str], *, study: Study, store: StudyStore, target, targets, fio_exe: str,
                allow_devices: Sequence[str], timeout_s: float, pool: ThreadPoolExecutor, wait_quiet_s: float,
                quiet_window_s: float, stop_on_error: bool, bar: _Progress, tally: _Tally,
-               set_up: Mapping[str, Any] | None) -> None:
+               set_up: SetUpInfo | None) -> None:
     """Measure the runs of one concurrency group that are not complete: one alone, several together."""
     todo = [p for p in group if p.run_id not in done]
     if not todo:
@@ -691,8 +739,18 @@ def _run_group(group, done: set[str], *, study: Study, store: StudyStore, target
         done.difference_update(have)
         bar.remaining += len(have)
         todo = list(group)
-    kw = dict(target=target, targets=targets, fio_exe=fio_exe, allow_devices=allow_devices, timeout_s=timeout_s,
-              quiet_window_s=quiet_window_s, set_up=set_up)
+    # the study's host steps once before the group (its runs start together), undone after it;
+    # after the previous run's fsyncs, so that a dropped cache is not refilled by them
+    if study.host_steps:
+        pool.submit(_noop).result()
+    with _host_steps(study, todo, store, target=target, targets=targets, allow_devices=allow_devices) as steps:
+        kw = dict(target=target, targets=targets, fio_exe=fio_exe, allow_devices=allow_devices, timeout_s=timeout_s,
+                  quiet_window_s=quiet_window_s, set_up=set_up, host_steps=steps)
+        _measure_group(todo, study, store, tally, bar, stop_on_error, pool, wait_quiet_s, kw)
+
+
+def _measure_group(todo: list[RunPoint], study: Study, store: StudyStore, tally: _Tally, bar: _Progress,
+                   stop_on_error: bool, pool: ThreadPoolExecutor, wait_quiet_s: float, kw: dict[str, Any]) -> None:
     if len(todo) == 1:
         _one(todo[0], study, store, tally, bar, stop_on_error,
              lambda p, report: run_point(p, study, store, pool=pool, wait_quiet_s=wait_quiet_s, report=report, **kw))
@@ -837,7 +895,8 @@ def run_point(
     wait_quiet_s: float = 0.0,
     quiet_window_s: float | None = None,
     report: dict[str, Any] | None = None,
-    set_up: Mapping[str, Any] | None = None,
+    set_up: SetUpInfo | Mapping[str, Any] | None = None,
+    host_steps: Sequence[Mapping[str, Any]] | None = None,
 ) -> float:
     """Measure one point of a plan and store it (the step :func:`run_study` repeats).
 
@@ -866,9 +925,14 @@ def run_point(
         As in :func:`run_study`, s.
     report : dict, optional
         Receives ``quiet_host``: the quiet-host record of this run (also in ``provenance.json``).
-    set_up : mapping, optional
+    set_up : SetUpInfo or mapping, optional
         The testbed build the run is measured on (``setup``, ``block``, ``arm``, ``build_id``),
         kept in ``provenance.json`` as ``set_up``.
+    host_steps : sequence of dict, optional
+        Records of the study's ``host_steps`` the caller applied for this run
+        (:class:`storagebench.hoststeps.HostSteps`; :func:`run_study` applies them once around each
+        concurrency group), kept in ``provenance.json``. ``None``: the study's ``host_steps``, if
+        any, are applied here around this one run (and a changed scheduler put back after it).
 
     Returns
     -------
@@ -885,14 +949,19 @@ def run_point(
         The results directory cannot be written (nothing of the run is kept), or fio could not
         write a local target (the attempt is kept under ``failed/``).
     UnsafeTargetError
-        Before anything is written.
+        Before anything is written; also a ``host_steps`` scheduler on a device it may not change.
     """
-    if pool is None:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-point") as own:
+    if pool is None or host_steps is None:
+        with contextlib.ExitStack() as stack:
+            if pool is None:
+                pool = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-point"))
+            if host_steps is None:
+                host_steps = stack.enter_context(_host_steps(study, [point], store, target=target, targets=targets,
+                                                             allow_devices=allow_devices))
             return run_point(point, study, store, target=target, targets=targets, fio_exe=fio_exe,
-                             allow_devices=allow_devices, timeout_s=timeout_s, pool=own,
+                             allow_devices=allow_devices, timeout_s=timeout_s, pool=pool,
                              wait_quiet_s=wait_quiet_s, quiet_window_s=quiet_window_s, report=report,
-                             set_up=set_up)
+                             set_up=set_up, host_steps=host_steps)
     if quiet_window_s is None:
         quiet_window_s = quiet_window_for(study)
     hosts = study.hosts_for(point, _hosts_list(study.hosts))  # hosts[:clients] with a clients factor
@@ -913,7 +982,7 @@ def run_point(
     try:
         try:
             duration = _measure(point, study, store, staging, tgt, hosts, checked, existed, fio_exe, timeout_s,
-                                pool, probe, wait_quiet_s, quiet_window_s, report, set_up)
+                                pool, probe, wait_quiet_s, quiet_window_s, report, set_up, host_steps)
         except OSError as exc:
             if exc.errno in _WRITE_ERRNOS:
                 raise _not_writable(exc, store) from None
@@ -945,7 +1014,7 @@ def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float, wait_s: f
 def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tgt: str, hosts, checked, existed,
              fio_exe: str, timeout_s: float, pool: ThreadPoolExecutor, probe: QuietProbe | None,
              wait_quiet_s: float, quiet_window_s: float, report: dict[str, Any] | None,
-             set_up: Mapping[str, Any] | None = None) -> float:
+             set_up: SetUpInfo | Mapping[str, Any] | None, host_steps: Sequence[Mapping[str, Any]]) -> float:
     job_text = render_jobfile(point, study, tgt)
     job_path = staging / "job.fio"
     job_path.write_text(job_text)
@@ -958,22 +1027,24 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
         report["quiet_host"] = quiet
     started = datetime.now(timezone.utc)
 
-    def _before() -> dict[str, Any]:
-        # off the critical path, while fio starts: provenance (sysfs, mountinfo) and the
-        # fsync of the files written so far
-        prov = collect_provenance(None if hosts else tgt, spec_hash=study.spec_hash, fio_bin=fio_exe,
-                                  started_at=started)
+    def _before() -> Provenance:
+        # off the critical path, while fio starts: what is known before the run (sysfs, mountinfo)
+        # and the fsync of the files written so far
+        known = collect_provenance(None if hosts else tgt, spec_hash=study.spec_hash, fio_bin=fio_exe,
+                                   started_at=started)
         store.sync_files([job_path, staging / "point.json"])
-        return prov
+        return known
 
     pending = pool.submit(_before)
     output, stderr = staging / "output.json", staging / "stderr.txt"
     t0 = time.monotonic()
+    client = None
     try:
         try:
             if hosts:
                 res = clientserver.run_clients(job_path, hosts, output, stderr, timeout_s, fio_exe,
                                                record_path=staging / process.RECORD_NAME)
+                client = res.provenance()  # the servers' fio versions and the client command
                 doc, head = clientserver.read_client_output(output)
                 _check_measured(doc or {}, stderr.read_text(errors="replace"), head, res.returncode)
             else:
@@ -981,14 +1052,13 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
                         record_path=staging / process.RECORD_NAME)
         finally:
             duration = time.monotonic() - t0
-            prov = pending.result()
-            prov.update(finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked, quiet_host=quiet)
-            if set_up is not None:
-                prov["set_up"] = dict(set_up)
-            if hosts:
-                prov["hosts"] = hosts
-                prov["target"] = tgt
-            (staging / "provenance.json").write_bytes(orjson.dumps(prov, option=orjson.OPT_INDENT_2))
+            known = pending.result()
+            # the run's one record: what was known before it, and what only its end tells
+            prov = known.replace(
+                finished_at=_utc_now(), duration_s=round(duration, 6), safety=checked, quiet_host=quiet,
+                set_up=_set_up_info(set_up), host_steps=tuple(host_steps),
+                **({"hosts": tuple(hosts), "target": tgt, "client_server": client} if hosts else {}))
+            (staging / "provenance.json").write_bytes(orjson.dumps(prov.to_json(), option=orjson.OPT_INDENT_2))
     except (FioError, HostError) as exc:
         if isinstance(exc, FioError) and _results_full(store):
             # fio exits 0 when it cannot write its --output: a cut or missing output on a full disk
@@ -1012,6 +1082,12 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
 
 
 _run_point = run_point  # the name other modules used before it was public
+
+
+def _set_up_info(set_up: SetUpInfo | Mapping[str, Any] | None) -> SetUpInfo | None:
+    if set_up is None or isinstance(set_up, SetUpInfo):
+        return set_up
+    return SetUpInfo.from_json(set_up)
 
 
 def _utc_now() -> str:

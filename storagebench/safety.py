@@ -70,8 +70,9 @@ from typing import Any
 from .errors import HostError, JobFileError, UnsafeJobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
-from .hostinfo import sysfs_block_dir
+from .hostinfo import device_behind, sysfs_block_dir
 from .jobfile import parse_jobfile
+from .records import DeviceInfo
 
 __all__ = [
     "WRITE_RW",
@@ -79,6 +80,7 @@ __all__ = [
     "DeviceReport",
     "check_run",
     "check_point_hosts",
+    "check_scheduler_device",
     "device_report",
     "loop_devices",
     "lint_jobfile",
@@ -711,6 +713,64 @@ def check_run(
             for f in _iolog_files(_resolve(str(opts[key]), ctx.cwd)):
                 _check_one(f, ctx, devnos, role="read_iolog entry", reason="read_iolog replay")
     return {"modifying": reason, "gates": gates, "targets": ctx.record}
+
+
+def check_scheduler_device(
+    target: str | os.PathLike[str],
+    *,
+    allow_devices: Sequence[str] = (),
+    allow: Iterable[str] = (),
+) -> DeviceInfo:
+    """The block device whose I/O scheduler a study's ``host_steps: [{scheduler: NAME}]`` may set for ``target``.
+
+    A scheduler is a setting of the whole device, for every process of the host, so it is changed
+    only on the device behind the run's own target (the target itself when it is a block device,
+    else the device of the filesystem holding the file; a partition's whole disk), and only when
+
+    * it is a loop device (a file stands in for a disk: the testbeds' devices), or
+    * the user named it in ``allow_devices`` (``--allow-device``; the partition or its disk, by
+      ``major:minor``), or
+    * the study allows ``ioscheduler``: the opt-in fio's own ``ioscheduler`` option needs, which
+      makes the same change (:data:`storagebench.fio.options.GATES`).
+
+    Parameters
+    ----------
+    target : str or path-like
+        One fio ``filename`` of the run (a file, possibly not created yet, or a block device).
+    allow_devices : sequence of str
+        As in :func:`check_run`.
+    allow : iterable of str
+        The study's ``allow``.
+
+    Returns
+    -------
+    storagebench.records.DeviceInfo
+        The device (its whole disk's node is :attr:`~storagebench.records.DeviceInfo.disk_path`).
+
+    Raises
+    ------
+    UnsafeTargetError
+        No block device is behind ``target`` (tmpfs, overlay ...), or it is none of the above; the
+        message names the target, the device and the three ways to allow it.
+    """
+    tgt = os.fspath(target)
+    dev = device_behind(tgt)
+    if dev is None or dev.devno is None:
+        raise UnsafeTargetError(
+            f"host_steps scheduler: no block device is behind {tgt} (tmpfs, overlay ...), so there is no I/O "
+            "scheduler to set; remove the scheduler step or put the target on a block device")
+    if dev.is_loop or "ioscheduler" in set(allow):
+        return dev
+    allowed = _allowed_devnos(allow_devices)
+    disk = dev.disk_path or dev.path or dev.name
+    disk_devno = _rdev_of(disk) if disk else None
+    if dev.devno in allowed or (disk_devno is not None and disk_devno in allowed):
+        return dev
+    raise UnsafeTargetError(
+        f"host_steps scheduler: would change the I/O scheduler of {disk} ({dev.devno}, behind {tgt}) for the whole "
+        "host; a scheduler is set only on a loop device, on a device named in allow_devices "
+        f"(--allow-device {disk}), or with allow: [ioscheduler] in the study (the opt-in of fio's own "
+        "ioscheduler option)")
 
 
 def _iolog_files(path: str) -> list[str]:

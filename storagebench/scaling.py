@@ -17,13 +17,13 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import orjson
 import pandas as pd
 
 from .clientserver import read_span_logs
 from .errors import StudyError
 from .fio.hosts import Host, parse_host
 from .ingest import IngestResult, ingest_study
+from .records import Provenance
 from .runner import run_study
 from .servers import default_socket_root, fio_servers, parse_hostfile
 from .study import CLIENTS_FACTOR, Study, load_study
@@ -148,7 +148,7 @@ def load_scaling(root):
             prov_path = run_dir / "provenance.json"
             if not prov_path.exists():
                 continue
-            hosts = orjson.loads(prov_path.read_bytes()).get("hosts") or []
+            hosts = list(Provenance.read(prov_path).hosts)
             spans.append(read_span_logs(run_dir, hosts, run_id=run_dir.name))
     if len(results) == 1:
         merged = results[0]

@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +43,7 @@ import yaml
 
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
-from .records import FORMAT_VERSION, TestbedRecord
+from .records import FORMAT_VERSION, Provenance, TestbedRecord
 from .study import load_study
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -603,6 +603,34 @@ class StudyStore:
         if not recs and isinstance(data, dict) and isinstance(data.get("latest"), dict):
             recs = [data["latest"]]
         return [TestbedRecord.from_json(r, path=str(path)) for r in recs or []]
+
+    def provenance(self, run_ids: Iterable[str] | None = None) -> dict[str, Provenance]:
+        """The typed ``raw/<run_id>/provenance.json`` of complete runs (:meth:`Provenance.read`).
+
+        Parameters
+        ----------
+        run_ids : iterable of str, optional
+            The runs to read; default every complete run. A run without the file is left out.
+
+        Returns
+        -------
+        dict of str to Provenance
+            Run id -> its record, in run-id order.
+
+        Raises
+        ------
+        SchemaError
+            A record that is not valid JSON, of a newer format, or malformed (the message names the file).
+        """
+        ids = sorted(self.completed_run_ids() if run_ids is None else {str(r) for r in run_ids})
+        out = {}
+        for rid in ids:
+            path = self.run_dir(rid) / "provenance.json"
+            try:
+                out[rid] = Provenance.read(path)
+            except FileNotFoundError:
+                continue
+        return out
 
     def load_spec(self) -> dict[str, Any]:
         """The stored ``study.yaml`` as a dict."""

@@ -71,6 +71,9 @@ __all__ = [
     "FIO_FACTORS",
     "CLIENTS_FACTOR",
     "RUNNER_OPTIONS",
+    "HOST_STEPS",
+    "SCHEDULERS",
+    "parse_host_steps",
     "Study",
     "RunPoint",
     "RunPlan",
@@ -101,6 +104,22 @@ RUNNER_OPTIONS: dict[str, str] = {
     "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
     "name": "nothing: the runner names each job after its run id",
 }
+#: The steps a study's ``host_steps`` may name, each with what it does (applied by
+#: :class:`storagebench.hoststeps.HostSteps`). A step is a name, or a
+#: one-key mapping ``{name: value}``; each at most once, applied in the order listed.
+HOST_STEPS: dict[str, str] = {
+    "drop_page_cache": "sync, then drop the host's clean page cache, dentries and inodes "
+                       "(/proc/sys/vm/drop_caches; {drop_page_cache: 1|2|3} picks the level, default 3); needs root",
+    "drop_file_cache": "evict the run's target files from the page cache (fdatasync + POSIX_FADV_DONTNEED); "
+                       "other files' cache stays",
+    "scheduler": "{scheduler: NAME}: set the I/O scheduler of the block device behind the run's target (a loop "
+                 "device, or a device allowed by allow_devices or allow: [ioscheduler]); put back after the run",
+}
+#: The I/O schedulers of Linux's multi-queue block layer (``queue/scheduler``; Linux
+#: ``Documentation/block/``: ``none``, ``mq-deadline``, ``kyber``, ``bfq``). A device offers a
+#: subset (the modules loaded); which is checked on the device when the sweep starts.
+SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "kyber", "bfq")
+
 #: Factor names with a meaning to fio (``target`` picks the file/device).
 FIO_FACTORS: tuple[str, ...] = (
     "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
@@ -125,7 +144,8 @@ DESIGN_COLUMNS: tuple[str, ...] = ("setup", "block")
 TEST_SETTINGS: tuple[str, ...] = ("runtime", "ramp_time", "size", "repetitions", "setups", "timeout")
 #: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
 #: that every spec written before they existed keeps its hash (and its results resume).
-_DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": []}
+_DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": [],
+                                    "host_steps": []}
 #: Keys never in :attr:`Study.spec_hash`: they do not change the runs of the study.
 _NOT_HASHED = ("description", "timeout", "test_factors", "test_settings")
 
@@ -463,6 +483,69 @@ def _canonical(obj: Any) -> bytes:
 # the spec
 
 
+
+def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
+    """A study's ``host_steps``, checked and in one spelling.
+
+    Parameters
+    ----------
+    value : list
+        Entries of :data:`HOST_STEPS`: ``drop_page_cache`` (or ``{drop_page_cache: LEVEL}``, LEVEL 1, 2
+        or 3), ``drop_file_cache``, ``{scheduler: NAME}`` (NAME one of :data:`SCHEDULERS`).
+
+    Returns
+    -------
+    list
+        The steps in order; ``{drop_page_cache: 3}`` is written ``drop_page_cache`` (one spelling per
+        step, so that the spec hash does not depend on it).
+
+    Raises
+    ------
+    StudyError
+        Not a list, an unknown step, a bad value, or a step named twice; the message names the entry
+        (``host_steps[1]``) and what is allowed.
+    """
+    names = ", ".join(HOST_STEPS)
+    if not isinstance(value, list):
+        raise StudyError(f"host_steps: must be a list of steps ([{names}]), e.g. [drop_page_cache, {{scheduler: none}}], "
+                         f"got {shown(value)}")
+    out: list[str | dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(value):
+        where = f"host_steps[{i}]"
+        if isinstance(entry, str):
+            name, arg, has_arg = entry, None, False
+        elif isinstance(entry, dict) and len(entry) == 1:
+            ((name, arg),) = entry.items()
+            has_arg = True
+        else:
+            raise StudyError(f"{where}: a step is a name or a one-key mapping {{name: value}} of [{names}], "
+                             f"got {shown(entry)}")
+        if name not in HOST_STEPS:
+            raise StudyError(f"{where}: unknown step {shown(name)}; must be one of [{names}]")
+        if name in seen:
+            raise StudyError(f"{where}: {name} is named twice; each step once")
+        seen.add(name)
+        if name == "drop_page_cache":
+            if has_arg and (isinstance(arg, bool) or arg not in (1, 2, 3)):
+                raise StudyError(f"{where}.drop_page_cache: the level must be 1 (page cache), 2 (dentries and "
+                                 f"inodes) or 3 (both), got {shown(arg)}")
+            out.append(name if not has_arg or arg == 3 else {name: arg})
+        elif name == "drop_file_cache":
+            if has_arg:
+                raise StudyError(f"{where}: drop_file_cache takes no value (it drops the run's target files), "
+                                 f"got {shown(entry)}")
+            out.append(name)
+        else:
+            if not has_arg:
+                raise StudyError(f"{where}: scheduler needs the scheduler's name, {{scheduler: NAME}} with NAME "
+                                 f"one of [{', '.join(SCHEDULERS)}]")
+            if not isinstance(arg, str) or arg not in SCHEDULERS:
+                raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
+            out.append({name: arg})
+    return out
+
+
 class Study(BaseModel):
     """A storage performance study: a factor grid over fio options, repeated, in random order.
 
@@ -549,6 +632,15 @@ class Study(BaseModel):
     test_settings : dict
         What else the quick variant changes: any of ``runtime``, ``ramp_time``, ``size``,
         ``repetitions``, ``setups``, ``timeout`` (:data:`TEST_SETTINGS`). Not hashed either.
+    host_steps : list
+        What to do to the host before each run (each concurrency group), in order
+        (:data:`HOST_STEPS`): ``drop_page_cache`` (or ``{drop_page_cache: 1|2|3}``),
+        ``drop_file_cache`` (the run's target files only), ``{scheduler: NAME}`` (NAME one of
+        :data:`SCHEDULERS`; the device behind the target, put back after the
+        run; only a loop device, a device in ``allow_devices`` or with ``allow: [ioscheduler]``). Each
+        run's ``provenance.json`` records what was done (``host_steps``). Part of :attr:`spec_hash` when
+        not empty: a cold cache or another scheduler is another measurement. Not with ``hosts``
+        (the targets are on the servers).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -574,6 +666,7 @@ class Study(BaseModel):
     concurrent: list[str] = Field(default_factory=list)
     test_factors: dict[str, list[Any]] = Field(default_factory=dict)
     test_settings: dict[str, Any] = Field(default_factory=dict)
+    host_steps: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
 
     #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
     #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
@@ -773,6 +866,14 @@ class Study(BaseModel):
                              f"[{', '.join(TEST_SETTINGS)}] (levels go under test_factors)")
         return v
 
+    @field_validator("host_steps", mode="before")
+    @classmethod
+    def _host_steps_ok(cls, v: Any) -> Any:
+        try:
+            return parse_host_steps(v)
+        except StudyError as exc:
+            raise ValueError(str(exc)) from None
+
     def _design_ok(self) -> None:
         """``setup_factors``, ``concurrent`` and ``test_factors`` name factors and levels of this study."""
         for factor in self.factors:
@@ -871,6 +972,9 @@ class Study(BaseModel):
             if dupes:
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
         self._design_ok()
+        if self.host_steps and self.hosts is not None:
+            raise ValueError("host_steps: are applied on this machine, but a client/server study's targets are on "
+                             "its fio servers (hosts); remove host_steps or hosts")
         return self
 
     def _clients_ok(self) -> None:
@@ -1008,8 +1112,10 @@ class Study(BaseModel):
 
         Two specs with the same hash produce the same runs; a reworded description, a longer
         timeout or another quick grid does not make a different study. The design keys
-        (``setups``, ``setup_factors``, ``blocks``, ``concurrent``) count only when they differ
-        from their defaults, so specs written before they existed keep their hash.
+        (``setups``, ``setup_factors``, ``blocks``, ``concurrent``) and ``host_steps`` count only
+        when they differ from their defaults, so specs written before they existed keep their
+        hash. ``host_steps`` count because they change what a run measures (a cold page cache,
+        another I/O scheduler): results with and without them are not one study.
         """
         data = self._without_default_design(self.model_dump(mode="json", exclude=set(_NOT_HASHED)))
         return hashlib.sha256(_canonical(data)).hexdigest()[:16]
@@ -1346,7 +1452,7 @@ def _format_errors(exc: ValidationError) -> str:
             continue
         msg = str(err.get("msg", ""))
         msg = msg.removeprefix("Value error, ")
-        if kind == "value_error" and msg.startswith(("fixed", "factors")):
+        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps")):
             msgs.append(msg)  # our own messages carry their full key path
         elif kind == "value_error":
             msgs.append(f"{loc}: {msg}" if loc else msg)

@@ -14,6 +14,7 @@ from storagebench.clientserver import client_command, read_client_output, run_cl
 from storagebench.errors import FioError, HostError
 from storagebench.fio.hosts import host_label
 from storagebench.fio.process import fio_version
+from storagebench.records import ClientServerInfo
 from storagebench.servers import fio_servers, start_server, stop_server
 
 JOB = """[global]
@@ -59,8 +60,9 @@ def test_run_clients_every_host_reports(servers, tmp_path):
     # each server wrote its file in its own directory
     for s in servers:
         assert any(s.workdir.iterdir())
-    prov = orjson.loads(orjson.dumps(res.provenance()))
-    assert prov["client_server"]["server_fio_versions"] == res.server_versions
+    cs = res.provenance()
+    assert cs.server_fio_versions == res.server_versions and cs.hosts == tuple(res.hosts)
+    assert ClientServerInfo.from_json(orjson.loads(orjson.dumps(cs.to_json()))) == cs
 
 
 def test_socket_servers_labels_agree_with_ingest_and_span_logs_are_read(servers, tmp_path):
@@ -386,3 +388,35 @@ def test_ingest_takes_factor_columns_of_a_runner_run_from_point_json(servers, tm
     runs = ingest_paths([run]).runs
     assert len(runs) == 2 and set(runs["host"]) == {s.label for s in hs}
     assert set(runs["iodepth"]) == {2} and set(runs["bs_bytes"]) == {8192} and set(runs["clients"]) == {2}
+
+
+def test_runner_keeps_the_servers_fio_versions_and_the_client_command(tmp_path, fio_bin):
+    """A client/server study on two fio servers on 127.0.0.1: each run's provenance.json holds the
+    client_server record run_clients made (every server's fio version, the client command), typed."""
+    from storagebench.records import FORMAT_VERSION, Provenance
+    from storagebench.runner import run_study
+    from storagebench.study import load_study
+
+    version = fio_version(fio_bin)
+    with fio_servers(2, mode="loopback", workdir=tmp_path / "srv") as ss:
+        spec = load_study({"name": "cs-prov", "factors": {"bs": ["4k", "8k"]},
+                           "fixed": {"rw": "randread", "ioengine": "psync"}, "runtime": 1, "size": "4m",
+                           "target": "cs.dat", "seed": 2, "hosts": [s.host.fio_arg for s in ss]})
+        res = run_study(spec, out_dir=tmp_path / "results", fio_bin=fio_bin, progress=False)
+        labels = [s.label for s in ss]
+    assert res.ok and len(res.completed) == 2
+    assert all(lb.startswith("127.0.0.1:") for lb in labels)
+    for d in res.run_dirs():
+        raw = orjson.loads((d / "provenance.json").read_bytes())
+        assert raw["format_version"] == FORMAT_VERSION
+        prov = Provenance.read(d / "provenance.json")
+        cs = prov.client_server
+        assert cs is not None and cs.hosts == tuple(labels)
+        assert cs.server_fio_versions == {lb: version for lb in labels}
+        assert cs.client_fio_version == version and cs.returncode == 0 and cs.elapsed_s > 0.5
+        assert [a for a in cs.command if a.startswith("--client=")] == [f"--client={s.host.fio_arg}" for s in ss]
+        assert cs.command[0] == fio_bin or cs.command[0].endswith("/fio")
+        assert prov.hosts == tuple(s.host.fio_arg for s in ss) and prov.target == "cs.dat"
+        assert prov.device is None and "client/server" in prov.device_note
+        assert cs.started_at.endswith("Z") and prov.started_at <= cs.started_at <= prov.finished_at
+        assert Provenance.from_json(raw) == prov and prov.to_json() == raw  # written once, as the record says

@@ -26,27 +26,27 @@ def test_provenance_of_a_file(tmp_path, fio_bin):
     target.write_bytes(b"\0" * 4096)
     prov = collect_provenance(target, spec_hash="abc", fio_bin=fio_bin)
     version = subprocess.run([fio_bin, "--version"], capture_output=True, text=True).stdout.strip()
-    assert prov["fio_version"] == version and version.startswith("fio-")
-    assert prov["kernel"] == os.uname().release and prov["hostname"] == os.uname().nodename
-    assert prov["cpu_model"] and prov["cpu_count"] == os.cpu_count()
-    assert prov["target"] == str(target) and prov["target_kind"] == "file"
-    assert prov["spec_hash"] == "abc"
-    assert prov["started_at"].endswith("Z")
-    assert prov["filesystem"]["fstype"] == _findmnt(target, "FSTYPE")
-    assert prov["filesystem"]["mountpoint"] == _findmnt(target, "TARGET")
+    assert prov.fio_version == version and version.startswith("fio-")
+    assert prov.kernel == os.uname().release and prov.hostname == os.uname().nodename
+    assert prov.cpu_model and prov.cpu_count == os.cpu_count()
+    assert prov.target == str(target) and prov.target_kind == "file"
+    assert prov.spec_hash == "abc"
+    assert prov.started_at.endswith("Z")
+    assert prov.filesystem.fstype == _findmnt(target, "FSTYPE")
+    assert prov.filesystem.mountpoint == _findmnt(target, "TARGET")
     st = os.stat(target)
-    dev = prov["device"]
+    dev = prov.device
     if dev is None:  # tmpfs/overlay: no block device, and it says so
-        assert "no block device" in prov["device_note"]
+        assert "no block device" in prov.device_note
     else:
         if os.major(st.st_dev) != 0:
-            assert dev["devno"] == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-        assert Path(dev["path"]).exists()
-        assert isinstance(dev["rotational"], bool) and dev["size_bytes"] > 0
-        sysfs = Path(os.path.realpath(f"/sys/dev/block/{dev['devno']}"))
+            assert dev.devno == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        assert Path(dev.path).exists()
+        assert isinstance(dev.rotational, bool) and dev.size_bytes > 0
+        sysfs = Path(os.path.realpath(f"/sys/dev/block/{dev.devno}"))
         disk = sysfs.parent if (sysfs / "partition").exists() else sysfs
-        assert dev["scheduler"] in (disk / "queue" / "scheduler").read_text()
-        assert (dev["model"] is not None) != ("model_note" in dev)
+        assert dev.scheduler in (disk / "queue" / "scheduler").read_text()
+        assert (dev.model is not None) != (dev.model_note is not None)
 
 
 def test_git_revision_of_checkout_and_of_a_plain_dir(tmp_path):
@@ -62,13 +62,13 @@ def test_git_revision_of_checkout_and_of_a_plain_dir(tmp_path):
     after = head()  # others may commit meanwhile
     assert rev["rev"] in (before, after) and isinstance(rev["dirty"], bool)
     assert git_revision(str(tmp_path)) is None
-    assert collect_provenance(tmp_path)["git_rev"] == rev["rev"]
+    assert collect_provenance(tmp_path).git_rev == rev["rev"]
 
 
 def test_missing_target_is_described_by_its_parent(tmp_path):
     prov = collect_provenance(tmp_path / "not" / "yet")
-    assert prov["target_kind"] == "missing"
-    assert prov["filesystem"]["fstype"] == _findmnt(tmp_path, "FSTYPE")
+    assert prov.target_kind == "missing"
+    assert prov.filesystem.fstype == _findmnt(tmp_path, "FSTYPE")
 
 
 def test_tmpfs_has_no_block_device():
@@ -76,16 +76,16 @@ def test_tmpfs_has_no_block_device():
     if not shm.is_dir() or (filesystem_of(shm) or {}).get("fstype") != "tmpfs":
         pytest.skip("no tmpfs at /dev/shm")
     prov = collect_provenance(shm / "storagebench-provenance-probe")
-    assert prov["device"] is None and "no block device" in prov["device_note"] and "tmpfs" in prov["device_note"]
+    assert prov.device is None and "no block device" in prov.device_note and "tmpfs" in prov.device_note
 
 
 def test_loop_device_has_no_model(loop_dev):
     loop = loop_dev.path
     prov = collect_provenance(loop)
-    info = prov["device"]
-    assert prov["target_kind"] == "block" and prov["filesystem"] is None
-    assert info["path"] == loop and info["model"] is None and "loop device" in info["model_note"]
-    assert info["backing_file"] == loop_dev.backing_file
-    assert info["size_bytes"] == 8 << 20
+    info = prov.device
+    assert prov.target_kind == "block" and prov.filesystem is None
+    assert info.path == loop and info.model is None and "loop device" in info.model_note
+    assert info.backing_file == loop_dev.backing_file
+    assert info.size_bytes == 8 << 20
     st = os.stat(loop)
-    assert block_device_info(os.major(st.st_rdev), os.minor(st.st_rdev))["name"] == Path(loop).name
+    assert block_device_info(os.major(st.st_rdev), os.minor(st.st_rdev)).name == Path(loop).name

@@ -355,9 +355,11 @@ def test_provenance_caption_and_add_caption(runs):
     out = json.loads(next((STUDY / "raw").glob("*/output.json")).read_text())
     text = plots.provenance_caption(runs, prov)
     assert out["fio version"] in text
-    assert prov[0]["hostname"] in text and prov[0]["kernel"] in text
-    if prov[0].get("device"):
-        assert prov[0]["device"]["path"] in text
+    assert prov[0].hostname in text and prov[0].kernel in text
+    if prov[0].device is not None:
+        assert prov[0].device.path in text
+    # the JSON form of the records gives the same caption (one reader: Provenance.from_json)
+    assert plots.provenance_caption(runs, [p.to_json() for p in prov]) == text
     assert f"{runs['run_id'].nunique()} runs" in text and "UTC" in text
     ax = plots.iops_vs_iodepth(runs)
     cap = plots.add_caption(ax.figure, text)

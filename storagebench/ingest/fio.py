@@ -74,11 +74,11 @@ import pyarrow as pa
 from msgspec import Meta, Struct
 
 from .. import schema as _schema
-from ..errors import IngestError, shown
+from ..errors import IngestError, SchemaError, shown
 from ..errors import display_path as _display_path
 from ..fio import options as _fo
 from ..fio.hosts import host_label
-from ..records import POINT_FORMAT_VERSION
+from ..records import POINT_FORMAT_VERSION, Provenance
 from ..schema import PERCENTILES, RUNS, percentile_column
 
 __all__ = [
@@ -223,18 +223,8 @@ class _Point(Struct, gc=False):
     block: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None
 
 
-class _Prov(Struct, gc=False):
-    """What ingest reads of a runner ``provenance.json``."""
-
-    fio_version: Union[str, None] = None
-    kernel: Union[str, None] = None
-    hostname: Union[str, None] = None
-    started_at: Union[str, None] = None
-    spec_hash: Union[str, None] = None
-
-
 _NO_POINT = _Point()
-_NO_PROV = _Prov()
+_NO_PROV = Provenance()
 _NO_EXTRA: dict = {}
 
 
@@ -1206,35 +1196,44 @@ def _point_version(point: Any, path: str) -> Any:
     return point
 
 
-def check_provenance(prov: Any, path: str) -> Any:
-    """A runner ``provenance.json``, type-checked: ``fio_version``, ``kernel``, ``hostname`` and
-    ``started_at`` (ISO 8601) are strings or null; other keys are ignored.
+def check_provenance(prov: Any, path: str) -> Provenance:
+    """A runner ``provenance.json``, read by :meth:`storagebench.records.Provenance.from_json` (every
+    format version it reads; each field's type checked), with ``started_at`` an ISO 8601 time.
+
+    Parameters
+    ----------
+    prov : bytes, mapping, Provenance or None
+        The file's bytes (decoded here) or its parsed JSON.
+    path : str
+        File named in errors.
+
+    Returns
+    -------
+    storagebench.records.Provenance
+        Ingest reads ``fio_version``, ``kernel``, ``hostname``, ``started_at`` and ``spec_hash``.
 
     Raises
     ------
     IngestError
-        Not an object, one of those keys is not a string or null, or ``started_at`` is not an ISO
-        8601 time from 1677 to 2262.
+        Not a JSON object, a field of the wrong type or a newer format version (the message names the
+        key and the value), or ``started_at`` not an ISO 8601 time from 1677 to 2262.
     """
     if prov is None:
         return _NO_PROV
-    if isinstance(prov, _Prov):
-        return prov
     if isinstance(prov, (bytes, bytearray)):
-        out = _decode_meta(prov, _Prov, "provenance.json", path)
-        _iso_utc(out.started_at, path)
-        return out
-    if not isinstance(prov, Mapping):
+        prov = _decode_meta(prov, Any, "provenance.json", path)
+    if not isinstance(prov, (Mapping, Provenance)):
         raise IngestError(f"provenance.json must be a JSON object, got {type(prov).__name__}", path=path)
-    data = dict(prov)
-    if isinstance(data.get("started_at"), datetime):
-        data["started_at"] = data["started_at"].isoformat()
-    try:
-        out = msgspec.convert(data, _Prov)
-    except msgspec.ValidationError as exc:
-        raise _validation_error(exc, data, path, "provenance.json") from None
-    _iso_utc(out.started_at, path)
-    return out
+    if isinstance(prov, Mapping):
+        data = dict(prov)
+        if isinstance(data.get("started_at"), datetime):
+            data["started_at"] = data["started_at"].isoformat()
+        try:
+            prov = Provenance.from_json(data, path="provenance.json")
+        except SchemaError as exc:
+            raise IngestError(str(exc), path=path) from None
+    _iso_utc(prov.started_at, path)
+    return prov
 
 
 def emit_rows(

@@ -7,7 +7,6 @@ displays it, so the terminal and the page say the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ import pandas as pd
 
 from ..errors import SchemaError
 from ..findings import Finding, Findings, fmt_ci, fmt_number
+from ..records import DeviceInfo, provenance_records
 from ._common import _check_confidence
 from .points import point_means, point_percentiles
 from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
@@ -196,10 +196,7 @@ def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rotational(provenance: Any) -> bool | None:
-    recs = provenance if isinstance(provenance, Sequence) and not isinstance(provenance, (str, Mapping)) else \
-        [provenance] if isinstance(provenance, Mapping) else []
-    flags = {r.get("device", {}).get("rotational") for r in recs
-             if isinstance(r, Mapping) and isinstance(r.get("device"), Mapping)}
+    flags = {r.device.rotational for r in provenance_records(provenance) if r.device is not None}
     flags.discard(None)
     return next(iter(flags)) if len(flags) == 1 else None
 
@@ -213,7 +210,7 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
         low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
         lat_ms = float(low["lat_mean_ns"]) * 1e-6
         # the one rule (stats.cache_caveats) on the lightest load's mean latency
-        if cache_caveats(points.loc[[low.name]], {"rotational": rot}, latency="lat_mean_ns")["cache_not_medium"].iloc[0]:
+        if cache_caveats(points.loc[[low.name]], DeviceInfo(rotational=rot), latency="lat_mean_ns")["cache_not_medium"].iloc[0]:
             return (f"The target's device reports itself rotational, yet at the lightest load "
                     f"(numjobs={int(low['numjobs'])} × iodepth={int(low['iodepth'])}) an I/O took "
                     f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "
@@ -232,9 +229,10 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         Tidy ``runs`` table with ``run_id``, ``numjobs``, ``iodepth``, ``iops`` (1/s), ``lat_mean_ns`` (ns).
     histograms : pandas.DataFrame, optional
         Tidy ``histograms`` table; gives the p99 completion latency per point (merged bins).
-    provenance : mapping or sequence of mappings, optional
-        ``provenance.json`` records (:func:`storagebench.publish.study_provenance`); the device's
-        ``rotational`` flag feeds the cache caveat.
+    provenance : Provenance, mapping or sequence of them, optional
+        ``provenance.json`` records (:func:`storagebench.publish.study_provenance`, or their JSON form:
+        :func:`storagebench.records.provenance_records`); the device's ``rotational`` flag feeds the
+        cache caveat.
     confidence : float
         Level of the CIs.
     fraction : float
@@ -247,7 +245,7 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     Raises
     ------
     SchemaError
-        No completed run, or a column is missing.
+        No completed run, a column is missing, or a provenance record is malformed.
     StatsError
         Fewer than 3 points, bad ``confidence`` or ``fraction`` (from the functions called).
     """

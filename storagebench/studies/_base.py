@@ -20,7 +20,6 @@ from typing import Any
 
 import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
-import orjson
 import pandas as pd
 
 from .. import stats
@@ -29,7 +28,7 @@ from ..findings import Finding as ReportFinding
 from ..findings import Findings
 from ..ingest import ingest_study
 from ..plots import ratio_forest
-from ..records import Provenance, TestbedRecord
+from ..records import TestbedRecord
 from ..runlevel import per_run
 from ..store import StudyStore
 from ..study import Study, load_study
@@ -340,18 +339,6 @@ def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return res.runs, res.histograms, res.timeseries
 
 
-def _provenance(study_dir: Path, run_ids) -> dict[str, Provenance]:
-    """Run id -> its typed ``provenance.json`` (unreadable ones are left out: no device, no build)."""
-    out = {}
-    for rid in run_ids:
-        path = study_dir / "raw" / str(rid) / "provenance.json"
-        try:
-            out[str(rid)] = Provenance.from_json(orjson.loads(path.read_bytes()), path=str(path))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
     """Per run: the SNIA PTS window test on its per-second total IOPS (jobs and directions added up)."""
     cols = ["run_id", "steady", "steady_rounds", "steady_note"]
@@ -383,6 +370,8 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
         Not a study directory; runs of one set-up measured on more than one build.
     IngestError
         Nothing ingestible.
+    SchemaError
+        A run's ``provenance.json`` is not valid (:meth:`storagebench.store.StudyStore.provenance`).
     """
     sdir = Path(study_dir)
     store = StudyStore(sdir)
@@ -407,8 +396,8 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
         pr.loc[missing, "steady_note"] = f"0 rounds logged: steady state needs at least window={PTS_WINDOW} rounds"
     pr["steady"] = pr["steady"].astype(object).where(pr["steady"].notna(), None)
     pr["steady_note"] = pr["steady_note"].fillna("no per-second IOPS log (write_iops_log) in this run")
-    prov = _provenance(sdir, pr["run_id"])
-    pr["build_id"] = [((prov[r].extra.get("set_up") or {}).get("build_id") if r in prov else None)
+    prov = store.provenance(pr["run_id"].astype(str))
+    pr["build_id"] = [prov[r].set_up.build_id if r in prov and prov[r].set_up is not None else None
                       for r in pr["run_id"].astype(str)]
     devices = {r: p.device for r, p in prov.items() if p.device is not None}
     cache = stats.cache_caveats(pr, devices)
