@@ -1,19 +1,18 @@
 """storagebench: fio sweeps -> tidy tables -> statistics -> reproducible write-ups.
 
-The public API is listed once, here. Submodules load on first use (``storagebench.plots`` pulls in
-matplotlib; the CLI should not pay for that), so ``import storagebench`` stays cheap::
+The names a user needs, imported here (the list is ``__all__``; docs/ARCHITECTURE.md, "The public
+API", documents it and a test keeps the two equal)::
 
     import storagebench as sb
     study = sb.load_study("data/studies/demo.yaml")
     result = sb.run_study(study, target="/var/tmp/sb.dat")
-    tables = sb.ingest_study(result.raw_dir.parent)
+    tables = sb.ingest_study(result.root)
     sb.stats.compare(tables.runs, "numjobs", 1, "iops", by=["iodepth"])
 
-Modules (one concept each): ``schema``, ``study``, ``loadgen_profiles``, ``jobfile``, ``store``, ``hostinfo``, ``runner``,
-``safety``, ``ingest``, ``histogram``, ``runlevel``, ``aggregate``, ``stats``, ``published``, ``findings``, ``tables``,
-``plots``, ``display``, ``publish``,
-``testbed``, ``hoststeps``, ``studies`` (the testbed studies: one module each), ``servers``, ``clientserver``,
-``batch``, ``cli``.
+The sub-APIs ``stats``, ``plots``, ``display``, ``tables``, ``aggregate``, ``testbed``, ``servers``,
+``studies`` and ``hoststeps`` load on first use (``sb.stats``, ``from storagebench import plots``):
+they bring scipy, statsmodels and matplotlib, which ``import storagebench`` and every
+``storagebench`` command would otherwise pay for.
 """
 
 from __future__ import annotations
@@ -21,13 +20,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ._version import __version__ as __version__
+from .batch import run_batch
 from .errors import (
     FioError,
     FioNotFoundError,
     HostError,
     IngestError,
     JobFileError,
+    NotWritableError,
     PublishError,
+    ResultsBusyError,
     SchemaError,
     StatsError,
     StorageBenchError,
@@ -35,58 +38,44 @@ from .errors import (
     TestbedError,
     UnsafeTargetError,
 )
-
-__version__ = "0.1.0"
-
-#: public name -> the module that defines it (loaded on first access).
-_LAZY: dict[str, str] = {
-    # spec -> plan -> runs
-    "Study": "study", "RunPlan": "study", "RunPoint": "study", "load_study": "study",
-    "study_from_diskspd": "loadgen_profiles", "study_from_icf": "loadgen_profiles",
-    "render_jobfile": "jobfile", "parse_jobfile": "jobfile",
-    "StudyStore": "store", "collect_provenance": "hostinfo",
-    "run_study": "runner", "run_point": "runner", "run_fio": "runner", "SweepResult": "runner",
-    "check_run": "safety", "lint_jobfile": "safety", "device_report": "safety",
-    # raw output -> tidy tables
-    "IngestResult": "ingest", "ingest_paths": "ingest", "ingest_study": "ingest",
-    "ingest_to_parquet": "ingest", "parse_fio_output": "ingest", "parse_fio_log": "ingest",
-    "percentiles_from_bins": "histogram", "merge_histograms": "histogram", "plat_idx_to_val": "histogram",
-    "run_totals": "runlevel", "read_run_totals": "runlevel", "read_table": "schema",
-    "combine_jobs": "aggregate", "per_host": "aggregate", "cluster_aggregate": "aggregate",
-    "scaling_summary": "aggregate", "saturation_point": "aggregate", "fairness": "aggregate",
-    "list_published": "published", "load_published": "published", "load_table": "published",
-    # figures and write-ups
-    "execute_notebook": "publish", "publish_report": "publish", "parameter_type_ok": "publish",
-    "notebooks_to_html": "publish", "build_site": "publish", "show_figure": "display",
-    "Finding": "findings", "Findings": "findings",
-    # testbeds (root)
-    "DropPageCache": "hoststeps", "DropFileCache": "hoststeps", "SetScheduler": "hoststeps",
-    "SetUp": "runner",
-    # scale-out
-    "fio_servers": "servers", "run_clients": "clientserver", "run_batch": "batch",
-    "scaling_study": "clientserver", "run_scaling": "clientserver", "measure_scaling": "clientserver",
-    "load_scaling": "clientserver",
-}
-_MODULES = (
-    "schema", "study", "loadgen_profiles", "jobfile", "store", "hostinfo", "runner", "safety", "ingest", "histogram",
-    "runlevel", "aggregate", "stats", "published", "findings", "tables", "plots", "display", "publish", "testbed",
-    "hoststeps", "studies", "servers", "clientserver", "batch",
-)
+from .findings import Finding, Findings
+from .ingest import IngestResult, ingest_paths, ingest_study, ingest_to_parquet
+from .loadgen_profiles import study_from_diskspd, study_from_icf
+from .publish import build_site, execute_notebook, publish_report
+from .published import load_published, load_result_sets, load_table
+from .runlevel import read_run_totals
+from .runner import SweepResult, run_study
+from .scaling import load_scaling, measure_scaling
+from .schema import read_table
+from .store import StudyStore
+from .study import RunPlan, Study, load_study
 
 __all__ = [
+    # a study: spec -> plan -> runs
+    "Study", "RunPlan", "load_study", "study_from_diskspd", "study_from_icf",
+    "run_study", "SweepResult", "StudyStore",
+    # raw output -> tidy tables
+    "ingest_study", "ingest_paths", "ingest_to_parquet", "IngestResult",
+    "read_table", "read_run_totals", "load_table", "load_published", "load_result_sets",
+    # write-ups
+    "Finding", "Findings", "execute_notebook", "publish_report", "build_site", "run_batch",
+    # scale-out studies
+    "measure_scaling", "load_scaling",
+    # errors
     "StorageBenchError", "StudyError", "JobFileError", "FioError", "FioNotFoundError", "IngestError",
     "SchemaError", "UnsafeTargetError", "TestbedError", "StatsError", "PublishError", "HostError",
-    *_LAZY, *_MODULES,
+    "NotWritableError", "ResultsBusyError",
 ]
+
+#: Sub-APIs imported on first access (see the module docstring).
+SUBMODULES = ("stats", "plots", "display", "tables", "aggregate", "testbed", "servers", "studies", "hoststeps")
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES:
+    if name in SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
-    if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'storagebench' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(SUBMODULES))

@@ -22,6 +22,8 @@ import pandas as pd
 from .errors import SchemaError, StatsError
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
+from .stats import compare, find_knee, mean_ci
+from .stats.compare import FACTOR_COLUMNS
 
 __all__ = [
     "combine_jobs",
@@ -338,9 +340,6 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         A factor column (``factors``) varies within a (group, ``x``) cell, e.g. the DiskSPD and FIO rows of
         one VM count of seed 002: name it in ``by``.
     """
-    from .stats import compare, mean_ci
-    from .stats.compare import FACTOR_COLUMNS
-
     by = list(by)
     _need(per_run, [*by, x, metric], "per_run")
     if factors is None:
@@ -405,8 +404,6 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
         :func:`storagebench.stats.find_knee`; NaN with fewer than 3 levels or no knee), and
         ``rule`` in words.
     """
-    from .stats import find_knee
-
     by = list(by)
     _need(summary, [*by, x, "mean", "adds"], "summary")
     rows = []

@@ -33,10 +33,17 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
+# nbformat (with its JSON-schema validator) is imported where a notebook is read, as in publish.
 from .errors import PublishError
-from .publish import notebooks_to_html, parameter_type_ok, template_cells
+from .publish import (
+    execute_notebook,
+    notebook_parameters,
+    notebooks_to_html,
+    parameter_type_ok,
+    template_cells,
+)
 
-__all__ = ["ParamSet", "BatchResult", "load_param_sets", "validate_param_sets", "run_batch"]
+__all__ = ["ParamSet", "BatchResult", "load_param_sets", "run_batch"]
 
 _SET_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -186,8 +193,6 @@ def _failed_cell(executed: Path) -> int:
 
 def _run_one(notebook: str, pset: ParamSet, out_dir: str, report: bool, kernel_name: str | None,
              cwd: str | None) -> BatchResult:
-    from .publish import execute_notebook
-
     t0 = time.monotonic()
     out_nb = Path(out_dir) / pset.name / Path(notebook).name
     html = ""
@@ -248,8 +253,6 @@ def run_batch(
     PublishError
         Bad ``jobs``, a missing notebook, or invalid sets (nothing has run then).
     """
-    from .publish import notebook_parameters
-
     if not isinstance(jobs, int) or jobs < 1:
         raise PublishError(f"jobs must be an int >= 1, got {jobs!r}")
     declared = notebook_parameters(notebook)

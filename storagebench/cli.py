@@ -14,14 +14,42 @@ from __future__ import annotations
 
 import errno
 import functools
+import shutil
+import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Annotated, Callable, List, Optional
 
+import pandas as pd
 import typer
+import yaml
 from typer.core import TyperCommand, TyperGroup
 
-from .errors import StorageBenchError, StorageBenchWarning, display_path
+# The library modules `import storagebench` loads anyway are imported here; stats (scipy, statsmodels)
+# and studies (matplotlib, through plots) only in the commands that need them, so that `--version`,
+# `-h` and the other commands do not pay about two seconds for them.
+from . import testbed as tb
+from ._version import __version__
+from .batch import load_param_sets, run_batch
+from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path
+from .fio.process import fio_version
+from .hostinfo import filesystem_of
+from .ingest import ingest_study, ingest_to_parquet
+from .loadgen_profiles import study_from_diskspd, study_from_icf
+from .publish import (
+    DEFAULT_REPORT_NOTEBOOKS,
+    build_site,
+    notebook_parameters,
+    publish_report,
+    study_provenance,
+)
+from .published import load_table, match_level, select_rows
+from .runner import run_study
+from .scaling import measure_scaling
+from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
+from .store import utc_stamp
+from .study import load_study
 
 
 def _plain_type(self, ctx) -> str | None:
@@ -73,8 +101,6 @@ def _command(name: str | None = None, **kw):
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
-
         typer.echo(f"storagebench {__version__}")
         raise typer.Exit()
 
@@ -173,9 +199,6 @@ def run_cmd(
 
       storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
     """
-    from .runner import run_study
-    from .study import load_study
-
     spec = load_study(study, max_runs=max_runs)
     res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
@@ -212,10 +235,6 @@ _DEMO_STUDY = Path(__file__).resolve().parents[1] / "data" / "studies" / "demo.y
 
 def _demo_scratch_dir(out: Path) -> Path:
     """A temp dir for the demo's target file on a disk filesystem (O_DIRECT fails on tmpfs)."""
-    import tempfile
-
-    from .hostinfo import filesystem_of
-
     for base in (out, Path("/var/tmp"), Path.home()):
         fs = filesystem_of(base) if base.exists() else None
         if base.exists() and (fs is None or fs.get("fstype") not in ("tmpfs", "ramfs")):
@@ -248,15 +267,7 @@ def demo_cmd(
 
       storagebench demo --out /var/tmp/results --fresh
     """
-    import shutil
-    import time
-
-    from .ingest import ingest_study
-    from .publish import publish_report, study_provenance
-    from .runner import run_study
-    from .stats import sweep_summary
-    from .store import utc_stamp
-    from .study import load_study
+    from .stats import sweep_summary  # stats (scipy, statsmodels) and studies (matplotlib): see the imports
 
     t0 = time.monotonic()
     study = load_study(study_path)
@@ -315,8 +326,6 @@ def ingest(
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
     """
-    from .ingest import ingest_to_parquet
-
     summary = ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
@@ -346,8 +355,6 @@ def report_cmd(
 
       storagebench report results/qd_threads --out /srv/www/qd_threads.html
     """
-    from .publish import publish_report
-
     if output is not None:
         typer.secho("storagebench: warning: --output is deprecated; use --out", err=True, fg="yellow")
         if out is not None and out != output:
@@ -360,9 +367,7 @@ def report_cmd(
 
 def _study_defaults(notebooks) -> dict:
     """``write_tidy=True`` for the notebooks that declare it: `report` stores the tidy tables of a study."""
-    from .publish import DEFAULT_REPORT_NOTEBOOKS, _resolve_notebook, notebook_parameters
-
-    declared = set().union(*(notebook_parameters(_resolve_notebook(n)) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)))
+    declared = set().union(*(notebook_parameters(n) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)))
     return {"write_tidy": True} if "write_tidy" in declared else {}
 
 
@@ -372,10 +377,6 @@ def _parse_params(items: List[str]) -> dict:
     A string value naming an existing file or directory relative to the current directory is passed as an
     absolute path: the notebook runs in its own directory, where the relative path would mean another file.
     """
-    import yaml
-
-    from .errors import PublishError
-
     params = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -410,11 +411,9 @@ def publish_cmd(
       storagebench publish compare.ipynb --out results/demo-compare -p table=results/demo/tidy/runs.parquet \\
           -p factor=iodepth -p baseline=1 -p metric=iops -p by='[numjobs]'
     """
-    from .publish import _resolve_notebook, notebook_parameters, publish_report
-
     params = _parse_params(param or [])
     out.mkdir(parents=True, exist_ok=True)
-    declared = set().union(*(notebook_parameters(_resolve_notebook(n)) for n in notebook))
+    declared = set().union(*(notebook_parameters(n) for n in notebook))
     if "out_dir" in declared:
         params.setdefault("out_dir", str(out.resolve()))
     path = publish_report(out, notebooks=notebook, parameters=params)
@@ -435,8 +434,6 @@ def site_cmd(
 
       storagebench site results --out results/index.html
     """
-    from .publish import build_site
-
     path, listed, skipped = build_site(results_dir, out)
     for why in skipped:
         typer.secho(f"storagebench: warning: not listed: {why}", err=True, fg="yellow")
@@ -445,35 +442,6 @@ def site_cmd(
 # ---- end report --------------------------------------------------------------------------
 
 # ---- compare (stats) ---------------------------------------------------------------------
-def _compare_match_level(values, text: str, what: str):
-    """The value of ``values`` whose text is ``text`` (CLI arguments are strings, levels need not be)."""
-    from .errors import StatsError
-
-    levels = sorted(values.dropna().unique().tolist(), key=str)
-    hits = [v for v in levels if str(v) == text]
-    if not hits:
-        try:  # "4" for 4.0, "0.5" for 0.50
-            hits = [v for v in levels if isinstance(v, (int, float)) and float(v) == float(text)]
-        except ValueError:
-            hits = []
-    if len(hits) != 1:
-        raise StatsError(f"{what} must be one of {[str(v) for v in levels]}, got {text!r}")
-    return hits[0]
-
-
-def _compare_filter(df, where: List[str]):
-    from .errors import StatsError
-
-    for item in where:
-        col, sep, text = item.partition("=")
-        if not sep or not col:
-            raise StatsError(f"--where must be COLUMN=VALUE, got {item!r}")
-        if col not in df.columns:
-            raise StatsError(f"--where column must be one of {list(df.columns)}, got {col!r}")
-        df = df[df[col] == _compare_match_level(df[col], text, f"--where {col}= value")]
-    return df
-
-
 @_command("compare")
 @cli_errors()
 def compare_cmd(
@@ -507,19 +475,15 @@ def compare_cmd(
       storagebench compare published:vsan_stripe --factor stripe_width --baseline 1 --metric iops \\
           --by pattern --by direction --pair-on vms --pair-on source_tool --out stripe.csv
     """
-    import pandas as pd
+    from .stats import ESTIMANDS, compare  # stats (scipy, statsmodels): see the imports
+    from .stats.compare import TABLE_SUFFIXES
 
-    from .errors import StatsError
-    from .published import load_table
-    from .stats import ESTIMANDS, compare
-
-    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
-        raise StatsError(f"--out suffix must be one of ['.csv', '.parquet'], got {out.suffix!r}")
-    df = load_table(table)
-    df = _compare_filter(df, where or [])
+    if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
+        raise StatsError(f"--out suffix must be one of {list(TABLE_SUFFIXES)}, got {out.suffix!r}")
+    df = select_rows(load_table(table), where or [])
     if factor not in df.columns:
         raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
-    level = _compare_match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
+    level = match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
     result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
                      confidence=confidence, adjust=adjust, estimand=estimand)
     frame = result.to_frame()
@@ -538,13 +502,7 @@ def compare_cmd(
     typer.echo(f"design: {result.design}")
     typer.echo(f"family: {result.family}")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        writable = frame.assign(margin=frame["margin"].astype(str), equivalent=frame["equivalent"].astype("string"))
-        if out.suffix.lower() == ".parquet":
-            writable.to_parquet(out, index=False)
-        else:
-            writable.to_csv(out, index=False)
-        typer.echo(f"wrote {out}")
+        typer.echo(f"wrote {result.to_file(out)}")
 
 # ---- end compare -------------------------------------------------------------------------
 
@@ -553,8 +511,6 @@ def compare_cmd(
 
 def _params(items: Optional[List[str]]) -> dict:
     """``KEY=VALUE`` pairs; values read as YAML scalars (5, 0.5, true, text)."""
-    import yaml
-
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -595,9 +551,7 @@ def testbed_cmd(
 
       storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 --out results
     """
-    import pandas as pd
-
-    from . import studies
+    from . import studies  # the studies draw with plots (matplotlib): see the imports
 
     if list_:
         for name in studies.names():
@@ -622,8 +576,6 @@ def testbed_cmd(
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
         typer.echo(f"\nverdicts:\n{res.result.verdict_summary().to_string(index=False)}")
     if report:
-        from .publish import publish_report
-
         html = publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
                               parameters={"study": study, "confidence": confidence, "params": params})
         typer.echo(f"\nreport: {html}")
@@ -645,8 +597,6 @@ def testbed_leftovers_cmd(
 
       storagebench testbed-leftovers --cleanup
     """
-    from . import testbed as tb
-
     if cleanup:
         for r in tb.cleanup_stale():
             typer.echo(f"removed {r['kind']} {r['path']} (process {r['pid']} is gone)")
@@ -679,9 +629,6 @@ def hosts_cmd(
 
       storagebench hosts --hostfile hosts.list
     """
-    from .fio.process import fio_version
-    from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
-
     hs = [parse_host(h) for h in (hosts or [])] + (parse_hostfile(hostfile) if hostfile else [])
     if not hs:
         raise typer.BadParameter("give HOSTS or --hostfile")
@@ -729,8 +676,6 @@ def scaling_cmd(
 
       storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
     """
-    from .clientserver import measure_scaling
-
     s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
                         test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
                         repetitions=repetitions, progress=True)
@@ -765,8 +710,6 @@ def batch_cmd(
 
       storagebench batch sets.yaml --out results/batch --report
     """
-    from .batch import load_param_sets, run_batch
-
     sets, nb = load_param_sets(params)
     nb = notebook or nb
     if not nb:
@@ -802,9 +745,6 @@ def translate_cmd(
 
       storagebench translate icf profile.icf --name iometer_oltp
     """
-    from .errors import StudyError
-    from .loadgen_profiles import study_from_diskspd, study_from_icf
-
     if kind == "diskspd":
         t = study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
     elif kind == "icf":

@@ -29,7 +29,9 @@ from .errors import FioError, HostError
 from .fio import process
 from .fio.hosts import Host, host_label, parse_host
 from .fio.process import find_fio, fio_version
-from .records import ClientServerInfo, Provenance
+from .ingest.fiolog import parse_fio_log
+from .records import ClientServerInfo
+from .schema import empty
 from .servers import check_versions, host_error, server_versions
 
 __all__ = [
@@ -37,12 +39,7 @@ __all__ = [
     "run_clients",
     "client_command",
     "read_client_output",
-    "span_log_prefix",
     "read_span_logs",
-    "scaling_study",
-    "run_scaling",
-    "load_scaling",
-    "measure_scaling",
 ]
 
 #: Prefix of the fio iops logs :func:`run_clients` asks every server for (``log_unix_epoch=1``):
@@ -215,8 +212,6 @@ def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> 
         :func:`storagebench.ingest.fiolog.parse_fio_log`; empty when there are no span logs.
     """
 
-    from .ingest.fiolog import parse_fio_log
-
     frames = []
     for h in (parse_host(x) for x in hosts):
         prefix = span_log_prefix(h)
@@ -226,8 +221,6 @@ def read_span_logs(run_dir, hosts: Sequence["str | Host"], run_id: str = "") -> 
             name = f.name[: f.name.index(".log.") + 4]  # strip the client's ".<address>" suffix
             frames.append(parse_fio_log(Path(run_dir) / name, run_id=run_id, host=h.label, data=f.read_bytes()))
     if not frames:
-        from .schema import empty
-
         return empty("timeseries")
     return pd.concat(frames, ignore_index=True)
 
@@ -430,230 +423,3 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
                        returncode=rc, stderr=errtext)
     return ClientRunResult(cmd, rc, [h.label for h in hs], versions, client_version, started,
                            elapsed, output_path, stderr_path, messages)
-
-
-# ---- scale-out studies ----------------------------------------------------------------------
-
-
-def scaling_study(study, hosts: Sequence["str | Host"] | None = None, *, overrides: Mapping | None = None,
-                  levels: Mapping | None = None):
-    """A scale-out study (``clients`` factor) set up to run on ``hosts``, as ONE study.
-
-    The ``clients`` factor is native to :class:`~storagebench.study.Study`: level ``n`` runs
-    on ``hosts[:n]``, and the client counts are interleaved with every other factor in one
-    seeded random run order (so drift over time is not confounded with load), stored in one
-    study directory and resumed as one.
-
-    Parameters
-    ----------
-    study : storagebench.study.Study or path
-        A spec with a ``clients`` factor (``data/studies/scaling.yaml``).
-    hosts : sequence of str or Host, optional
-        fio servers, at least as many as the largest ``clients`` level; they replace the spec's
-        ``hosts`` (only the first ``max(clients)`` are kept, so spare hosts do not change the
-        spec). ``None`` keeps the spec's hosts.
-    overrides : mapping, optional
-        Spec keys to replace (``runtime``, ``ramp_time``, ``repetitions``, ``size`` ...), e.g. for a
-        short demonstration run of the same design; validated like the YAML.
-    levels : mapping, optional
-        Factor name -> levels to keep (``{"pattern": ["4k_randread"], "clients": [1, 2]}``).
-
-    Returns
-    -------
-    storagebench.study.Study
-
-    Raises
-    ------
-    StudyError
-        No ``clients`` factor, a level that is not a positive int, more clients than hosts, a
-        level in ``levels`` that the study does not have, a bad override.
-    """
-    from .errors import StudyError
-    from .study import CLIENTS_FACTOR, Study, load_study
-
-    if not isinstance(study, Study):
-        study = load_study(study)
-    spec = {**study.spec_dict(), **dict(overrides or {})}
-    factors = dict(spec.get("factors", {}))
-    if CLIENTS_FACTOR not in factors:
-        raise StudyError(f"study {study.name!r} has no factor {CLIENTS_FACTOR!r} (client counts); "
-                         f"its factors are {sorted(factors)}")
-    for name, keep in dict(levels or {}).items():
-        if name not in factors:
-            raise StudyError(f"levels: study {study.name!r} has no factor {name!r}; it has {sorted(factors)}")
-        have = [lv["name"] if isinstance(lv, dict) else lv for lv in factors[name]]
-        keep = list(keep)
-        unknown = [k for k in keep if k not in have]
-        if unknown or not keep:
-            raise StudyError(f"levels.{name}: must be a non-empty subset of {have}, got {keep}")
-        factors[name] = [lv for lv, h in zip(factors[name], have, strict=True) if h in keep]
-    spec["factors"] = factors
-    if hosts is not None:
-        hs = [parse_host(h).fio_arg for h in hosts]
-        counts = factors[CLIENTS_FACTOR]
-        top = max((n for n in counts if isinstance(n, int)), default=len(hs))
-        if top > len(hs):
-            raise StudyError(f"factors.{CLIENTS_FACTOR}: level {top} needs {top} hosts, got {len(hs)} ({hs})")
-        spec["hosts"] = hs[:top]
-    return load_study(spec)
-
-
-def run_scaling(study, hosts: Sequence["str | Host"] | None = None, out_dir="results", *,
-                overrides: Mapping | None = None, levels: Mapping | None = None, **run_kwargs):
-    """Run a scale-out study through the runner: one study, client counts in random order.
-
-    Parameters
-    ----------
-    study : Study or path
-    hosts : sequence of str or Host, optional
-        fio servers (``None``: the spec's ``hosts``).
-    out_dir : path
-        Results root; the runs go to ``<out_dir>/<name>/raw/<run_id>/``.
-    overrides, levels
-        As in :func:`scaling_study`.
-    **run_kwargs
-        Passed to :func:`~storagebench.runner.run_study` (``progress``, ``timeout_s``, ``fio_bin`` ...).
-
-    Returns
-    -------
-    storagebench.runner.SweepResult
-        ``.root`` for :func:`load_scaling`.
-
-    Raises
-    ------
-    StudyError
-        See :func:`scaling_study` and :func:`~storagebench.runner.run_study`.
-    """
-    from .runner import run_study
-
-    return run_study(scaling_study(study, hosts, overrides=overrides, levels=levels), out_dir=out_dir,
-                     **run_kwargs)
-
-
-def load_scaling(root):
-    """Ingest a scale-out study and its per-host span logs.
-
-    Parameters
-    ----------
-    root : path, SweepResult, or sequence of them
-        The study directory ``<out_dir>/<name>`` (``SweepResult.root``); several are concatenated.
-
-    Returns
-    -------
-    (storagebench.ingest.IngestResult, pandas.DataFrame)
-        The tables (``runs`` has the ``clients`` column, from ``point.json``) and the span-log
-        ``timeseries`` rows (Unix ``t_s``) of every run, host by host (the hosts each run used,
-        from ``provenance.json``), for :func:`storagebench.aggregate.client_spans`.
-    """
-    from .ingest import IngestResult, ingest_study
-
-    def _dir(r) -> Path:  # a SweepResult has .raw_dir (a Path's own .root is its anchor, not this)
-        return Path(r.root) if hasattr(r, "raw_dir") else Path(r)
-
-    roots = [_dir(root)] if isinstance(root, (str, os.PathLike)) or hasattr(root, "raw_dir") \
-        else [_dir(r) for r in root]
-    results, spans = [], []
-    for r in roots:
-        results.append(ingest_study(r))
-        for run_dir in sorted((r / "raw").iterdir()):
-            prov_path = run_dir / "provenance.json"
-            if not prov_path.exists():
-                continue
-            hosts = list(Provenance.read(prov_path).hosts)
-            spans.append(read_span_logs(run_dir, hosts, run_id=run_dir.name))
-    if len(results) == 1:
-        merged = results[0]
-    else:
-        cat = {t: pd.concat([getattr(x, t) for x in results], ignore_index=True)
-               for t in ("runs", "histograms", "all_clients", "timeseries")}
-        merged = IngestResult(**cat, errors=[e for x in results for e in x.errors],
-                              files=sum(x.files for x in results))
-    ts = pd.concat(spans, ignore_index=True) if spans else pd.DataFrame(columns=["run_id", "host", "t_s"])
-    return merged, ts
-
-
-def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="results", *,
-                    test_hosts: int = 4, test_mode: str = "socket", test_port: int | None = 18760,
-                    test_insecure_tcp: bool = False, runtime: float = 0.0, ramp_time: float = -1.0, repetitions: int = 0,
-                    patterns: Sequence[str] = (), max_clients: int = 0, progress: bool = False,
-                    **run_kwargs):
-    """Measure a scale-out study on given hosts, or on test fio servers started (and stopped) here.
-
-    The notebook entry point of ``notebooks/studies/scaling.ipynb`` and of ``storagebench scaling``.
-    The whole design (every client count x every other factor x repetitions) is one study in
-    one seeded random order (:func:`run_scaling`).
-
-    Parameters
-    ----------
-    study : Study or path
-        A spec with a ``clients`` factor (``data/studies/scaling.yaml``).
-    hosts : str, sequence of str, or None
-        A fio host file, or a list of ``host[,port]``; ``None``/``""`` starts ``test_hosts`` test
-        servers on this machine (:func:`storagebench.servers.fio_servers`) for the measurement.
-    out_dir : path
-        Results root.
-    test_hosts, test_mode, test_port
-        Number and mode of the test servers (:func:`storagebench.servers.fio_servers`):
-        ``socket`` (default; owner-only Unix sockets), ``loopback`` (TCP on 127.0.0.1, reachable
-        by every local account) or ``netns`` (root; root-only through an nftables guard), and the
-        first port of loopback servers. The hosts, hence the stored spec, stay the same from one
-        call to the next, so an interrupted measurement resumes: socket mode puts the sockets in
-        ``<default_socket_root()>/scaling-<hash of out_dir and study name>/``, loopback mode uses
-        ports from ``test_port`` (``None``: free ports, new each call).
-    test_insecure_tcp : bool
-        netns mode without its nftables guard (see ``fio_servers(insecure_tcp=...)``).
-    runtime, ramp_time, repetitions
-        Overrides of the spec (s, s, count); ``0`` / ``-1`` / ``0`` keep the spec's.
-    patterns : sequence of str
-        Levels of ``pattern`` to run; empty runs all.
-    max_clients : int
-        Run only client counts up to this; ``0`` runs all levels.
-    progress : bool
-        Runner progress bar.
-
-    Returns
-    -------
-    storagebench.runner.SweepResult
-        ``.root`` for :func:`load_scaling`.
-
-    Raises
-    ------
-    StudyError
-        Bad spec, override or level, or more clients than hosts (checked before any server starts).
-    HostError
-        A test server did not start.
-    """
-    from .errors import StudyError
-    from .servers import fio_servers, parse_hostfile
-    from .study import CLIENTS_FACTOR, Study, load_study
-
-    spec = study if isinstance(study, Study) else load_study(study)
-    overrides: dict = {}
-    if runtime:
-        overrides["runtime"] = runtime
-    if ramp_time >= 0:
-        overrides["ramp_time"] = ramp_time
-    if repetitions:
-        overrides["repetitions"] = repetitions
-    levels: dict = {}
-    if patterns:
-        levels["pattern"] = list(patterns)
-    if max_clients:
-        levels[CLIENTS_FACTOR] = [n for n in spec.factors.get(CLIENTS_FACTOR, []) if n <= max_clients]
-    kw = dict(overrides=overrides, levels=levels)
-    if hosts:
-        hs = parse_hostfile(hosts) if isinstance(hosts, (str, os.PathLike)) else [parse_host(h) for h in hosts]
-        return run_scaling(spec, hs, out_dir, progress=progress, **kw, **run_kwargs)
-    checked = scaling_study(spec, None, **kw)  # every bad input is refused before servers start
-    top = max(checked.factors[CLIENTS_FACTOR])
-    if top > test_hosts:
-        raise StudyError(f"factors.{CLIENTS_FACTOR}: level {top} needs {top} hosts, but test_hosts is {test_hosts}")
-    socket_dir = None
-    if test_mode == "socket":
-        from .servers import default_socket_root
-
-        key = f"{Path(out_dir).resolve()}\0{checked.name}".encode()
-        socket_dir = default_socket_root() / f"scaling-{hashlib.sha256(key).hexdigest()[:16]}"
-    with fio_servers(test_hosts, test_mode, port=test_port if test_mode == "loopback" else None,
-                     socket_dir=socket_dir, insecure_tcp=test_insecure_tcp) as servers:
-        return run_scaling(checked, [s.host for s in servers], out_dir, progress=progress, **run_kwargs)

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from PIL import Image
 
+# matplotlib and IPython are imported inside the functions that draw or display: a table needs neither.
 from .errors import PublishError
 from .tables import P_COLUMNS, column_display, table
 
@@ -36,11 +38,7 @@ __all__ = [
     "Collapsed",
     "collapsed",
     "FigureHTML",
-    "figure_html",
     "show_figure",
-    "describe_figure",
-    "reset_figure_numbers",
-    "FIGURE_DPI",
 ]
 
 #: Resolution of raster figures (PNG), dots per inch; SVG figures are vector.
@@ -218,8 +216,6 @@ def figure_html(fig, caption: str, *, alt: str | None = None, provenance: str | 
         w, h = round(w_pt * 96 / 72), round(h_pt * 96 / 72)
         mime = "image/svg+xml"
     else:
-        from PIL import Image
-
         with Image.open(io.BytesIO(data)) as im:
             w, h = round(im.width * 96 / dpi), round(im.height * 96 / dpi)
         mime = "image/png"

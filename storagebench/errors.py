@@ -20,6 +20,7 @@ __all__ = [
     "IngestError",
     "SchemaError",
     "UnsafeTargetError",
+    "UnsafeJobFileError",
     "TestbedError",
     "StatsError",
     "PublishError",
@@ -108,6 +109,14 @@ class SchemaError(StorageBenchError, ValueError):
 
 class UnsafeTargetError(StorageBenchError):
     """A write/trim workload was pointed at a device that holds data, or a job file runs programs."""
+
+
+class UnsafeJobFileError(UnsafeTargetError, JobFileError):
+    """A job file holds an option that is refused (runs programs, touches other paths ...).
+
+    Both an :class:`UnsafeTargetError` and a
+    :class:`JobFileError`, so either ``except`` catches it.
+    """
 
 
 class TestbedError(StorageBenchError):

@@ -19,9 +19,6 @@ import pandas as pd
 from .errors import SchemaError, StatsError
 
 __all__ = [
-    "FIO_IO_U_PLAT_BITS",
-    "FIO_IO_U_PLAT_GROUP_NR",
-    "FIO_IO_U_PLAT_NR",
     "plat_idx_to_val",
     "plat_val_to_idx",
     "plat_idx_to_vals",

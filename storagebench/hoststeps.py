@@ -4,7 +4,8 @@ Each step is an object with ``show()`` (the state now, changes nothing), ``apply
 change, returns what it did) and ``to_dict()`` (the record kept in a run's provenance). Each is
 tested for its *effect*: pages really leave the page cache, sysfs really shows the scheduler.
 
-A study asks for them with ``host_steps`` (:data:`HOST_STEPS`, read by :func:`parse_host_steps`);
+A study asks for them with ``host_steps`` (:data:`storagebench.study.HOST_STEPS`, read by
+:func:`storagebench.study.parse_host_steps`: the spec's grammar is the study's, re-exported here);
 the runner applies them before each run (each concurrency group) with :class:`HostSteps`, records
 what they did in the run's ``provenance.json`` (``host_steps``) and puts a changed scheduler back
 after the run, when it fails too. A sweep killed before it could put a scheduler back leaves a
@@ -33,24 +34,10 @@ import orjson
 from .errors import HostError, StudyError, shown
 from .hostinfo import sysfs_block_dir
 from .safety import check_scheduler_device
+from .study import HOST_STEPS, SCHEDULERS, parse_host_steps  # the study key's grammar (re-exported)
 
 __all__ = ["DropPageCache", "DropFileCache", "SetScheduler", "resident_bytes", "meminfo_bytes", "HOST_STEPS",
            "SCHEDULERS", "parse_host_steps", "HostSteps", "restore_journal"]
-
-#: The steps a study's ``host_steps`` may name, each with what it does. A step is a name, or a
-#: one-key mapping ``{name: value}``; each at most once, applied in the order listed.
-HOST_STEPS: dict[str, str] = {
-    "drop_page_cache": "sync, then drop the host's clean page cache, dentries and inodes "
-                       "(/proc/sys/vm/drop_caches; {drop_page_cache: 1|2|3} picks the level, default 3); needs root",
-    "drop_file_cache": "evict the run's target files from the page cache (fdatasync + POSIX_FADV_DONTNEED); "
-                       "other files' cache stays",
-    "scheduler": "{scheduler: NAME}: set the I/O scheduler of the block device behind the run's target (a loop "
-                 "device, or a device allowed by allow_devices or allow: [ioscheduler]); put back after the run",
-}
-#: The I/O schedulers of Linux's multi-queue block layer (``queue/scheduler``; Linux
-#: ``Documentation/block/``: ``none``, ``mq-deadline``, ``kyber``, ``bfq``). A device offers a
-#: subset (the modules loaded); which is checked on the device when the sweep starts.
-SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "kyber", "bfq")
 
 _DROP_CACHES = "/proc/sys/vm/drop_caches"
 
@@ -143,68 +130,6 @@ def meminfo_bytes(field: str = "Cached") -> int:
     if m is None:
         raise HostError(f"meminfo field {field!r} is not in /proc/meminfo")
     return int(m.group(1)) * 1024
-
-
-def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
-    """A study's ``host_steps``, checked and in one spelling.
-
-    Parameters
-    ----------
-    value : list
-        Entries of :data:`HOST_STEPS`: ``drop_page_cache`` (or ``{drop_page_cache: LEVEL}``, LEVEL 1, 2
-        or 3), ``drop_file_cache``, ``{scheduler: NAME}`` (NAME one of :data:`SCHEDULERS`).
-
-    Returns
-    -------
-    list
-        The steps in order; ``{drop_page_cache: 3}`` is written ``drop_page_cache`` (one spelling per
-        step, so that the spec hash does not depend on it).
-
-    Raises
-    ------
-    StudyError
-        Not a list, an unknown step, a bad value, or a step named twice; the message names the entry
-        (``host_steps[1]``) and what is allowed.
-    """
-    names = ", ".join(HOST_STEPS)
-    if not isinstance(value, list):
-        raise StudyError(f"host_steps: must be a list of steps ([{names}]), e.g. [drop_page_cache, {{scheduler: none}}], "
-                         f"got {shown(value)}")
-    out: list[str | dict[str, Any]] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(value):
-        where = f"host_steps[{i}]"
-        if isinstance(entry, str):
-            name, arg, has_arg = entry, None, False
-        elif isinstance(entry, dict) and len(entry) == 1:
-            ((name, arg),) = entry.items()
-            has_arg = True
-        else:
-            raise StudyError(f"{where}: a step is a name or a one-key mapping {{name: value}} of [{names}], "
-                             f"got {shown(entry)}")
-        if name not in HOST_STEPS:
-            raise StudyError(f"{where}: unknown step {shown(name)}; must be one of [{names}]")
-        if name in seen:
-            raise StudyError(f"{where}: {name} is named twice; each step once")
-        seen.add(name)
-        if name == "drop_page_cache":
-            if has_arg and (isinstance(arg, bool) or arg not in (1, 2, 3)):
-                raise StudyError(f"{where}.drop_page_cache: the level must be 1 (page cache), 2 (dentries and "
-                                 f"inodes) or 3 (both), got {shown(arg)}")
-            out.append(name if not has_arg or arg == 3 else {name: arg})
-        elif name == "drop_file_cache":
-            if has_arg:
-                raise StudyError(f"{where}: drop_file_cache takes no value (it drops the run's target files), "
-                                 f"got {shown(entry)}")
-            out.append(name)
-        else:
-            if not has_arg:
-                raise StudyError(f"{where}: scheduler needs the scheduler's name, {{scheduler: NAME}} with NAME "
-                                 f"one of [{', '.join(SCHEDULERS)}]")
-            if not isinstance(arg, str) or arg not in SCHEDULERS:
-                raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
-            out.append({name: arg})
-    return out
 
 
 class DropPageCache:
@@ -334,9 +259,7 @@ def _queue_dir(device: str) -> Path:
         st = os.stat(real)
     except OSError as exc:
         raise HostError(f"SetScheduler: cannot stat {device!r}: {exc.strerror}") from exc
-    import stat as _stat
-
-    if not _stat.S_ISBLK(st.st_mode):
+    if not stat.S_ISBLK(st.st_mode):
         raise HostError(f"SetScheduler: {device!r} is not a block device")
     sysdir = sysfs_block_dir(os.major(st.st_rdev), os.minor(st.st_rdev), whole_disk=True)
     q = sysdir / "queue" / "scheduler"

@@ -25,41 +25,28 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import JobFileError
-from .fio.options import canonical_name, canonical_options, check_job_name, check_job_value, render_time
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .study import RunPoint, Study
+from .fio.options import (
+    canonical_name,
+    canonical_options,
+    check_job_name,
+    check_job_value,
+    join_filenames,
+    render_time,
+)
+from .study import RunPoint, Study
 
 __all__ = [
-    "RUNNER_OPTIONS",
     "JobFile",
     "render_jobfile",
     "parse_jobfile",
-    "verify_rendered",
-    "fio_parsed_options",
     "verify_fio_parse",
 ]
 
-#: Options the runner always sets itself (canonical names); a study sets them through its own keys.
-RUNNER_OPTIONS: dict[str, str] = {
-    "filename": "the study's `target` (or --target)",
-    "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
-    "ramp_time": "the study's `ramp_time` key",
-    "time_based": "nothing: every run is time based",
-    "size": "the study's `size` key",
-    "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
-    "name": "nothing: the runner names each job after its run id",
-}
 _RUNNER_FIRST = ("time_based", "runtime", "ramp_time", "size", "group_reporting")
 _TIME_OPTIONS = ("runtime", "ramp_time")
-
-
-def _escape_filename(path: str) -> str:
-    # fio splits filename= on ':' (several files); '\:' keeps a colon (fio HOWTO, filename).
-    return path.replace(":", "\\:")
 
 
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
@@ -92,7 +79,7 @@ def rendered_options(point: RunPoint, target: str | os.PathLike[str] | None) -> 
     opts = canonical_options(point.options, where=f"run {point.run_id}")
     out: dict[str, str | None] = {}
     if target is not None:
-        out["filename"] = _escape_filename(os.fspath(target))
+        out["filename"] = join_filenames([os.fspath(target)])
     for key, value in opts.items():
         if key == "filename" and target is not None:
             continue
@@ -154,7 +141,7 @@ def render_jobfile(
     global_lines: list[str] = []
     job_lines: list[str] = []
     if target is not None:
-        global_lines.append("filename=" + check_job_value("filename", _escape_filename(os.fspath(target))))
+        global_lines.append("filename=" + check_job_value("filename", join_filenames([os.fspath(target)])))
     for key in _RUNNER_FIRST:
         if key in opts:
             global_lines.append(_line(key, opts[key]))

@@ -29,7 +29,7 @@ from typing import Any
 from .errors import StudyError
 from .study import Study, load_study, safe_name
 
-__all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf", "DISKSPD_DEFAULTS"]
+__all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
 
 #: DiskSPD's defaults for the switches that shape a workload (``CmdLineParser.cpp`` usage text).
 DISKSPD_DEFAULTS: dict[str, Any] = {"block_size": 65536, "duration_s": 10, "warmup_s": 5, "cooldown_s": 0,

@@ -11,16 +11,24 @@ base64 PNG).
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import html
 import math
 import os
 import re
 import secrets
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+# papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
+# `import storagebench` loads this module, and they would add about a second to every command.
+from ._version import __version__
 from .errors import PublishError, SchemaError
+from .findings import MIME_TYPE, Findings
 from .records import Provenance
 from .store import StudyStore
 
@@ -31,17 +39,9 @@ __all__ = [
     "notebook_parameters",
     "parameter_type_ok",
     "execute_notebook",
-    "missing_figures",
     "template_cells",
-    "FIGURE_CALLS",
-    "DEFAULT_IOPUB_TIMEOUT_S",
     "notebooks_to_html",
-    "build_page",
-    "notebook_title",
-    "REPORT_CSS",
     "publish_report",
-    "sidecar_path",
-    "SIDECAR_VERSION",
     "build_site",
 ]
 
@@ -232,8 +232,6 @@ def _kernel_manager_class():
       kernel serves even when a cell runs, and a kernel that does not exit in time is still killed by
       ``_async_finish_shutdown``.
     """
-    import uuid
-
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
     from traitlets import CaselessStrEnum, default
@@ -449,8 +447,6 @@ def _is_stray(out) -> bool:
 
 def _findings_of(nb) -> list:
     """Pop the :class:`~storagebench.findings.Findings` outputs of a notebook's cells (in order)."""
-    from .findings import MIME_TYPE, Findings
-
     found = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -554,7 +550,6 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     import nbformat
     from nbconvert import HTMLExporter
 
-    from .findings import Findings
 
     merged = None
     findings = []
@@ -823,11 +818,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
                                f"shown (iopub_timeout={iopub_timeout} s); no report written")
         executed.append(done)
     html_path = Path(output) if output is not None else sdir / "report.html"
-    import datetime as dt
-
     import nbformat
-
-    from . import __version__
 
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
@@ -851,8 +842,6 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         "parameters": {k: _relative(v, html_path.parent) for k, v in given.items()},
         "findings": findings.to_dict()["findings"], "question": findings.title, "provenance": prov,
     }
-    import orjson
-
     _atomic_write(html_path, page)
     _atomic_write(sidecar_path(html_path), orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode())
     return html_path
@@ -900,8 +889,6 @@ def _provenance_summary(study_dir: Path) -> dict[str, Any]:
 
 
 def _read_sidecar(path: Path) -> dict[str, Any]:
-    import orjson
-
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -940,10 +927,6 @@ def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = N
     PublishError
         ``results_dir`` is not a directory.
     """
-    import datetime as dt
-
-    from . import __version__
-
     root = Path(results_dir)
     if not root.is_dir():
         raise PublishError(f"results_dir {str(results_dir)!r} is not a directory")

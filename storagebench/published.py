@@ -25,10 +25,12 @@ import pandas as pd
 import yaml
 
 from . import schema
-from .errors import IngestError
+from .errors import IngestError, StatsError
+from .ingest import ingest_paths, ingest_study
+from .ingest.loadgen import detect_format
 
-__all__ = ["PUBLISHED_DIR", "RESULT_KINDS", "ResultSets", "file_sources", "list_published", "load_published",
-           "load_result_sets", "load_table", "published_metadata", "read_published"]
+__all__ = ["PUBLISHED_DIR", "ResultSets", "file_sources", "list_published", "load_published",
+           "load_result_sets", "load_table", "match_level", "published_metadata", "select_rows"]
 
 #: Directory of the published tables in a source checkout (``<repo>/data/published``).
 PUBLISHED_DIR: Path = Path(__file__).resolve().parents[1] / "data" / "published"
@@ -324,8 +326,6 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
         if (path / "tidy" / "runs.parquet").is_file():
             return schema.read_table(path / "tidy" / "runs.parquet", "runs")
         if (path / "raw").is_dir():
-            from .ingest import ingest_study
-
             return ingest_study(path).runs
         raise IngestError("a directory must be a study directory (with tidy/runs.parquet or raw/)", path=text)
     if not path.is_file():
@@ -367,14 +367,80 @@ class ResultSets:
     sources: pd.DataFrame
 
 
+def match_level(values: pd.Series, text: str, what: str):
+    """The value of ``values`` that ``text`` names: a level given as text (a CLI argument, a parameter).
+
+    ``text`` matches a value whose ``str()`` is ``text``, else a number equal to ``float(text)`` (``"4"``
+    names 4.0, ``"0.5"`` names 0.50).
+
+    Parameters
+    ----------
+    values : pandas.Series
+        A column of a table (its distinct non-missing values are the levels).
+    text : str
+        The level as text.
+    what : str
+        What the text is, for the error (``"--baseline (a level of 'iodepth')"``).
+
+    Returns
+    -------
+    object
+        The one matching value, of the column's own type.
+
+    Raises
+    ------
+    StatsError
+        No value, or more than one, matches; the message lists the levels.
+    """
+    levels = sorted(values.dropna().unique().tolist(), key=str)
+    hits = [v for v in levels if str(v) == text]
+    if not hits:
+        try:
+            hits = [v for v in levels if isinstance(v, (int, float)) and float(v) == float(text)]
+        except ValueError:
+            hits = []
+    if len(hits) != 1:
+        raise StatsError(f"{what} must be one of {[str(v) for v in levels]}, got {text!r}")
+    return hits[0]
+
+
+def select_rows(df: pd.DataFrame, where: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """The rows of ``df`` with ``COLUMN=VALUE`` for every item of ``where`` (each value by :func:`match_level`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Any table (``runs``, a published table ...).
+    where : sequence of str
+        ``"COLUMN=VALUE"`` items; all must hold.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The selected rows (``df`` itself when ``where`` is empty).
+
+    Raises
+    ------
+    StatsError
+        An item that is not ``COLUMN=VALUE``, a column the table does not have, a value that is not
+        one of the column's levels.
+    """
+    for item in where:
+        col, sep, text = item.partition("=")
+        if not sep or not col:
+            raise StatsError(f"--where must be COLUMN=VALUE, got {item!r}")
+        if col not in df.columns:
+            raise StatsError(f"--where column must be one of {list(df.columns)}, got {col!r}")
+        df = df[df[col] == match_level(df[col], text, f"--where {col}= value")]
+    return df
+
+
 def _is_table_file(path: Path) -> bool:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return True
     if suffix != ".csv":
         return False
-    from .ingest.loadgen import detect_format
-
     with path.open("rb") as fh:  # an Iometer results file is a .csv too: decided by content
         return detect_format(fh.read(65536)) is None
 
@@ -432,8 +498,6 @@ def load_result_sets(sources: str | Path | list, *, labels: list | None = None, 
         elif path.is_file() and _is_table_file(path):
             kind, runs, files, errs = "tidy table", load_table(path), 1, []
         elif path.exists():
-            from .ingest import ingest_paths
-
             res = ingest_paths(path)
             if res.runs.empty:
                 why = "; ".join(f"{e.path}: {e.reason}" for e in res.errors[:3]) or "no result file found"

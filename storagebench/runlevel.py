@@ -57,10 +57,13 @@ Jobs are taken to run at the same time (one fio group): a run whose jobs ran one
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import schema
 from .errors import SchemaError
@@ -133,9 +136,6 @@ def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, 
     the runs keys (one hash grouping of both). Runs rows sharing a key (the same output ingested twice)
     share its bins, and its group at every level.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n, nh = len(df), len(histograms)
     if nh == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n, dtype=bool)
@@ -728,8 +728,6 @@ def read_run_totals(tidy_dir: str | Any) -> pd.DataFrame:
     SchemaError
         No ``run_totals.parquet`` nor ``runs.parquet`` in ``tidy_dir``, or a file of a newer format.
     """
-    from pathlib import Path
-
     d = Path(tidy_dir)
     path = d / "run_totals.parquet"
     if path.exists():

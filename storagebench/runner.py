@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from . import clientserver
 from .errors import FioError, HostError, NotWritableError, StudyError
 from .fio import process
 from .fio.process import find_fio, fio_message
@@ -1041,8 +1042,6 @@ def _measure(point: RunPoint, study: Study, store: StudyStore, staging: Path, tg
     try:
         try:
             if hosts:
-                from . import clientserver  # another module owns fio --client
-
                 res = clientserver.run_clients(job_path, hosts, output, stderr, timeout_s, fio_exe,
                                                record_path=staging / process.RECORD_NAME)
                 client = res.provenance()  # the servers' fio versions and the client command

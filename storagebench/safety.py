@@ -67,29 +67,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import HostError, JobFileError, UnsafeTargetError
+from .errors import HostError, JobFileError, UnsafeJobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
 from .hostinfo import device_behind, sysfs_block_dir
+from .jobfile import parse_jobfile
 from .records import DeviceInfo
 
 __all__ = [
-    "UnsafeJobFileError",
     "WRITE_RW",
     "READ_RW",
     "DeviceReport",
-    "LoopInfo",
     "check_run",
-    "check_remote",
     "check_point_hosts",
     "check_scheduler_device",
-    "is_local_host",
-    "server_cwd",
     "device_report",
     "loop_devices",
     "lint_jobfile",
     "modifying_reason",
-    "needed_bytes",
 ]
 
 WRITE_RW = fo.WRITE_RW
@@ -100,14 +95,6 @@ _MOUNTINFO = "/proc/self/mountinfo"
 _SWAPS = "/proc/swaps"
 #: Most files an ``opendir`` tree may hold before storagebench refuses to vouch for it.
 MAX_OPENDIR_FILES = 100_000
-
-
-class UnsafeJobFileError(UnsafeTargetError, JobFileError):
-    """A job file holds an option that is refused (runs programs, touches other paths ...).
-
-    Both an :class:`~storagebench.errors.UnsafeTargetError` and a
-    :class:`~storagebench.errors.JobFileError`, so either ``except`` catches it.
-    """
 
 
 # ---------------------------------------------------------------------------------------------
@@ -625,10 +612,8 @@ def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
     return out
 
 
-def _split_filenames(target: str) -> list[str]:
-    """fio ``filename=a:b`` names several files; ``\\:`` escapes a colon (fio HOWTO ``filename``)."""
-    parts = re.split(r"(?<!\\):", target)
-    return [p.replace("\\:", ":") for p in parts if p]
+#: The runner's name for :func:`storagebench.fio.options.split_filenames` until it imports that one.
+_split_filenames = fo.split_filenames
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,17 +694,17 @@ def check_run(
                [os.path.realpath(os.fspath(r)) for r in forbidden_roots], loop_devices())
     names: list[str] = []
     if target is not None:
-        names.extend(_split_filenames(os.fspath(target)))
+        names.extend(fo.split_filenames(os.fspath(target)))
     fn = opts.get("filename")
     if fn is not None and (target is None or str(fn) != os.fspath(target)):
-        names.extend(_split_filenames(str(fn)))
+        names.extend(fo.split_filenames(str(fn)))
     devnos = _allowed_devnos(allow_devices)
     for name in names:
         _check_one(name, ctx, devnos, role="filename")
     for key in ("directory", "opendir"):
         if opts.get(key) not in (None, ""):
-            for d in re.split(r"(?<!\\):", str(opts[key])):
-                _check_tree(d.replace("\\:", ":"), ctx, devnos, walk=(key == "opendir"), role=key)
+            for d in fo.split_filenames(str(opts[key])):
+                _check_tree(d, ctx, devnos, walk=(key == "opendir"), role=key)
     if opts.get("replay_redirect") not in (None, ""):
         _check_one(str(opts["replay_redirect"]), ctx, devnos, role="replay_redirect",
                    reason="replay_redirect (every replayed I/O, writes included, goes to it)")
@@ -1026,7 +1011,7 @@ def check_remote(
         if key == "*" or key == host or _same_host(key, host):
             named.update(paths)
     overridden = []
-    for path in _split_filenames(target):
+    for path in fo.split_filenames(target):
         if path in named:
             overridden.append(path)
             continue
@@ -1042,7 +1027,7 @@ def check_remote(
                 f"is on the server; if it holds no data you need, name it in the study: "
                 f"allow_remote: {{{host!r}: [{path!r}]}}"
             )
-    return {"host": host, "modifying": reason, "targets": _split_filenames(target), "overridden": overridden}
+    return {"host": host, "modifying": reason, "targets": fo.split_filenames(target), "overridden": overridden}
 
 
 def check_point_hosts(
@@ -1071,7 +1056,7 @@ def check_point_hosts(
     for host in hosts:
         if is_local_host(host):
             cwd = "/"
-            if any(not os.path.isabs(p) for p in _split_filenames(target)):
+            if any(not os.path.isabs(p) for p in fo.split_filenames(target)):
                 found = server_cwd(host)
                 if found is None:
                     raise HostError(
@@ -1130,8 +1115,6 @@ def lint_jobfile(
     JobFileError
         The text cannot be parsed.
     """
-    from .jobfile import parse_jobfile
-
     allowed = set(allow) | ({"exec"} if allow_exec else set())
     parsed = parse_jobfile(text, base_dir=base_dir)
     for name, raw in parsed.sections:  # [global] sections too: an exec option there is refused

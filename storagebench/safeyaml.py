@@ -47,8 +47,6 @@ __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_NODES",
     "MAX_YAML_DEPTH",
-    "MAX_INT_DIGITS",
-    "BoundedLoader",
     "ShapeError",
     "expanded_size",
     "load_yaml",

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .errors import SchemaError
 
@@ -59,7 +61,6 @@ __all__ = [
     "write_table",
     "read_table",
     "read_metadata",
-    "with_metadata",
     "PERCENTILES",
     "DIRECTIONS",
     "percentile_column",
@@ -415,9 +416,6 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, table: str, *, spec_h
     SchemaError
         ``df`` does not follow the schema of ``table``.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     out = Path(path)
     arrow = pa.Table.from_pandas(validate(df, table), preserve_index=False)
     arrow = arrow.replace_schema_metadata(dict(with_metadata(arrow.schema, table, spec_hash=spec_hash,
@@ -441,9 +439,6 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
         The file is not parquet, or its metadata is not a JSON object with an integer
         ``format_version`` >= 0.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:  # the footer's key-value metadata: the Arrow schema's, or added when a streamed file was closed
         meta = pq.read_metadata(path).metadata or {}
     except (OSError, pa.ArrowInvalid) as exc:

@@ -29,12 +29,14 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import pwd
 import re
 import secrets
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,12 +55,9 @@ __all__ = [
     "parse_host",
     "parse_hostfile",
     "write_hostfile",
-    "server_version",
     "server_versions",
     "check_versions",
     "host_error",
-    "start_server",
-    "stop_server",
     "fio_servers",
     "TestHosts",
     "start_test_hosts",
@@ -68,8 +67,6 @@ __all__ = [
     "connect_as",
     "exposure",
     "MODES",
-    "NETNS_PREFIX",
-    "GUARD_PREFIX",
 ]
 
 #: Prefix of every network namespace this module creates; teardown deletes exact names only.
@@ -681,9 +678,6 @@ def connect_as(host: "str | Host", user: str = "nobody", timeout_s: float = 10.0
         True: it connected; False: refused (permission, firewall, timeout); None: this cannot
         be tried here (not root, no ``setpriv``, unknown user, the interpreter cannot run as ``user``).
     """
-    import pwd
-    import sys
-
     h = parse_host(host)
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:

@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
-from .errors import ResultsBusyError, StudyError
+from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
-from .records import Provenance
+from .records import FORMAT_VERSION, Provenance, TestbedRecord
+from .study import load_study
 
 if TYPE_CHECKING:  # pragma: no cover
     from .study import Study
 
-__all__ = ["StudyStore", "utc_stamp"]
+__all__ = ["StudyStore", "pid_alive", "utc_stamp"]
 
 _TMP_PREFIX = ".tmp-"
 LOCK_NAME = ".sweep.lock"
@@ -88,7 +89,11 @@ def _write_file(path: Path, content: FileContent) -> None:
         os.fsync(fh.fileno())
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (``kill(pid, 0)``; one owned by another user counts as alive).
+
+    The one liveness rule of stale staging directories, sweep locks and testbeds.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -272,8 +277,6 @@ class StudyStore:
         StudyError
             A different spec (by :attr:`Study.spec_hash`) is stored and ``overwrite`` is false.
         """
-        from .study import load_study
-
         if self.spec_path.exists():
             try:
                 stored = load_study(self.spec_path)
@@ -324,7 +327,7 @@ class StudyStore:
             pid = int(pid_text) if pid_text.isdigit() else None
             if pid == os.getpid():
                 continue
-            if pid is not None and not self.locked and _pid_alive(pid):
+            if pid is not None and not self.locked and pid_alive(pid):
                 continue  # another sweep may be measuring it right now
             out.append(p)
         return out
@@ -573,8 +576,6 @@ class StudyStore:
 
         The file holds ``format_version``, ``set_ups`` (every record, oldest first) and ``latest``.
         """
-        from .records import FORMAT_VERSION
-
         history = [r.to_json() for r in self.setup_records()]
         history.append(record.to_json())
         data = {"format_version": FORMAT_VERSION, "latest": history[-1], "set_ups": history}
@@ -591,16 +592,12 @@ class StudyStore:
         SchemaError
             A record of a newer format, or a malformed one.
         """
-        from .records import TestbedRecord
-
         path = self.testbed_path
         if not path.exists():
             return []
         try:
             data = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
-            from .errors import SchemaError
-
             raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
         recs = data.get("set_ups") if isinstance(data, dict) else None
         if not recs and isinstance(data, dict) and isinstance(data.get("latest"), dict):

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import orjson
+import pandas as pd
 import yaml
 from pydantic import (
     BaseModel,
@@ -62,14 +63,17 @@ from pydantic import (
 from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
 from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
-from .hoststeps import parse_host_steps
-from .jobfile import RUNNER_OPTIONS
 from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
+from .schema import RUNS
 
 __all__ = [
     "RW_VALUES",
     "FIO_FACTORS",
     "CLIENTS_FACTOR",
+    "RUNNER_OPTIONS",
+    "HOST_STEPS",
+    "SCHEDULERS",
+    "parse_host_steps",
     "Study",
     "RunPoint",
     "RunPlan",
@@ -89,6 +93,33 @@ __all__ = [
 RW_VALUES: tuple[str, ...] = fo.RW_VALUES
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
+#: fio options the runner always sets itself (canonical names); a study sets them through its own keys
+#: (:func:`storagebench.jobfile.render_jobfile` writes them, the spec refuses them as options or factors).
+RUNNER_OPTIONS: dict[str, str] = {
+    "filename": "the study's `target` (or --target)",
+    "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
+    "ramp_time": "the study's `ramp_time` key",
+    "time_based": "nothing: every run is time based",
+    "size": "the study's `size` key",
+    "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
+    "name": "nothing: the runner names each job after its run id",
+}
+#: The steps a study's ``host_steps`` may name, each with what it does (applied by
+#: :class:`storagebench.hoststeps.HostSteps`). A step is a name, or a
+#: one-key mapping ``{name: value}``; each at most once, applied in the order listed.
+HOST_STEPS: dict[str, str] = {
+    "drop_page_cache": "sync, then drop the host's clean page cache, dentries and inodes "
+                       "(/proc/sys/vm/drop_caches; {drop_page_cache: 1|2|3} picks the level, default 3); needs root",
+    "drop_file_cache": "evict the run's target files from the page cache (fdatasync + POSIX_FADV_DONTNEED); "
+                       "other files' cache stays",
+    "scheduler": "{scheduler: NAME}: set the I/O scheduler of the block device behind the run's target (a loop "
+                 "device, or a device allowed by allow_devices or allow: [ioscheduler]); put back after the run",
+}
+#: The I/O schedulers of Linux's multi-queue block layer (``queue/scheduler``; Linux
+#: ``Documentation/block/``: ``none``, ``mq-deadline``, ``kyber``, ``bfq``). A device offers a
+#: subset (the modules loaded); which is checked on the device when the sweep starts.
+SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "kyber", "bfq")
+
 #: Factor names with a meaning to fio (``target`` picks the file/device).
 FIO_FACTORS: tuple[str, ...] = (
     "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
@@ -423,8 +454,6 @@ def _one_type(where: str, values: list[Any], what: str) -> None:
 
 
 def _run_columns() -> frozenset[str]:
-    from .schema import RUNS  # lazy: schema imports pandas
-
     return frozenset(c.name for c in RUNS)
 
 
@@ -452,6 +481,69 @@ def _canonical(obj: Any) -> bytes:
 
 # ---------------------------------------------------------------------------------------------
 # the spec
+
+
+
+def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
+    """A study's ``host_steps``, checked and in one spelling.
+
+    Parameters
+    ----------
+    value : list
+        Entries of :data:`HOST_STEPS`: ``drop_page_cache`` (or ``{drop_page_cache: LEVEL}``, LEVEL 1, 2
+        or 3), ``drop_file_cache``, ``{scheduler: NAME}`` (NAME one of :data:`SCHEDULERS`).
+
+    Returns
+    -------
+    list
+        The steps in order; ``{drop_page_cache: 3}`` is written ``drop_page_cache`` (one spelling per
+        step, so that the spec hash does not depend on it).
+
+    Raises
+    ------
+    StudyError
+        Not a list, an unknown step, a bad value, or a step named twice; the message names the entry
+        (``host_steps[1]``) and what is allowed.
+    """
+    names = ", ".join(HOST_STEPS)
+    if not isinstance(value, list):
+        raise StudyError(f"host_steps: must be a list of steps ([{names}]), e.g. [drop_page_cache, {{scheduler: none}}], "
+                         f"got {shown(value)}")
+    out: list[str | dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(value):
+        where = f"host_steps[{i}]"
+        if isinstance(entry, str):
+            name, arg, has_arg = entry, None, False
+        elif isinstance(entry, dict) and len(entry) == 1:
+            ((name, arg),) = entry.items()
+            has_arg = True
+        else:
+            raise StudyError(f"{where}: a step is a name or a one-key mapping {{name: value}} of [{names}], "
+                             f"got {shown(entry)}")
+        if name not in HOST_STEPS:
+            raise StudyError(f"{where}: unknown step {shown(name)}; must be one of [{names}]")
+        if name in seen:
+            raise StudyError(f"{where}: {name} is named twice; each step once")
+        seen.add(name)
+        if name == "drop_page_cache":
+            if has_arg and (isinstance(arg, bool) or arg not in (1, 2, 3)):
+                raise StudyError(f"{where}.drop_page_cache: the level must be 1 (page cache), 2 (dentries and "
+                                 f"inodes) or 3 (both), got {shown(arg)}")
+            out.append(name if not has_arg or arg == 3 else {name: arg})
+        elif name == "drop_file_cache":
+            if has_arg:
+                raise StudyError(f"{where}: drop_file_cache takes no value (it drops the run's target files), "
+                                 f"got {shown(entry)}")
+            out.append(name)
+        else:
+            if not has_arg:
+                raise StudyError(f"{where}: scheduler needs the scheduler's name, {{scheduler: NAME}} with NAME "
+                                 f"one of [{', '.join(SCHEDULERS)}]")
+            if not isinstance(arg, str) or arg not in SCHEDULERS:
+                raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
+            out.append({name: arg})
+    return out
 
 
 class Study(BaseModel):
@@ -542,9 +634,9 @@ class Study(BaseModel):
         ``repetitions``, ``setups``, ``timeout`` (:data:`TEST_SETTINGS`). Not hashed either.
     host_steps : list
         What to do to the host before each run (each concurrency group), in order
-        (:data:`storagebench.hoststeps.HOST_STEPS`): ``drop_page_cache`` (or ``{drop_page_cache: 1|2|3}``),
+        (:data:`HOST_STEPS`): ``drop_page_cache`` (or ``{drop_page_cache: 1|2|3}``),
         ``drop_file_cache`` (the run's target files only), ``{scheduler: NAME}`` (NAME one of
-        :data:`storagebench.hoststeps.SCHEDULERS`; the device behind the target, put back after the
+        :data:`SCHEDULERS`; the device behind the target, put back after the
         run; only a loop device, a device in ``allow_devices`` or with ``allow: [ioscheduler]``). Each
         run's ``provenance.json`` records what was done (``host_steps``). Part of :attr:`spec_hash` when
         not empty: a cold cache or another scheduler is another measurement. Not with ``hosts``
@@ -1326,8 +1418,6 @@ class RunPlan:
         -------
         pandas.DataFrame
         """
-        import pandas as pd
-
         design = any(p.setup != 1 or p.block is not None for p in self.points)
         rows = [{"run_id": p.run_id, "repetition": p.repetition, "run_order": p.run_order,
                  **({"setup": p.setup, "block": p.block} if design else {}), **p.factors} for p in self.points]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
@@ -174,8 +175,6 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
     PublishError
         ``df`` is not a DataFrame, bad ``bandwidth`` or ``digits``.
     """
-    from pandas.io.formats.style import Styler
-
     if not isinstance(df, pd.DataFrame):
         raise PublishError(f"table() takes a pandas DataFrame, got {type(df).__name__}")
     if not isinstance(digits, int) or isinstance(digits, bool) or not 1 <= digits <= 15:

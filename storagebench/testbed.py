@@ -37,13 +37,12 @@ from .errors import FioError, TestbedError
 from .fio import options as fo
 from .fio import process
 from .safety import check_run
-from .store import _pid_alive  # one liveness rule for stale staging dirs and stale testbeds
+from .store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 
 __all__ = [
     "LoopDevice",
     "Filesystem",
     "ZramDevice",
-    "PREFIX",
     "FSTYPES",
     "require_testbed",
     "loop_device",
@@ -661,7 +660,7 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
     def add(kind: str, path: str, pid: int, **extra) -> None:
         if not all_processes and pid != me:
             return
-        found[(kind, path)] = {"kind": kind, "path": path, "pid": pid, "alive": _pid_alive(pid), **extra}
+        found[(kind, path)] = {"kind": kind, "path": path, "pid": pid, "alive": pid_alive(pid), **extra}
 
     for d in Path("/sys/block").glob("loop*"):
         backing = _loop_backing(d.name)
@@ -702,7 +701,7 @@ def cleanup_stale() -> list[dict]:
             os.unlink(r["backing_file"])
         removed.append(r)
     for rec in _state_records():
-        if not _pid_alive(int(rec.get("pid", -1))):
+        if not pid_alive(int(rec.get("pid", -1))):
             _state_remove(rec["_key"])
     return removed
 

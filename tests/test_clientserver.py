@@ -253,8 +253,8 @@ def test_clients_factor_one_study_random_order_hosts_per_run_kill_and_resume(tmp
 
     import yaml
 
-    from storagebench.clientserver import load_scaling
     from storagebench.runner import run_study
+    from storagebench.scaling import load_scaling
     from storagebench.study import load_study
 
     root = Path(__file__).resolve().parents[1]
@@ -337,8 +337,8 @@ def test_clients_beyond_a_host_file_refused_before_anything_runs(tmp_path, fio_b
 
 
 def test_measure_scaling_is_one_study_and_refuses_bad_levels_before_servers_start(tmp_path):
-    from storagebench.clientserver import measure_scaling, scaling_study
     from storagebench.errors import StudyError
+    from storagebench.scaling import measure_scaling, scaling_study
     from storagebench.study import load_study
 
     spec = os.path.join(os.path.dirname(__file__), "..", "data", "studies", "scaling.yaml")

@@ -204,3 +204,15 @@ def test_modifying_reason(opts, reason):
     assert (got is None) if reason is None else (reason in got)
     with pytest.raises(JobFileError, match="rw must be one of"):
         fo.modifying_reason({"rw": "randwritex"})
+
+
+@pytest.mark.parametrize("names", [["a:b", "c"], ["plain"], ["x:y:z"], ["one", "two", "th:ree"]])
+def test_filename_grammar_is_fios(fio_bin, tmp_path, names):
+    """join_filenames/split_filenames against fio itself: the files fio lays out for the joined value are the
+    names split_filenames reads back (a ':' inside a name escaped as '\\:')."""
+    value = fo.join_filenames(names)
+    assert fo.split_filenames(value) == names
+    subprocess.run([fio_bin, "--name=fn", f"--filename={value}", "--size=8k", "--rw=write", "--bs=4k",
+                    "--ioengine=psync", "--output-format=terse"], cwd=tmp_path, check=True, capture_output=True,
+                   timeout=60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)

@@ -531,7 +531,7 @@ def test_an_unexpected_exception_in_one_file_loses_only_that_file(fio_dir, tmp_p
     for name in ("single.json", "two_jobs.json", "randrw_70_30.json"):
         shutil.copy(fio_dir / name, tmp_path / name)
     shutil.copy(fio_dir / "single.json", tmp_path / "boom.json")
-    real = ing._emit_rows
+    real = ing.emit_rows
 
     def buggy(sink, data, path, *args):
         if path.endswith("boom.json"):
@@ -539,7 +539,7 @@ def test_an_unexpected_exception_in_one_file_loses_only_that_file(fio_dir, tmp_p
             raise RuntimeError("injected")
         return real(sink, data, path, *args)
 
-    monkeypatch.setattr(ing, "_emit_rows", buggy)
+    monkeypatch.setattr(ing, "emit_rows", buggy)
     res = ingest_paths([tmp_path])
     assert len(res.runs) == 1 + 2 + 2 and res.files == 3
     (err,) = res.errors

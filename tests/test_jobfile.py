@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from storagebench.errors import JobFileError
+from storagebench.errors import JobFileError, UnsafeJobFileError
 from storagebench.jobfile import (
     fio_parsed_options,
     parse_jobfile,
@@ -15,7 +15,7 @@ from storagebench.jobfile import (
     verify_fio_parse,
     verify_rendered,
 )
-from storagebench.safety import UnsafeJobFileError, lint_jobfile
+from storagebench.safety import lint_jobfile
 from storagebench.study import RunPoint, load_study
 
 SPEC = {

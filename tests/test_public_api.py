@@ -1,19 +1,68 @@
-"""Every name in storagebench.__all__ resolves, and ``import storagebench`` stays light."""
+"""The public API: ``storagebench.__all__`` is the documented list, every name resolves, and
+``import storagebench`` loads none of the heavy sub-APIs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+
+from conftest import ROOT
 
 import storagebench
 
 
-def test_every_public_name_resolves():
+def _documented() -> tuple[list[str], list[str]]:
+    """(names of the table, sub-APIs) of docs/ARCHITECTURE.md's "The public API" section."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## The public API", 1)[1].split("\n## ", 1)[0]
+    names = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 2 and cells[0] not in ("group", "---"):
+            names += re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cells[1])
+    subs = section.split("Sub-APIs imported on first use:", 1)[1].split("(", 1)[0]
+    return names, re.findall(r"`([a-z_]+)`", subs)
+
+
+def test_all_is_the_documented_list():
+    names, subs = _documented()
+    assert len(names) == len(set(names)), "a name is documented twice"
+    assert sorted(names) == sorted(storagebench.__all__)
+    assert len(storagebench.__all__) == len(set(storagebench.__all__))
+    assert 30 <= len(storagebench.__all__) <= 40
+    assert sorted(subs) == sorted(storagebench.SUBMODULES)
+
+
+def test_every_public_name_and_sub_api_resolves():
     missing = [n for n in storagebench.__all__ if getattr(storagebench, n, None) is None]
     assert missing == []
+    for name in storagebench.SUBMODULES:
+        assert getattr(storagebench, name).__name__ == f"storagebench.{name}"
+    assert "stats" in dir(storagebench)
 
 
-def test_import_does_not_load_matplotlib():
-    code = "import sys, storagebench; print('matplotlib' in sys.modules)"
+def test_an_unknown_name_is_an_attribute_error_naming_it():
+    try:
+        storagebench.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("storagebench.no_such_name resolved")
+
+
+def test_import_does_not_load_the_heavy_sub_apis():
+    heavy = ["matplotlib", "seaborn", "scipy", "statsmodels", "papermill", "nbconvert", "storagebench.stats",
+             "storagebench.plots"]
+    code = f"import sys, storagebench; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_version_is_written_once():
+    from storagebench._version import __version__
+
+    assert storagebench.__version__ == __version__
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'version = { attr = "storagebench._version.__version__" }' in pyproject
+    assert not re.search(r'^version = "', pyproject, re.M)

@@ -518,3 +518,25 @@ def test_comparison_table_html_and_short_repr():
 
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert cells and not [c for c in cells if re.search(r"\d\.\d{4,}(e-\d+)?$", c)]  # no raw float reprs (8.250293e-230)
+
+
+def test_comparison_table_to_file_writes_csv_and_parquet_and_refuses_another_suffix(tmp_path):
+    """The committed seed-002 stripe table: a TOST margin given as bounds (a tuple) survives both formats."""
+    from storagebench.published import load_table, match_level, select_rows
+    from storagebench.stats import compare
+
+    df = select_rows(load_table("published:vsan_stripe"), ["pattern=4k random read"])
+    base = match_level(df["stripe_width"], "1", "baseline")
+    res = compare(df, "stripe_width", base, "iops", by=["direction"], pair_on=["vms", "source_tool"],
+                  margin=(0.8, 1.25))
+    for suffix, read in ((".csv", pd.read_csv), (".parquet", pd.read_parquet)):
+        out = res.to_file(tmp_path / "sub" / f"t{suffix}")
+        back = read(out)
+        assert list(back.columns) == list(res.to_frame().columns)
+        assert set(back["margin"].astype(str)) == {"(0.8, 1.25)"}
+        assert back["ratio"].tolist() == pytest.approx(res.to_frame()["ratio"].tolist())
+    with pytest.raises(StatsError, match=r"suffix must be one of \['.csv', '.parquet'\], got '.txt'"):
+        res.to_file(tmp_path / "t.txt")
+    assert not (tmp_path / "t.txt").exists()
+    with pytest.raises(StatsError, match=r"--where stripe_width= value must be one of \['1', '4'\], got '2'"):
+        select_rows(df, ["stripe_width=2"])

@@ -13,13 +13,13 @@ from storagebench.errors import StatsError
 from storagebench.records import DeviceInfo
 from storagebench.stats import (
     CACHE_CAVEAT,
-    CACHE_LATENCY_MS,
     ROTATIONAL_FLOOR_NS,
     cache_caveats,
     drift_check,
     steady_state,
     steady_state_timeseries,
 )
+from storagebench.stats.sweep import CACHE_LATENCY_MS
 
 
 def _runs(rng, n_cells=3, per_cell=8, slope=0.0, sd=0.02):

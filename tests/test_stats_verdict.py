@@ -12,7 +12,8 @@ from scipy import stats as st
 
 from storagebench.errors import StatsError
 from storagebench.published import load_published
-from storagebench.stats import NO_CI_VERDICT, compare, interaction, verdict, verdict_words
+from storagebench.stats import compare, interaction, verdict, verdict_words
+from storagebench.stats.verdict import NO_CI_VERDICT
 
 UNIT = "VM-count step of one sweep (a block; one published value per cell, nothing was repeated)"
 

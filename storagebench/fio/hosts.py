@@ -42,8 +42,6 @@ from ..errors import HostError
 
 __all__ = [
     "FIO_DEFAULT_PORT",
-    "FAMILIES",
-    "SUN_PATH_MAX",
     "Host",
     "parse_host",
     "parse_hostfile",

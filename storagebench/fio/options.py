@@ -45,8 +45,6 @@ __all__ = [
     "RW_VALUES",
     "WRITE_RW",
     "READ_RW",
-    "SAFE_OPTIONS",
-    "SAFE_ENGINES",
     "KNOWN_ENGINES",
     "GATES",
     "canonical_name",
@@ -61,8 +59,9 @@ __all__ = [
     "parse_size_or_percent",
     "size_spelling_problem",
     "parse_time_us",
-    "time_spelling_problem",
     "render_time",
+    "split_filenames",
+    "join_filenames",
     "MAX_BYTES",
     "MAX_NAME_LEN",
     "FLAG_OPTIONS",
@@ -738,3 +737,43 @@ def render_time(seconds: float) -> str:
     if us % 1000 == 0:
         return f"{us // 1000}ms"
     return f"{us}us"
+
+
+# ---- filename=: several files ---------------------------------------------------------------------------
+
+
+def split_filenames(text: str) -> list[str]:
+    """The files of a ``filename=`` value: fio separates them with ``:``, and ``\\:`` is a colon in a name.
+
+    Parameters
+    ----------
+    text : str
+        The option's value (``/a:/b``, ``/dev/disk/by-path/pci-0000\\:00``).
+
+    Returns
+    -------
+    list of str
+        The file names, escapes removed, empty parts dropped.
+
+    Notes
+    -----
+    fio HOWTO, ``filename=str``: several files are separated by ``:``, and a ``:`` that is part of a
+    name is escaped with a backslash.
+    """
+    return [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", text) if p]
+
+
+def join_filenames(paths: list[str] | tuple[str, ...]) -> str:
+    """The ``filename=`` value naming ``paths``: joined with ``:``, each colon in a name escaped as ``\\:``.
+
+    Parameters
+    ----------
+    paths : sequence of str
+        File or device paths.
+
+    Returns
+    -------
+    str
+        The inverse of :func:`split_filenames` (for names without an empty part).
+    """
+    return ":".join(p.replace(":", "\\:") for p in paths)

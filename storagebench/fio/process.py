@@ -44,6 +44,7 @@ This module imports nothing from storagebench but :mod:`storagebench.errors`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import os
@@ -71,15 +72,11 @@ __all__ = [
     "run_processes",
     "stop_processes",
     "stop_recorded",
-    "read_record",
     "other_fio_processes",
     "live_markers",
-    "watchdog_pid",
     "fio_message",
     "fatal_lines",
     "zero_io_jobs",
-    "INSTALL_HINT",
-    "KILL_GRACE_S",
     "RECORD_NAME",
 ]
 
@@ -172,8 +169,6 @@ def _prctl():
     global _PRCTL
     if _PRCTL is None:
         try:
-            import ctypes
-
             _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
         except (OSError, AttributeError):
             _PRCTL = False

@@ -27,7 +27,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,23 +36,28 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
 from . import fio as _fio
 from . import loadgen as _loadgen
+from .diskspd import parse_diskspd
 from .fio import (
-    _emit_rows,
-    _RowSink,
+    RUN_FIELDS,
+    RowSink,
     check_point,
     check_provenance,
+    emit_rows,
     empty_frame,
     file_run_id,
     parse_fio_output,
     runs_frame,
 )
 from .fiolog import is_fio_log, parse_fio_log
+from .iometer import parse_iometer
 
 __all__ = [
     "IngestResult",
@@ -400,7 +405,7 @@ def _factor_kind(value: Any) -> str | None:
     return "a list"
 
 
-class _Collector(_RowSink):
+class _Collector(RowSink):
     """Rows of many files, appended as tuples and turned into DataFrames once (:meth:`frames`).
 
     ``factor_kinds`` (shared by the batches of one ingest) holds the kind of each study factor's
@@ -452,7 +457,7 @@ class _Collector(_RowSink):
         if fmt is not None:
             _add_loadgen(self, fmt, data, path, item.identity)
         elif item.kind == "fio":
-            _emit_rows(self, data, path, item.identity, item.provenance, file_id)
+            emit_rows(self, data, path, item.identity, item.provenance, file_id)
         else:
             prov = item.provenance
             run_id = item.run_id or file_id or file_run_id(data)
@@ -519,13 +524,33 @@ def _loadgen_format(data: bytes) -> str | None:
     return None if fmt == "fio" else fmt
 
 
-def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: Any) -> None:
-    """Parse a DiskSPD/Iometer file (:func:`storagebench.ingest.loadgen.parse_loadgen`, which raises
-    IngestError for a bad one) and append its rows to the sink, all or nothing."""
-    from .fio import RUN_FIELDS  # the row-tuple order of the sink
+def _parse_loadgen(fmt: str, data: bytes, path: str, identity: Mapping[str, Any] | None) -> _loadgen.LoadgenRows:
+    """Parse one DiskSPD or Iometer file of format ``fmt`` (:func:`~storagebench.ingest.loadgen.detect_format`)
+    into its rows, ``study``/``repetition``/``run_order`` of a runner's ``point.json`` stamped on them.
 
+    Raises IngestError: ``fmt`` is not ingestible (:func:`~storagebench.ingest.loadgen.refuse_format`
+    says why), or the parser refuses the file; a parser's ValueError & co. become IngestError, never a crash.
+    """
+    if fmt not in _loadgen.INGESTIBLE:
+        _loadgen.refuse_format(fmt, path)
+    try:
+        rows = (parse_iometer(data, path) if fmt == "iometer" else parse_diskspd(data, path)).rows()
+    except IngestError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash
+        raise IngestError(f"could not be read as {fmt}: {type(exc).__name__}: {exc}", path=path) from None
+    if identity:  # a runner's point.json: its identity columns (study factors are the caller's business)
+        stamp = {k: identity[k] for k in ("study", "repetition", "run_order") if k in identity}
+        for r in rows.runs:
+            r.update(stamp)
+    return rows
+
+
+def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: Any) -> None:
+    """Parse a DiskSPD/Iometer file (:func:`_parse_loadgen`, which raises IngestError for a bad one)
+    and append its rows to the sink, all or nothing."""
     ident = msgspec.structs.asdict(identity) if identity is not None else None
-    rows = _loadgen.parse_loadgen(fmt, data, path, identity=ident)
+    rows = _parse_loadgen(fmt, data, path, ident)
     factors = identity.factors if identity is not None else {}
     extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
     default = _loadgen.run_row()
@@ -601,7 +626,7 @@ def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
     """Every item into a new :class:`_Collector` (:func:`_run`), and the errors.
 
     The json+ bins are decoded raw and parsed for the whole batch at once
-    (:meth:`storagebench.ingest.fio._RowSink.parse_bins`). When some block is not the plain text fio
+    (:meth:`storagebench.ingest.fio.RowSink.parse_bins`). When some block is not the plain text fio
     writes (an edited or corrupted file), the batch is read again with the bins decoded into dicts, as
     every file was before: the tables and errors are then exactly those of that reading.
     """
@@ -758,9 +783,6 @@ def ingest_to_parquet(
     kill between those (at most five) renames can leave some tables of the new ingest beside
     some of the old one.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if isinstance(batch_files, bool) or int(batch_files) < 1:
         raise SchemaError(f"batch_files must be >= 1, got {batch_files}")
     max_bytes = _cap(max_file_bytes)

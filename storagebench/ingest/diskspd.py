@@ -76,10 +76,9 @@ import pandas as pd
 from ..errors import IngestError
 from ..schema import PERCENTILES, percentile_column
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, run_row
+from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
 
-__all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "parse_diskspd_xml", "parse_diskspd_text",
-           "read_diskspd"]
+__all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "read_diskspd"]
 
 _PCT_COLS = {float(p): percentile_column(p) for p in PERCENTILES}
 _TEXT_PCT = {"min": 0.0, "25th": 25.0, "50th": 50.0, "75th": 75.0, "90th": 90.0, "95th": 95.0, "99th": 99.0,
@@ -281,9 +280,7 @@ def parse_diskspd(data: bytes, path: str = "<bytes>", *, strict: bool = True) ->
     if fmt == "diskspd-text":
         return parse_diskspd_text(data, path, strict=strict)
     if fmt == "diskspd-linux":
-        from .loadgen import parse_loadgen
-
-        parse_loadgen(fmt, data, path)  # raises with the reason
+        refuse_format(fmt, path)
     text, _ = decode_text(data, path)  # raises for UTF-16 without BOM, binary ...
     head = text.strip().splitlines()[0][:80] if text.strip() else ""
     raise IngestError(f"not DiskSPD output (no <Results> XML, no 'Input parameters:'/'Results for timespan' "

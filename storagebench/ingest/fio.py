@@ -69,6 +69,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 from msgspec import Meta, Struct
 
 from .. import schema as _schema
@@ -80,14 +82,12 @@ from ..records import POINT_FORMAT_VERSION, Provenance
 from ..schema import PERCENTILES, RUNS, percentile_column
 
 __all__ = [
-    "FioDocument",
     "FioRows",
     "RUN_FIELDS",
-    "MAX_VALUE",
+    "RowSink",
+    "emit_rows",
     "empty_frame",
-    "histogram_frame",
     "runs_frame",
-    "read_fio_json",
     "parse_fio_output",
     "check_point",
     "check_provenance",
@@ -215,7 +215,7 @@ def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
 
 
 #: The fast decoder of ingest's usual file: :class:`_Doc` with every ``clat_ns.bins`` left as raw JSON
-#: (:class:`msgspec.Raw`, a slice of the input), which :meth:`_RowSink.parse_bins` turns into int64
+#: (:class:`msgspec.Raw`, a slice of the input), which :meth:`RowSink.parse_bins` turns into int64
 #: arrays many files at a time (the same values, type- and range-checked as strictly as
 #: :data:`_DECODER` checks them; anything else sends the batch back to :data:`_DECODER`). Decoding
 #: bins into a dict of Python ints and converting them to arrays was most of the cost of typed
@@ -314,9 +314,6 @@ def histogram_frame(blocks: list[tuple], bins, counts):
         ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
         (not yet validated).
     """
-    import numpy as np
-    import pandas as pd
-
     run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
     n = np.array(n_bins, dtype=np.int64)
     cols = {}
@@ -341,9 +338,6 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
     the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
     ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
     as fast as ``take``, which copies string by string."""
-    import numpy as np
-    import pyarrow as pa
-
     total = int(n.sum())
     if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
         first = values[0].encode()
@@ -882,7 +876,7 @@ def _main_direction(rw: str) -> str:
 
 # ---- rows --------------------------------------------------------------------------------------
 
-#: Fields of one row tuple, in the order :func:`_emit_rows` builds it (the ``runs`` schema order;
+#: Fields of one row tuple, in the order :func:`emit_rows` builds it (the ``runs`` schema order;
 #: ``tests/test_ingest_fio.py`` checks that the two agree).
 RUN_FIELDS: tuple[str, ...] = (
     "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
@@ -907,14 +901,14 @@ _BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}"
 _POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
 
 
-#: bytes of json+ bins text parsed at a time by :meth:`_RowSink.parse_bins` (its temporaries then stay in
+#: bytes of json+ bins text parsed at a time by :meth:`RowSink.parse_bins` (its temporaries then stay in
 #: the CPU cache and are reused: 47 -> 39 ms and no page faults on the multijob corpus, against one piece)
 _BINS_STEP = 512 << 10
 
 
 def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
-    they are not the text :meth:`_RowSink.parse_bins` takes (see there)."""
+    they are not the text :meth:`RowSink.parse_bins` takes (see there)."""
     import warnings
 
     text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
@@ -961,8 +955,8 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     return keys, counts, n  # every other number: views, made contiguous once all blocks are parsed
 
 
-class _RowSink:
-    """What :func:`_emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
+class RowSink:
+    """What :func:`emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
     ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
     and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
 
@@ -1060,8 +1054,6 @@ class _RowSink:
         sum per batch: ``counts`` is the flat count array of :meth:`histograms`). fio's bins and N
         count the same completions; they differ in an interim ``--status-interval`` report (a
         completion landing between the two reads) or in an edited file."""
-        import numpy as np
-
         if not self.hist_blocks:
             return
         if n_bins is None:
@@ -1430,8 +1422,8 @@ def _decode_or_none(data: bytes, path: str) -> Any:
         raise IngestError("JSON nested too deeply to be fio output", path=path) from None
 
 
-def _emit_rows(
-    sink: _RowSink,
+def emit_rows(
+    sink: RowSink,
     data: bytes,
     path: str,
     identity: Any = None,
@@ -1552,7 +1544,7 @@ def _emit_rows(
             clat = d.clat_ns
             bins = _U if clat is _U else clat.bins
             raw = None
-            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (_RowSink.parse_bins)
+            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (RowSink.parse_bins)
                 raw = bins
                 if len(raw) < 64:
                     small = bytes(raw)
@@ -1633,8 +1625,8 @@ def parse_fio_output(
     :func:`storagebench.ingest.ingest_paths` does not go through the row dicts: it appends row tuples
     of many files to one sink and builds each table once (:func:`runs_frame`, :func:`histogram_frame`).
     """
-    sink = _RowSink()
-    _emit_rows(sink, data, path, identity, provenance)
+    sink = RowSink()
+    emit_rows(sink, data, path, identity, provenance)
     if sink.hist_blocks:
         counts = np.concatenate(sink.hist_counts)
         sink.check_bins(counts, np.array([len(k) for k in sink.hist_keys], dtype=np.int64))
@@ -1673,10 +1665,6 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
     pandas.DataFrame
         Schema columns in schema dtypes, then the factor columns; not yet validated.
     """
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-
     if not rows:
         return empty_frame(table)
     data = {}

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import IngestError
 
-__all__ = ["LOG_NAME", "parse_fio_log", "is_fio_log"]
+__all__ = ["parse_fio_log", "is_fio_log"]
 
 #: ``<prefix>_<type>.<n>.log`` as fio writes it (``iolog.c``); hist logs are not handled here.
 LOG_NAME = re.compile(r"^(?P<prefix>.*)_(?P<kind>iops|bw|lat|clat|slat)\.(?P<n>\d+)\.log$")

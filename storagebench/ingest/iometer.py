@@ -65,11 +65,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from ..errors import IngestError
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, run_row
+from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
 
-__all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer", "LATENCY_BINS_NS"]
+__all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer"]
 
 #: Upper edges (ns) of Iometer 1.1.0's 21 latency bins (``LATENCY_BIN_SIZE``, ``src/IOCommon.h``;
 #: header ``0 to 50 uS`` ... ``5 to 10 s``, `` >= 10 s``); the last, open bin gets its lower edge.
@@ -147,8 +149,6 @@ class IometerResult:
     def parts(self):
         """The ``MANAGER``/``WORKER``/``DISK`` rows of every block (not ingested): a DataFrame with
         ``run_id, type, name, manager, worker, iops, read_ios, write_ios, read_bytes, write_bytes``."""
-        import pandas as pd
-
         rows = []
         for b, rid in zip(self.blocks, self.run_ids, strict=True):
             for p in b.parts:
@@ -318,9 +318,7 @@ def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) ->
     if fmt != "iometer":
         head = text.strip().splitlines()[0][:80] if text.strip() else ""
         if fmt in ("iometer-instantaneous", "iometer-icf"):
-            from .loadgen import parse_loadgen
-
-            parse_loadgen(fmt, data, path)  # raises with the reason
+            refuse_format(fmt, path)
         raise IngestError(f"not an Iometer results file (no 'Test Type / 'Results sections); it starts with "
                           f"{head!r}", path=path)
     rows = list(csv.reader(io.StringIO(text)))

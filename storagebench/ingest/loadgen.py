@@ -5,7 +5,10 @@
 * :func:`run_row` — one ``runs`` row as a dict with every schema column, unknowns as the schema's
   "unknown" values (``""``, ``-1``, NaN, ``False``, ``None``);
 * :class:`LoadgenRows` — what a parser hands to :func:`storagebench.ingest.ingest_paths`;
-* :func:`parse_loadgen` — the one entry point the ingest dispatch calls.
+* :func:`refuse_format` — why a DiskSPD/Iometer file of another kind is not ingested.
+
+The dispatch to :mod:`.diskspd` and :mod:`.iometer` is :mod:`storagebench.ingest`'s (this module
+sits below both parsers and imports neither).
 
 Where the rows of these tools go (the rule is the one of fio's "All clients" entry: a total and its
 parts are never both in ``runs``):
@@ -23,9 +26,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
+
+from charset_normalizer import from_bytes
 
 from .. import schema
 from ..errors import IngestError
@@ -37,7 +41,7 @@ __all__ = [
     "decode_text",
     "detect_format",
     "run_row",
-    "parse_loadgen",
+    "refuse_format",
     "MIB",
     "NS_PER_MS",
 ]
@@ -122,10 +126,6 @@ def decode_text(data: bytes, path: str = "<bytes>") -> tuple[str, str]:
 
 
 def _best_single_byte(data: bytes) -> str:
-    try:
-        from charset_normalizer import from_bytes
-    except ImportError:  # pragma: no cover - a declared dependency
-        return "cp1252"
     best = from_bytes(data[:65536], cp_isolation=list(SINGLE_BYTE_CANDIDATES)).best()
     return best.encoding if best is not None else "cp1252"
 
@@ -264,56 +264,32 @@ class LoadgenRows:
     problems: list[str] = field(default_factory=list)
 
 
-def parse_loadgen(fmt: str, data: bytes, path: str, *, identity: Mapping[str, Any] | None = None) -> LoadgenRows:
-    """Parse one DiskSPD or Iometer file into :class:`LoadgenRows` (the ingest's dispatch calls this).
+def refuse_format(fmt: str, path: str) -> NoReturn:
+    """Raise why a file of format ``fmt`` is not ingested (the one wording of those reasons).
 
     Parameters
     ----------
     fmt : str
-        :func:`detect_format` of ``data``.
-    data : bytes
-        The file's bytes.
+        :func:`detect_format` of the file, one that is not in :data:`INGESTIBLE`.
     path : str
-        Its path (``source_file``, error messages).
-    identity : mapping, optional
-        ``study``, ``repetition``, ``run_order`` to stamp on the rows (a runner's ``point.json``).
+        The file's path (named in the error).
 
     Raises
     ------
     IngestError
-        ``fmt`` is not ingestible (DiskSPD for Linux, Iometer's instantaneous file, an ``.icf``
-        configuration: the message says why), or the parser refuses the file.
+        Always: DiskSPD for Linux, Iometer's instantaneous file and an ``.icf`` configuration say
+        why; any other format names the ingestible ones.
     """
-    if fmt in INGESTIBLE:
-        try:
-            if fmt == "iometer":
-                from .iometer import parse_iometer
-
-                rows = parse_iometer(data, path).rows()
-            else:
-                from .diskspd import parse_diskspd
-
-                rows = parse_diskspd(data, path).rows()
-        except IngestError:
-            raise
-        except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash
-            raise IngestError(f"could not be read as {fmt}: {type(exc).__name__}: {exc}", path=path) from None
-    elif fmt == "diskspd-linux":
+    if fmt == "diskspd-linux":
         raise IngestError(
             "DiskSPD for Linux text output (microsoft/diskspd-for-linux) is not ingested: it divides IOPS and "
             "MB/s by the configured duration, not a measured time, and its 'Total' latency column "
             "over-counts with more than one target (src/result_formatter.cc)", path=path)
-    elif fmt == "iometer-instantaneous":
+    if fmt == "iometer-instantaneous":
         raise IngestError(
             "an Iometer 'last update' (instantaneous) file, not a results file: its rows are per-interval "
             "snapshots at default stream precision; ingest the results CSV written by /r", path=path)
-    elif fmt == "iometer-icf":
+    if fmt == "iometer-icf":
         raise IngestError("an Iometer configuration (.icf), not results; "
                           "`storagebench translate icf` turns it into a study", path=path)
-    else:
-        raise IngestError(f"format must be one of {list(INGESTIBLE)}, got {fmt!r}", path=path)
-    if identity:  # a runner's point.json: its identity columns (study factors are the caller's business)
-        stamp = {k: identity[k] for k in ("study", "repetition", "run_order") if k in identity}
-        for r in rows.runs:
-            r.update(stamp)
-    return rows
+    raise IngestError(f"format must be one of {list(INGESTIBLE)}, got {fmt!r}", path=path)

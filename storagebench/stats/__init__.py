@@ -1,5 +1,8 @@
 """Statistics a reviewer would accept: every estimate with its CI, its n and its method.
 
+The public names are this package's ``__all__``, imported below from its modules; the modules declare
+no ``__all__`` of their own (one list of the surface, not two; points, saturation and sweep still do).
+
 Modules, one per concept:
 
 ``ratio``
@@ -55,6 +58,7 @@ Modules, one per concept:
 
 from __future__ import annotations
 
+from ..findings import metric_words
 from .agreement import Agreement, bland_altman
 from .claims import (
     CLAIM_VERDICTS,
@@ -77,11 +81,9 @@ from .compare import (
 from .crosstool import (
     CONFIG_COLUMNS,
     CrossTool,
-    cell_words,
     cross_tool,
     cross_tool_findings,
     cross_tool_table,
-    metric_words,
     tool_littles_law,
 )
 from .drift import Drift, drift_check
@@ -124,18 +126,14 @@ from .saturation import (
 )
 from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
 from .sweep import (
-    CACHE_LATENCY_MS,
     SweepPoint,
     SweepSummary,
-    completed_runs,
     half_revolution_ms,
     rotational_findings,
     sweep_summary,
 )
 from .variance import VarianceComponents, variance_components
 from .verdict import (
-    NO_CI_VERDICT,
-    NO_DIFFERENCE,
     interaction,
     methods_table,
     verdict,
@@ -149,7 +147,6 @@ __all__ = [
     "bland_altman",
     "CONFIG_COLUMNS",
     "CrossTool",
-    "cell_words",
     "cross_tool",
     "cross_tool_findings",
     "cross_tool_table",
@@ -212,15 +209,11 @@ __all__ = [
     "point_estimates",
     "point_means",
     "point_percentiles",
-    "CACHE_LATENCY_MS",
     "SweepPoint",
     "SweepSummary",
-    "completed_runs",
     "sweep_summary",
     "half_revolution_ms",
     "rotational_findings",
-    "NO_CI_VERDICT",
-    "NO_DIFFERENCE",
     "interaction",
     "verdict",
     "verdict_findings",

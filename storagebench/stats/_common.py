@@ -1,4 +1,5 @@
-"""Private helpers shared by the stats modules: input checks that raise :class:`StatsError`."""
+"""Input checks shared by the stats modules, each raising :class:`~storagebench.errors.StatsError` that
+names the input and what is allowed (a private module: its names are for the modules of ``stats``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ BCA_COVERAGE_NOTE = ("BCa coverage of a nominal 95% CI, simulated on log-normal 
                      "covered 0.93-0.97 from n = 3")
 
 
-def _as_list(cols: str | Sequence[str] | None) -> list[str]:
+def as_list(cols: str | Sequence[str] | None) -> list[str]:
+    """Column names as a list: ``None`` -> ``[]``, ``"a"`` -> ``["a"]``, a sequence -> its list."""
     if cols is None:
         return []
     if isinstance(cols, str):
@@ -29,7 +31,8 @@ def _as_list(cols: str | Sequence[str] | None) -> list[str]:
     return list(cols)
 
 
-def _require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "df") -> None:
+def require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "df") -> None:
+    """Raise unless ``df`` is a DataFrame holding every column of ``cols`` (``what`` names it in the message)."""
     if not isinstance(df, pd.DataFrame):
         raise StatsError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in cols if c not in df.columns]
@@ -37,7 +40,7 @@ def _require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "df") ->
         raise StatsError(f"{what} has no column(s) {missing}; columns are {list(df.columns)}")
 
 
-def _fraction(value, message: str) -> float:
+def check_fraction(value, message: str) -> float:
     """``value`` as a float strictly inside (0, 1), else :class:`StatsError` with ``message``."""
     try:
         v = float(value)
@@ -48,11 +51,12 @@ def _fraction(value, message: str) -> float:
     return v
 
 
-def _check_confidence(confidence: float) -> float:
-    return _fraction(confidence, f"confidence must be a number in (0, 1), got {confidence!r}")
+def check_confidence(confidence: float) -> float:
+    """``confidence`` as a float in (0, 1), else :class:`StatsError` naming it."""
+    return check_fraction(confidence, f"confidence must be a number in (0, 1), got {confidence!r}")
 
 
-def _check_margin(margin):
+def check_margin(margin):
     """A fraction in (0, 1), or ratio bounds ``(low, high)`` with ``0 < low < 1 < high``."""
     if margin is None:
         return None
@@ -64,10 +68,10 @@ def _check_margin(margin):
         if not 0.0 < lo < 1.0 < hi:
             raise StatsError(f"margin bounds (low, high) must satisfy 0 < low < 1 < high, got {margin!r}")
         return (lo, hi)
-    return _fraction(margin, f"margin must be a fraction in (0, 1) such as 0.01 for 1%, got {margin!r}")
+    return check_fraction(margin, f"margin must be a fraction in (0, 1) such as 0.01 for 1%, got {margin!r}")
 
 
-def _positive_finite(values: pd.Series, name: str) -> None:
+def require_positive_finite(values: pd.Series, name: str) -> None:
     """Raise when ``values`` holds NaN/inf or values <= 0 (ratios and logs need positive numbers)."""
     v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
     bad_nan = ~np.isfinite(v)
@@ -86,7 +90,15 @@ def _positive_finite(values: pd.Series, name: str) -> None:
         )
 
 
-def _key_tuple(key) -> tuple:
+def key_tuple(key) -> tuple:
     """A groupby key as a tuple of plain Python values (``np.int64(4)`` becomes ``4``, for messages and rows)."""
     key = key if isinstance(key, tuple) else (key,)
     return tuple(v.item() if isinstance(v, np.generic) else v for v in key)
+
+
+# The names the runner-side stats modules (points, saturation, sweep) still import; they go once those
+# modules import the public names.
+_as_list = as_list
+_check_confidence = check_confidence
+_positive_finite = require_positive_finite
+_require_columns = require_columns

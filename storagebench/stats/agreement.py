@@ -10,9 +10,7 @@ import pandas as pd
 from scipy import stats as st
 
 from ..errors import StatsError
-from ._common import _check_confidence, _fraction, _positive_finite
-
-__all__ = ["Agreement", "bland_altman"]
+from ._common import check_confidence, check_fraction, require_positive_finite
 
 
 @dataclass(frozen=True)
@@ -101,8 +99,8 @@ def bland_altman(a, b, *, log: bool = True, confidence: float = 0.95, coverage: 
     agreement in method comparison studies", Stat. Methods Med. Res. 8:135-160 (the 1986 paper's
     ``sqrt(3 s^2 / n)`` is its approximation for z = 2).
     """
-    confidence = _check_confidence(confidence)
-    coverage = _fraction(coverage, f"coverage must be a fraction in (0, 1) such as 0.95, got {coverage!r}")
+    confidence = check_confidence(confidence)
+    coverage = check_fraction(coverage, f"coverage must be a fraction in (0, 1) such as 0.95, got {coverage!r}")
     x = pd.Series(np.asarray(a, dtype=float).ravel())
     y = pd.Series(np.asarray(b, dtype=float).ravel())
     if len(x) != len(y):
@@ -110,8 +108,8 @@ def bland_altman(a, b, *, log: bool = True, confidence: float = 0.95, coverage: 
     if len(x) < 3:
         raise StatsError(f"limits of agreement need at least 3 pairs, got {len(x)}")
     if log:
-        _positive_finite(x, "a")
-        _positive_finite(y, "b")
+        require_positive_finite(x, "a")
+        require_positive_finite(y, "b")
         d = np.log(x.to_numpy()) - np.log(y.to_numpy())
     else:
         for name, v in (("a", x), ("b", y)):

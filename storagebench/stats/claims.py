@@ -28,12 +28,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _as_list
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ._common import as_list
 from .compare import ComparisonTable
 from .ratio import ESTIMANDS
-
-__all__ = ["CLAIM_VERDICTS", "ParameterClaim", "RatioClaim", "claim_checks", "claim_findings", "claim_verdicts",
-           "parameter_claim_verdicts"]
+from .saturation import recommend_parameters
+from .verdict import verdict
 
 #: The verdicts a claim can get.
 CLAIM_VERDICTS = ("holds", "holds loosely", "contradicted", "not shown", "no verdict")
@@ -293,9 +293,6 @@ def claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], comparison: Co
         claim without ``average`` (or with a grouped one); the refusals of
         :func:`~storagebench.stats.verdict`.
     """
-    from ..findings import fmt_ci, fmt_number, fmt_p
-    from .verdict import verdict
-
     if not isinstance(comparison, ComparisonTable):
         raise StatsError(f"comparison must be a ComparisonTable (from compare), got {type(comparison).__name__}")
     rows = []
@@ -404,10 +401,7 @@ def parameter_claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], swee
         The refusals of :func:`~storagebench.stats.recommend_parameters` (missing columns, fewer than 3
         cells, bad ``fraction``).
     """
-    from ..findings import fmt_number
-    from .saturation import recommend_parameters
-
-    by_l = _as_list(by)
+    by_l = as_list(by)
     groups = list(sweep.groupby(by_l, sort=True)) if by_l else [((), sweep)]
     out = []
     for claim in claims:
@@ -486,8 +480,6 @@ def claim_findings(ratio_verdicts: pd.DataFrame | None = None, parameter_verdict
     storagebench.findings.Findings
         Keys ``claim:<i>`` (ratio claims, in order) and ``claim:parameters:<i>``.
     """
-    from ..findings import Finding, Findings
-
     items = []
     if ratio_verdicts is not None:
         for i, r in enumerate(ratio_verdicts.itertuples(index=False)):
@@ -508,7 +500,7 @@ def claim_findings(ratio_verdicts: pd.DataFrame | None = None, parameter_verdict
                                  method=f"{r.estimand}, {r.confidence:.0%} CIs; family: {r.family}, alpha = {r.alpha:g}",
                                  key=f"claim:{i}"))
     if parameter_verdicts is not None and len(parameter_verdicts):
-        by_l = _as_list(by)
+        by_l = as_list(by)
         for i, (claim, part) in enumerate(parameter_verdicts.groupby("claim", sort=False)):
             first = part.iloc[0]
             per = []

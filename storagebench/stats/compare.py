@@ -18,12 +18,15 @@ averaged over within each unit, never counted as replicates).
 
 from __future__ import annotations
 
+import html
 import math
+import os
 import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,30 +34,26 @@ from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
 from ..errors import StatsError, StorageBenchWarning
+from ..schema import RUNS
+from ..tables import table
 from ._common import (
     BCA_MIN_N,
-    _as_list,
-    _check_confidence,
-    _check_margin,
-    _key_tuple,
-    _positive_finite,
-    _require_columns,
+    as_list,
+    check_confidence,
+    check_margin,
+    key_tuple,
+    require_columns,
+    require_positive_finite,
 )
 from .ratio import (
     ESTIMANDS,
     RATIO_METHODS,
-    RatioCI,
-    _check_estimand,
-    fieller_ratio_ci,
+    check_estimand,
     hedges_g,
     ratio_bca,
     ratio_ci,
     ratio_tost,
 )
-
-__all__ = ["Comparison", "ComparisonTable", "Design", "RatioCI", "compare", "summary_table", "adjust_pvalues",
-           "pooled_factors", "fieller_ratio_ci",
-           "ratio_ci", "hedges_g", "ADJUST_METHODS", "ESTIMANDS"]
 
 #: ``adjust=`` names accepted by :func:`compare` → ``statsmodels.stats.multitest.multipletests`` method.
 ADJUST_METHODS: dict[str, str | None] = {
@@ -220,6 +219,8 @@ class Comparison:
 
 _FRAME_FIRST = ["level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
                 "ci_high", "p", "p_adjusted", "method", "equivalent", "note"]
+#: File suffixes :meth:`ComparisonTable.to_file` writes.
+TABLE_SUFFIXES = (".csv", ".parquet")
 _FRAME_EXTRA = ["baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
                 "effect_size", "margin", "p_equivalence", "estimand", "design", "family"]
 
@@ -297,10 +298,6 @@ class ComparisonTable:
     def _repr_html_(self) -> str:
         """The table for a notebook or write-up: the ``by`` keys, level, n, ratio with its CI, p, p_adjusted,
         then the method, design and family in words (:func:`storagebench.tables.table`)."""
-        import html
-
-        from ..tables import table
-
         frame = self.to_frame()
         cols = [*self.by, "level", "n_baseline", "n_other", "ratio", "ci_low", "ci_high", "p", "p_adjusted"]
         if frame["equivalent"].notna().any():
@@ -331,6 +328,39 @@ class ComparisonTable:
         out = pd.DataFrame.from_records(records, columns=cols)
         out["equivalent"] = out["equivalent"].astype(object)
         return out
+
+    def to_file(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_frame` to ``path``, a ``.csv`` or ``.parquet`` file (by its suffix).
+
+        ``margin`` is written as text and ``equivalent`` as a nullable string: their values mix types
+        (a fraction or a pair of bounds; True, False or None), which parquet cannot store as one column.
+
+        Parameters
+        ----------
+        path : str or path
+            The file; its directory is created.
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Raises
+        ------
+        StatsError
+            The suffix is neither ``.csv`` nor ``.parquet`` (nothing is written).
+        """
+        path = Path(path)
+        if path.suffix.lower() not in TABLE_SUFFIXES:
+            raise StatsError(f"output file suffix must be one of {list(TABLE_SUFFIXES)}, got {path.suffix!r}")
+        frame = self.to_frame()
+        frame = frame.assign(margin=frame["margin"].astype(str), equivalent=frame["equivalent"].astype("string"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(path, index=False)
+        else:
+            frame.to_csv(path, index=False)
+        return path
 
 
 def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
@@ -527,7 +557,7 @@ def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: s
         mixed = _varies(df, col, by)
         if len(mixed):
             rows = df[_match(df, by, mixed.index[0])] if by else df
-            where = f" in group {dict(zip(by, _key_tuple(mixed.index[0]), strict=True))}" if by else ""
+            where = f" in group {dict(zip(by, key_tuple(mixed.index[0]), strict=True))}" if by else ""
             vals = sorted(map(str, rows[col].dropna().unique()))
             raise StatsError(f"rows {word} {vals}{where}; {hint}")
     if "run_id" in df.columns and "run_id" not in keys:
@@ -544,7 +574,7 @@ def _check_not_mixed(df: pd.DataFrame, by: list[str], keys: list[str], factor: s
 
 def _match(df: pd.DataFrame, cols: list[str], key) -> np.ndarray:
     m = np.ones(len(df), dtype=bool)
-    for c, v in zip(cols, _key_tuple(key), strict=True):
+    for c, v in zip(cols, key_tuple(key), strict=True):
         m &= (df[c] == v).to_numpy()
     return m
 
@@ -575,7 +605,7 @@ def _check_design(df: pd.DataFrame, factor: str, by: list[str], pair_on: list[st
         if len(mixed):
             raise StatsError(
                 f"{k!r} is a block (its levels are steps of a sweep, days or hosts, not independent repeats) but "
-                f"it varies within the cells {cell} (e.g. {_key_tuple(mixed.index[0])}): its rows would be pooled "
+                f"it varies within the cells {cell} (e.g. {key_tuple(mixed.index[0])}): its rows would be pooled "
                 f"as replicates; pair on it (pair_on={[*pair_on, k]}) or put it in by=")
     averaged = []
     for k in factors:
@@ -648,8 +678,6 @@ def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),
         a column with a different value on every row of every arm (more than 4 rows) is an identifier
         and is left out.
     """
-    from ..schema import RUNS
-
     schema = {c.name for c in RUNS}
     skip = {factor, *named}
     out = {}
@@ -786,9 +814,9 @@ def compare(
     Ecol. Monogr. 54:187; Kalibera & Jones (2013), ISMM. Groups with fewer than 2 units per arm (or 2
     pairs) give a row with NaN p/CI and a "not estimable" note, never a silent number.
     """
-    by_l, pair_l, unit_l = _as_list(by), _as_list(pair_on), _as_list(unit)
-    blocks_l, factors_l = _as_list(blocks), _as_list(factors)
-    _require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
+    by_l, pair_l, unit_l = as_list(by), as_list(pair_on), as_list(unit)
+    blocks_l, factors_l = as_list(blocks), as_list(factors)
+    require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
     if factor in by_l + pair_l + unit_l or metric in by_l + pair_l + unit_l + [factor]:
         raise StatsError(f"factor {factor!r} and metric {metric!r} must not also be in by={by_l}, pair_on={pair_l} "
                          f"or unit={unit_l}")
@@ -798,9 +826,9 @@ def compare(
     bad = sorted(set(by_l) & _RESERVED)
     if bad:
         raise StatsError(f"by columns {bad} clash with result column names; rename them")
-    estimand = _check_estimand(estimand)
-    confidence = _check_confidence(confidence)
-    margin = _check_margin(margin)
+    estimand = check_estimand(estimand)
+    confidence = check_confidence(confidence)
+    margin = check_margin(margin)
     if adjust not in ADJUST_METHODS:
         raise StatsError(f"adjust must be one of {sorted(ADJUST_METHODS)}, got {adjust!r}")
     if n_boot is not None and n_boot != 0:
@@ -814,7 +842,7 @@ def compare(
         raise StatsError(f"factor {factor!r} has only one level {levels}; a comparison needs at least two")
     if baseline not in levels:
         raise StatsError(f"baseline must be one of the levels of {factor!r} {levels}, got {baseline!r}")
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
     averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
     if not by_l:
@@ -842,7 +870,7 @@ def compare(
     pair_keys = (list(df[pair_l].itertuples(index=False, name=None)) if pair_l else None)
     rows: list[Comparison] = []
     for gkey, idx in group_items:
-        group = tuple(zip(by_l, _key_tuple(gkey), strict=True)) if by_l else ()
+        group = tuple(zip(by_l, key_tuple(gkey), strict=True)) if by_l else ()
         gfac = fac[idx]
         glevels = _levels_sorted(gfac)
         common_base = dict(group=group, baseline=baseline, metric=metric, paired=bool(pair_l),

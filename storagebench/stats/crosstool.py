@@ -28,12 +28,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _as_list, _require_columns
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p, metric_words
+from ..schema import RUNS
+from ._common import as_list, require_columns
 from .agreement import bland_altman
 from .compare import ComparisonTable, compare
-
-__all__ = ["CONFIG_COLUMNS", "CrossTool", "cell_words", "cross_tool", "cross_tool_findings", "cross_tool_table",
-           "metric_words", "tool_littles_law"]
+from .saturation import littles_law, per_run
+from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
 #: The fio factor columns of ``runs`` that make two runs "the same configuration".
 CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
@@ -171,15 +172,15 @@ def cross_tool(
     (``match_on``, ``by`` or ``replicates``), and :func:`~storagebench.stats.compare` refuses blocks and
     factors counted as replicates the same way.
     """
-    _require_columns(runs, [tool_col, metric], "runs")
+    require_columns(runs, [tool_col, metric], "runs")
     levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
     if len(levels) != 2:
         raise StatsError(f"{tool_col!r} must have exactly two tools to compare, got {levels}; filter the rows first")
     if str(baseline) not in levels:
         raise StatsError(f"baseline must be one of the tools {levels}, got {baseline!r}")
     other = next(lv for lv in levels if lv != str(baseline))
-    match_l, by_l = _as_list(match_on), _as_list(by)
-    _require_columns(runs, [*match_l, *by_l], "runs")
+    match_l, by_l = as_list(match_on), as_list(by)
+    require_columns(runs, [*match_l, *by_l], "runs")
     df = runs.copy()
     df[tool_col] = df[tool_col].astype(str)
     if tool_col != "tool" and "tool" in df.columns:  # e.g. user labels over ingested runs: must name the same split
@@ -194,8 +195,6 @@ def cross_tool(
     missing = df[no_value].assign(reason=f"no {metric} value (the tool did not report it)")
     df = df[~no_value]
     if aggregate and "run_id" in df.columns and df["run_id"].duplicated().any():
-        from .saturation import per_run
-
         df = per_run(df, latency=metric if metric in _MEANS else None)
     cells = [c for c in config if c in df.columns] + [c for c in match_l if c not in config]
     if "direction" in df.columns and "direction" not in cells:
@@ -209,7 +208,7 @@ def cross_tool(
     unmatched = [missing, df[unknown].assign(reason="unknown configuration (-1, NaN or empty in "
                                                      + ", ".join(cells) + ")")]
     df = df[~unknown]
-    _check_cells_are_configurations(df, cells, tool_col, runs.columns, _as_list(replicates), match_l)
+    _check_cells_are_configurations(df, cells, tool_col, runs.columns, as_list(replicates), match_l)
     tools_per_cell = df.groupby(cells, dropna=False)[tool_col].nunique()
     both = tools_per_cell[tools_per_cell == 2].index
     key = pd.MultiIndex.from_frame(df[cells]) if len(cells) > 1 else pd.Index(df[cells[0]])
@@ -269,8 +268,6 @@ def cross_tool(
 def _check_cells_are_configurations(df: pd.DataFrame, cells: list[str], tool_col: str, columns,
                                     replicates: list[str], match_on: list[str]) -> None:
     """Refuse study columns that vary among one tool's rows of one configuration cell (not replicates)."""
-    from ..schema import RUNS
-
     unknown = sorted(set(replicates) - set(columns))
     if unknown:
         raise StatsError(f"replicates={replicates}: no column(s) {unknown} in runs")
@@ -305,25 +302,8 @@ def _natural(text: str):
 
 # --------------------------------------------------------------------------- write-up helpers
 
-_METRIC_WORDS = {"iops": "IOPS", "bw_bytes_per_s": "bandwidth", "lat_mean_ns": "mean latency",
-                 "clat_mean_ns": "mean completion latency", "slat_mean_ns": "mean submission latency",
-                 "clat_p99_ns": "p99 completion latency"}
 _SEQ = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
 
-
-def metric_words(metric: str) -> str:
-    """A metric column in words, for sentences and captions: ``"IOPS"``, ``"bandwidth"``, ``"mean latency"``.
-
-    Parameters
-    ----------
-    metric : str
-        A ``runs`` metric column (``iops``, ``bw_bytes_per_s``, ``lat_mean_ns`` ...); another name is
-        returned as it is.
-    """
-    return _METRIC_WORDS.get(metric, metric)
-
-
-_metric_words = metric_words
 
 
 def _size_words(nbytes) -> str:
@@ -415,8 +395,6 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
     StatsError
         ``ct`` is not a :func:`cross_tool` result; the refusals of :func:`~storagebench.stats.verdict`.
     """
-    from .verdict import verdict
-
     _check_ct(ct)
     keys = list(ct.table.by)
     v = verdict(ct.table, unit=unit or ct.unit)
@@ -455,8 +433,6 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
 
 
 def _ratio_words(r, digits: int) -> str:
-    from ..findings import fmt_ci, fmt_number
-
     return f"{fmt_number(r.ratio, digits)}; {fmt_ci(r.ci_low, r.ci_high, r.confidence, digits)}"
 
 
@@ -511,12 +487,9 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
     Bland & Altman (1986), Lancet 327:307 (bias and limits of agreement; on log ratios for measures whose
     differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdict`.
     """
-    from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
-    from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
-
     _check_ct(ct)
     unit = unit or ct.unit
-    base, other, mw = ct.baseline, ct.other, _metric_words(ct.metric)
+    base, other, mw = ct.baseline, ct.other, metric_words(ct.metric)
     pre = f"{label}: " if label else ""
     v = verdict(ct.table, unit=unit, up="higher", down="lower")
     rows = list(ct.table.rows)
@@ -682,10 +655,7 @@ def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str |
     -----
     Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
     """
-    from ..findings import Finding, Findings, fmt_number
-    from .saturation import littles_law
-
-    _require_columns(runs, [tool_col, latency], "runs")
+    require_columns(runs, [tool_col, latency], "runs")
     df = runs[runs[latency].notna()]
     if scale and scale in df.columns:
         df = df.assign(numjobs=df["numjobs"] * df[scale])

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import stats as st
+from statsmodels.sandbox.stats.runs import runstest_1samp
 
 from ..errors import StatsError
-from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
-
-__all__ = ["Drift", "drift_check"]
+from ._common import as_list, check_confidence, require_columns, require_positive_finite
 
 _METHOD = ("OLS of log({metric}) on one mean per cell ({cells}) plus a common slope in {order}; the slope's t CI "
            "with {df} residual df, shown as % change from the first run to the last, exp(span x slope) - 1; and the Wald-Wolfowitz "
@@ -117,8 +116,6 @@ class Drift:
 
 
 def _runs_test(x: np.ndarray) -> tuple[float, float]:
-    from statsmodels.sandbox.stats.runs import runstest_1samp
-
     above = x > np.median(x)
     if above.sum() < 2 or (~above).sum() < 2:
         return math.nan, math.nan
@@ -163,12 +160,12 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
     for such dependence on the order of execution before treating runs as independent. With fewer residual
     degrees of freedom than 1 the result is NaN and says so.
     """
-    cells_l = _as_list(cells)
-    confidence = _check_confidence(confidence)
-    _require_columns(df, [metric, order, *cells_l])
+    cells_l = as_list(cells)
+    confidence = check_confidence(confidence)
+    require_columns(df, [metric, order, *cells_l])
     if len(df) < 3:
         raise StatsError(f"a drift check needs at least 3 runs, got {len(df)}")
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     for col in [order, *cells_l]:
         if df[col].isna().any():
             raise StatsError(f"column {col!r} has {int(df[col].isna().sum())} missing value(s)")

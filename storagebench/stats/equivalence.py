@@ -12,10 +12,8 @@ from scipy import stats as st
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
-from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, _check_confidence, _check_margin
-
-__all__ = ["Estimate", "Equivalence", "PlanningCV", "SamplePlan", "cv_upper_bound", "mean_ci", "pilot_cv", "tost",
-           "tost_plan", "tost_power", "tost_sample_size"]
+from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, check_confidence, check_margin
+from .variance import VarianceComponents
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ def mean_ci(x, confidence: float = 0.95, *, n_boot: int | None = None, seed: int
         Empty input, NaN/inf values, bad ``confidence`` or ``n_boot``, ``n_boot`` with fewer than 10 values.
         One value gives a NaN CI with a note.
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     a = np.asarray(x, dtype=float).ravel()
     if a.size == 0:
         raise StatsError("x is empty; mean_ci needs at least one value")
@@ -159,7 +157,7 @@ def mean_ci(x, confidence: float = 0.95, *, n_boot: int | None = None, seed: int
 
 
 def _bounds(margin) -> tuple[float, float]:
-    m = _check_margin(margin)
+    m = check_margin(margin)
     if m is None:
         raise StatsError("margin is required: a fraction such as 0.01 for 'within 1%', or bounds (low, high)")
     return m if isinstance(m, tuple) else (1.0 - m, 1.0 + m)
@@ -334,7 +332,7 @@ def cv_upper_bound(cv: float, df: float, confidence: float = 0.8, *, source: str
         raise StatsError(f"cv must be a positive fraction such as 0.02 for 2%, got {cv!r}")
     if not (isinstance(df, (int, float, np.integer, np.floating)) and df > 0):
         raise StatsError(f"df must be the degrees of freedom of the CV estimate (> 0, math.inf if known), got {df!r}")
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     s = _cv_to_sigma(float(cv))
     if math.isinf(df):
         s_u = s
@@ -372,8 +370,6 @@ def pilot_cv(pilot, *, confidence: float = 0.8) -> PlanningCV:
         An arm with fewer than 2 values or values <= 0; no spread; a ``VarianceComponents`` with a
         non-positive mean.
     """
-    from .variance import VarianceComponents
-
     vcs = [pilot] if isinstance(pilot, VarianceComponents) else (
         list(pilot) if isinstance(pilot, (list, tuple)) and pilot and all(isinstance(v, VarianceComponents)
                                                                           for v in pilot) else [])

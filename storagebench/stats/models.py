@@ -11,9 +11,7 @@ import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
 from ..errors import StatsError
-from ._common import _check_confidence
-
-__all__ = ["MixedModel", "Model", "fit_mixed", "fit_model"]
+from ._common import check_confidence
 
 
 def _params_frame(res, confidence: float) -> pd.DataFrame:
@@ -96,7 +94,7 @@ def fit_model(df: pd.DataFrame, formula: str, *, confidence: float = 0.95, anova
     partial eta squared = SS_effect / (SS_effect + SS_residual) (Cohen 1973).
     """
     _check_formula(df, formula)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     if anova_type not in (1, 2, 3):
         raise StatsError(f"anova_type must be one of [1, 2, 3], got {anova_type!r}")
     try:
@@ -204,7 +202,7 @@ def fit_mixed(df: pd.DataFrame, formula: str, *, groups: str, vc: dict[str, str]
     is returned, never silently.
     """
     _check_formula(df, formula)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     if groups not in df.columns:
         raise StatsError(f"groups column {groups!r} is not in df; columns are {list(df.columns)}")
     ng = int(df[groups].nunique())

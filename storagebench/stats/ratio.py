@@ -35,11 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 from scipy.special import gammaln
+from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N
-
-__all__ = ["ESTIMANDS", "RatioCI", "fieller_ratio_ci", "hedges_g", "ratio_ci", "ratio_tost", "ratio_bca"]
 
 #: ``estimand=`` names accepted by :func:`ratio_ci` / :func:`~storagebench.stats.compare` and what they estimate.
 ESTIMANDS: dict[str, str] = {
@@ -48,10 +47,15 @@ ESTIMANDS: dict[str, str] = {
 }
 
 
-def _check_estimand(estimand: str) -> str:
+def check_estimand(estimand: str) -> str:
+    """``estimand`` if it is a key of :data:`ESTIMANDS`, else :class:`StatsError` naming the allowed ones."""
     if estimand not in ESTIMANDS:
         raise StatsError(f"estimand must be one of {sorted(ESTIMANDS)}, got {estimand!r}")
     return estimand
+
+
+#: stats.saturation's name for :func:`check_estimand` until it imports that one.
+_check_estimand = check_estimand
 
 
 # --------------------------------------------------------------------------- Fieller
@@ -217,7 +221,7 @@ def ratio_ci(x, y, confidence: float = 0.95, *, estimand: str = "geometric", pai
     interval for positive quantities). Inverting the test that gives ``p`` gives the CI, which is why the
     two agree about 1 (Lehmann & Romano 2005, *Testing Statistical Hypotheses*, sec. 3.5).
     """
-    _check_estimand(estimand)
+    check_estimand(estimand)
     x = np.asarray(x, dtype=float).ravel()
     y = np.asarray(y, dtype=float).ravel()
     if x.size < 2 or y.size < 2:
@@ -279,9 +283,7 @@ def ratio_tost(x, y, bounds: tuple[float, float], alpha: float, *, estimand: str
     float
         The larger one-sided p-value (NaN when not estimable).
     """
-    from statsmodels.stats.weightstats import ttost_ind, ttost_paired
-
-    _check_estimand(estimand)
+    check_estimand(estimand)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     low, high = bounds
@@ -351,7 +353,7 @@ def ratio_bca(x, y, confidence: float, n_boot: int, rng, *, estimand: str = "geo
     At n >= 10 BCa still undercovers somewhat (:data:`~storagebench.stats._common.BCA_COVERAGE_NOTE`); the
     note returned says so.
     """
-    _check_estimand(estimand)
+    check_estimand(estimand)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if min(len(x), len(y)) < BCA_MIN_N:

@@ -16,9 +16,7 @@ import pandas as pd
 
 from ..errors import StatsError
 from ..records import DeviceInfo
-from ._common import _require_columns
-
-__all__ = ["ROTATIONAL_FLOOR_NS", "CACHE_CAVEAT", "cache_caveats"]
+from ._common import require_columns
 
 #: Mean completion latency below which a rotational device cannot have served a run from its medium, ns
 #: (1 ms). A rotating disk needs a seek plus on average half a rotation per random I/O: 2 ms at 15,000 rpm,
@@ -88,7 +86,7 @@ def cache_caveats(runs: pd.DataFrame, devices, *, latency: str = "clat_mean_ns",
         raise StatsError(f"latency must be a mean-latency column in ns (clat_mean_ns, lat_mean_ns), got {latency!r}")
     if not (isinstance(floor_ns, (int, float)) and math.isfinite(floor_ns) and floor_ns > 0):
         raise StatsError(f"floor_ns must be a positive number of ns, got {floor_ns!r}")
-    _require_columns(runs, [latency], "runs")
+    require_columns(runs, [latency], "runs")
     per_run = isinstance(devices, pd.Series) or (isinstance(devices, Mapping) and not set(devices) <= _DEVICE_KEYS)
     if per_run and "run_id" not in runs.columns:
         raise StatsError("devices maps run ids to records, but runs has no run_id column")

@@ -12,9 +12,7 @@ import pandas as pd
 from scipy import stats as st
 
 from ..errors import StatsError
-from ._common import _as_list, _require_columns
-
-__all__ = ["FioSteadyState", "SteadyState", "fio_steadystate", "steady_state", "steady_state_timeseries"]
+from ._common import as_list, require_columns
 
 _PTS = ("SNIA Solid State Storage Performance Test Specification (PTS), steady state: over a measurement window "
         "of {w} rounds, max - min of the data <= {d:.0%} of the window mean and max - min of the least-squares "
@@ -166,7 +164,7 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
         Missing columns, no rows of ``metric``, ``round_s`` <= 0, unknown ``align``, ``sum_over`` of a
         latency. A series shorter than ``window`` rounds gives a row with ``steady`` False and a note.
     """
-    _require_columns(ts, ["t_s", "metric", "value"], "timeseries")
+    require_columns(ts, ["t_s", "metric", "value"], "timeseries")
     if not (isinstance(round_s, (int, float)) and round_s > 0):
         raise StatsError(f"round_s must be a positive number of seconds, got {round_s!r}")
     if align not in ("floor", "nearest"):
@@ -177,8 +175,8 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
     if sel.empty:
         raise StatsError(f"timeseries has no rows with metric {metric!r}; metrics present: "
                          f"{sorted(map(str, ts['metric'].unique()))}")
-    keys = [c for c in _as_list(by) if c in sel.columns]
-    parts = [c for c in _as_list(sum_over) if c in sel.columns and c not in keys]
+    keys = [c for c in as_list(by) if c in sel.columns]
+    parts = [c for c in as_list(sum_over) if c in sel.columns and c not in keys]
     t = sel["t_s"].to_numpy(float) / round_s
     sel = sel.assign(_round=(np.rint(t) if align == "nearest" else np.floor(t)).astype(int))
     if parts:  # each sub-series' round mean, then their sum per round

@@ -11,9 +11,7 @@ import pandas as pd
 from scipy import stats as st
 
 from ..errors import StatsError
-from ._common import _check_confidence, _require_columns
-
-__all__ = ["VarianceComponents", "variance_components"]
+from ._common import check_confidence, require_columns
 
 
 @dataclass(frozen=True)
@@ -177,8 +175,8 @@ def variance_components(df: pd.DataFrame, levels: Sequence[str], metric: str, *,
         raise StatsError(f"levels must name at least 2 columns (high to low), got {levels}")
     if len(set(levels)) != len(levels):
         raise StatsError(f"levels must be distinct, got {levels}")
-    _require_columns(df, [*levels, metric])
-    confidence = _check_confidence(confidence)
+    require_columns(df, [*levels, metric])
+    confidence = check_confidence(confidence)
     cube, reps = _cube(df, levels, metric)
     ones = [lv for lv, r in zip(levels, reps, strict=True) if r < 2]
     if ones:

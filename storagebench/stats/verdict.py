@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ._common import _as_list, _key_tuple, _require_columns
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ..tables import metric_words, value_text
+from ._common import as_list, key_tuple, require_columns, require_positive_finite
 from .compare import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
-
-__all__ = ["NO_CI_VERDICT", "NO_DIFFERENCE", "interaction", "methods_table", "verdict", "verdict_findings",
-           "verdict_summary", "verdict_words"]
 
 #: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
 NO_CI_VERDICT = "no verdict: CI not estimable"
@@ -147,7 +146,7 @@ def verdict(comparison, *, unit: str, blocks: str | Sequence[str] | None = None,
     if not isinstance(unit, str) or not unit.strip():
         raise StatsError("unit must name the experimental unit in words (what was independently repeated), "
                          f"got {unit!r}")
-    blocks_l, factors_l = _as_list(blocks), _as_list(factors)
+    blocks_l, factors_l = as_list(blocks), as_list(factors)
     for r in rows:
         _check_replication(r, blocks_l, factors_l)
     out = []
@@ -204,9 +203,6 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     -------
     storagebench.findings.Findings
     """
-    from ..findings import Finding, Findings, fmt_p
-    from ..tables import metric_words, value_text
-
     frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
     rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
     items = []
@@ -288,9 +284,6 @@ def verdict_summary(comparison: ComparisonTable, *, unit: str, blocks: str | Seq
     StatsError
         Not a ComparisonTable; ``per`` or ``name_by`` not a ``by`` column; the refusals of :func:`verdict`.
     """
-    from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
-    from .crosstool import _metric_words
-
     if not isinstance(comparison, ComparisonTable):
         raise StatsError(f"comparison must be a ComparisonTable (from compare), got {type(comparison).__name__}")
     for name, col in (("per", per), ("name_by", name_by)):
@@ -325,7 +318,7 @@ def verdict_summary(comparison: ComparisonTable, *, unit: str, blocks: str | Seq
                 f"{name} ({fmt_number(r.ratio, digits)}; {fmt_ci(r.ci_low, r.ci_high, r.confidence, digits)}{ptext})")
         n_min = min(r.n_baseline if r.paired else min(r.n_baseline, r.n_other) for r, _ in picked)
         fewest = " (the fewest)" if len({(r.n_baseline, r.n_other) for r, _ in picked}) > 1 else ""
-        ratio_what = what or f"{_metric_words(r0.metric)} at {r0.factor} {r0.level} / {r0.baseline}"
+        ratio_what = what or f"{metric_words(r0.metric)} at {r0.factor} {r0.level} / {r0.baseline}"
         head = f"{label + ': ' if label else ''}{(str(lev) + ': ') if per else ''}{ratio_what} is "
         parts = [f"{word} for {_and(groups[word])}" for word in (up, down) if groups.get(word)]
         if groups[adjusted_away]:
@@ -438,20 +431,18 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
     Analysis of Experiments*, 8th ed., sec. 5.3 and 4.1); the paired t on per-block contrasts is its
     test with blocks x contrast as the error term.
     """
-    by_l, pair_l = _as_list(by), _as_list(pair_on)
+    by_l, pair_l = as_list(by), as_list(pair_on)
     if not pair_l:
         raise StatsError("interaction needs blocks (pair_on=): the contrast is formed within each block; for "
                          "independent runs fit a model with the interaction term (storagebench.stats.fit_model)")
-    _require_columns(df, [factor, metric, modifier, *by_l, *pair_l])
+    require_columns(df, [factor, metric, modifier, *by_l, *pair_l])
     keys = [*by_l, modifier, *pair_l]
     counts = df.groupby([*keys, factor], sort=True, dropna=False).size()
     if (counts > 1).any():
         ex = counts[counts > 1].index[0]
-        raise StatsError(f"cell {dict(zip([*keys, factor], _key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
+        raise StatsError(f"cell {dict(zip([*keys, factor], key_tuple(ex), strict=True))} holds {int(counts.max())} rows; "
                          "interaction needs one row per (group, block, factor, modifier) cell")
-    from ._common import _positive_finite
-
-    _positive_finite(df[metric], metric)
+    require_positive_finite(df[metric], metric)
     wide = df.assign(_log=np.log(df[metric].astype(float))).pivot_table(
         index=keys, columns=factor, values="_log", aggfunc="first")
     if baseline not in wide.columns:
@@ -464,7 +455,7 @@ def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifie
         missing = d[d.isna()]
         if len(missing):
             raise StatsError(f"{factor}={lev!r} or {baseline!r} missing in cell "
-                             f"{dict(zip(keys, _key_tuple(missing.index[0]), strict=True))}; "
+                             f"{dict(zip(keys, key_tuple(missing.index[0]), strict=True))}; "
                              "every block must hold both levels for every modifier level")
         parts.append(d.rename(name).reset_index().assign(**{factor: lev}))
     ratios = pd.concat(parts, ignore_index=True)

@@ -52,15 +52,17 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
+from .. import testbed as tb
 from ..errors import StatsError, StudyError
 from ..records import TestbedRecord
-from ..runner import SetUp, SweepResult
+from ..runner import SetUp, SweepResult, run_study
 from ..store import StudyStore
 from ..study import SetUpUnit, Study, load_study
 from ._base import Finding, StudyData, TestbedResult, check_study_name, load_data, region_bytes
@@ -76,7 +78,6 @@ __all__ = [
     "TestbedResult",
     "TestbedStudy",
     "TestbedOutcome",
-    "discover",
     "names",
     "get",
     "run",
@@ -233,8 +234,6 @@ def _found() -> Iterator[tuple[ModuleType, str, str]]:
         for f in sorted(path.glob("*.py")):
             if not f.name.startswith("_") and f.with_suffix(".yaml").exists():
                 yield _load_file(f), "path", str(f)
-    from importlib.metadata import entry_points
-
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             module = ep.load()
@@ -342,9 +341,6 @@ class TestbedOutcome:
 
 def _build(ts: TestbedStudy, study: Study, phases: dict[str, float], fio_bin: str):
     """The ``testbed`` the runner calls per set-up: the module's build, then preconditioning, timed."""
-    from .. import testbed as tb
-    from ._base import region_bytes
-
     @contextlib.contextmanager
     def build(unit: SetUpUnit) -> Iterator[SetUp]:
         t0 = time.monotonic()
@@ -419,9 +415,6 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
     params = dict(params or {})
     ts.check_parameters(params, confidence)
     study = ts.spec(quick=quick)
-    from .. import testbed as tb
-    from ..runner import run_study
-
     tb.require_testbed()
     t0 = time.monotonic()
     phases = {"build": 0.0, "precondition": 0.0, "tear_down": 0.0}

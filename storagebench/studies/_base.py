@@ -18,14 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 import pandas as pd
 
 from .. import stats
 from ..errors import StatsError, StudyError
+from ..findings import Finding as ReportFinding
+from ..findings import Findings
+from ..ingest import ingest_study
+from ..plots import ratio_forest
 from ..records import TestbedRecord
+from ..runlevel import per_run
 from ..store import StudyStore
 from ..study import Study, load_study
+from ..tables import metric_words, table
+from ..testbed import parse_size
 
 __all__ = [
     "Finding",
@@ -37,11 +45,8 @@ __all__ = [
     "unit_values",
     "tost_plans",
     "setup_variance",
-    "common_findings",
     "finish",
     "ratio_figure",
-    "drift_figure",
-    "steady_figure",
     "conf_text",
     "plain_log_axis",
     "region_bytes",
@@ -267,7 +272,6 @@ class TestbedResult:
         -------
         pandas.io.formats.style.Styler
         """
-        from ..tables import metric_words, table
 
         v = self.verdicts
         keys = list(v.columns[:list(v.columns).index("factor")]) if "factor" in v.columns else []
@@ -285,9 +289,6 @@ class TestbedResult:
         Each finding keeps its sentence, estimate, CI, confidence and method; ``n`` is the count of
         units (the smaller arm when unpaired) and ``unit_of_replication`` says what they are.
         """
-        from ..findings import Finding as ReportFinding
-        from ..findings import Findings
-
         units = {"verdict": "ratio", "equivalence": "points shown", "plan": "units", "qos": "outstanding I/Os",
                  "variance": "share", "drift": "%", "steady": "runs", "caveat": "ns"}
         out = []
@@ -360,8 +361,6 @@ class TestbedResult:
 
 def region_bytes(study: Study) -> int:
     """The region each run touches (the spec's ``size``), bytes."""
-    from ..testbed import parse_size
-
     if study.size is None:
         raise StudyError(f"study {study.name}: a testbed study needs 'size' (the region each run touches)")
     return parse_size(study.size)
@@ -384,8 +383,6 @@ def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None) -> pd.DataF
     I/Os / longest runtime, latency means merged by completed I/Os, percentiles from the merged json+
     bins.
     """
-    from ..runlevel import per_run
-
     out = per_run(runs, histograms)
     return out.drop(columns=["direction", "job", "job_index"], errors="ignore")
 
@@ -404,8 +401,6 @@ def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
             ts = pd.read_parquet(ts_path) if ts_path.exists() else pd.DataFrame(columns=["run_id", "t_s", "metric",
                                                                                           "value"])
             return runs, pd.read_parquet(paths[1]), ts
-    from ..ingest import ingest_study
-
     res = ingest_study(study_dir)
     with contextlib.suppress(OSError):  # a read-only results tree still gets its analysis
         res.write_parquet(tidy)
@@ -769,7 +764,6 @@ def finish(data: StudyData, *, title: str, question: str, findings: list[Finding
            tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Callable[[], Any]], confidence: float,
            captions: Mapping[str, str] | None = None, metric: str = "iops") -> TestbedResult:
     """Add the common findings (drift, steady state, cache) and figures with their captions, and build the result."""
-    from ..tables import metric_words
 
     drift, common, caveats = common_findings(data, metric=metric, confidence=confidence)
     figs, caps = dict(figures), dict(captions or {})
@@ -813,11 +807,6 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
-    from ..plots import ratio_forest
-    from ..tables import metric_words
-
     ok = verdicts.dropna(subset=["ratio", "ci_low", "ci_high"])
     ok = ok[(ok["ci_low"] > 0) & (ok["ci_high"] > 0)]
     if "metric" in ok:  # "p99 completion latency, clat", not "clat_p99_ns"
@@ -896,8 +885,6 @@ def drift_figure(drift: stats.Drift):
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
     r = drift.residuals
     fig, ax = plt.subplots(figsize=(7, 3))
     ax.scatter(r[drift.order], 100 * np.expm1(r["residual"]), s=12, color="C0")
@@ -909,7 +896,6 @@ def drift_figure(drift: stats.Drift):
         ax.legend(loc="best", fontsize="small")
     from matplotlib.ticker import MaxNLocator
 
-    from ..tables import metric_words
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a position in the run order is a whole number
     ax.axhline(0, color="grey", lw=0.8)
@@ -927,8 +913,6 @@ def steady_figure(data: StudyData):
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
     ts = data.timeseries[data.timeseries["metric"] == "iops"]
     parts = [c for c in _LOG_PARTS if c in ts.columns]
     per = (ts.assign(_round=np.rint(ts["t_s"].astype(float) / ROUND_S).astype(int))

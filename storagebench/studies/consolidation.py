@@ -12,6 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 
+import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 import pandas as pd
 
@@ -148,8 +149,6 @@ def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
 
 def _tails(data: StudyData):
     """Per-run p99 completion latency by workload and layout (points: runs; bars: geometric mean)."""
-    import matplotlib.pyplot as plt
-
     pr = data.per_run
     fig, ax = plt.subplots(figsize=(6, 3))
     labels = []

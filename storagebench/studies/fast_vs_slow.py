@@ -15,6 +15,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 
+import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import pandas as pd
 
 from .. import stats
@@ -182,8 +183,6 @@ def _load_words(name: str | None, oio) -> str:
 
 def _scores_figure(scores: pd.DataFrame, qos_p99_ms: float):
     """Normalised IOPS and p99 latency against outstanding I/Os, one line per device."""
-    import matplotlib.pyplot as plt
-
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
     for i, (dev, g) in enumerate(scores.groupby(ARM, sort=True)):
         a.plot(g["outstanding_ios"], g["normalized"], marker="o", color=f"C{i}", label=str(dev))

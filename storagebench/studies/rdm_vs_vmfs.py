@@ -16,6 +16,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 
 from .. import testbed as tb
@@ -167,8 +168,6 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
 
 def _iops_vs_size(units):
     """Set-up means of IOPS against I/O size, one panel per mix, one line per datastore (points: set-ups)."""
-    import matplotlib.pyplot as plt
-
     mixes = sorted(units["mix"].unique())
     fig, axes = plt.subplots(1, len(mixes), figsize=(4 * len(mixes), 3.2), squeeze=False, sharey=True)
     for ax, mix in zip(axes[0], mixes, strict=True):
