@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ._version import __version__
 from .fio.process import fio_version, other_fio_processes
 from .records import DeviceInfo, FilesystemInfo, Provenance
 
@@ -274,7 +275,6 @@ def collect_provenance(
     FioNotFoundError, FioError
         fio is not installed or gives no version.
     """
-    from . import __version__
 
     started = (started_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     uname = platform.uname()
