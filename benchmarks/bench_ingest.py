@@ -34,7 +34,7 @@ the same round-robin, so both ratios come from one run.
     storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
     ingest reads type- and range-checked while decoded), the same with the json+ bins left as raw
     JSON (:data:`~storagebench.ingest.fio._RAW_DECODER`, what ingest decodes: the bins of a whole batch
-    are then parsed and checked at once by ``_RowSink.parse_bins``, part of (a)'s time) and pydantic v2
+    are then parsed and checked at once by ``RowSink.parse_bins``, part of (a)'s time) and pydantic v2
     ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
     time, best of ``--repeat``.
 

@@ -1,4 +1,4 @@
-"""json+ bins parsed from their raw text for a whole batch (storagebench.ingest.fio._RowSink.parse_bins)
+"""json+ bins parsed from their raw text for a whole batch (storagebench.ingest.fio.RowSink.parse_bins)
 give exactly the tables and errors of the typed dict decoding, on real fio json+ outputs and on edits
 of their bins text: what fio writes is taken on the fast path, anything else goes back to the decoder."""
 
@@ -38,8 +38,8 @@ def _same(fast, slow):
 
 def _parsed_fast(data: bytes) -> bool:
     """True when the raw bins of this one output are taken on the fast path."""
-    sink = F._RowSink(raw_bins=True)
-    F._emit_rows(sink, data, "x.json")
+    sink = F.RowSink(raw_bins=True)
+    F.emit_rows(sink, data, "x.json")
     return sink.parse_bins()
 
 
