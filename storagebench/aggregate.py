@@ -498,7 +498,16 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
             continue
         name = ", ".join(str(k) for k in key)
         first, last = g.iloc[0], g.iloc[-1]
-        at = g[g[x] == sat[f"saturation_{x}"]].iloc[0]
+        level_at = sat[f"saturation_{x}"]
+        if pd.isna(level_at):  # one run per level: no step has a CI, so no saturation level is claimed
+            sentence = (f"{name}: {fmt_number(first['mean'])} {metric} with {_level_words(first[x], x)}, "
+                        f"{fmt_number(last['mean'])} {metric} with {_level_words(last[x], x)} (one run per level: "
+                        "no CI, so no step is shown to add and no saturation level is claimed; repeat the runs).")
+            out.append(Finding(sentence, estimate=float(last["mean"]), confidence=confidence, n=int(g["n"].min()),
+                               unit_of_replication=f"fio runs per ({', '.join([*by, x])}) point", unit=metric,
+                               method="one run per level: point values only", key=f"saturation:{name}"))
+            continue
+        at = g[g[x] == level_at].iloc[0]
 
         def val(r) -> str:
             return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
