@@ -313,6 +313,7 @@ def _check_safety(point: RunPoint, study: Study, store: StudyStore, tgt: str, ho
 
 
 _CREATED = "created_targets.json"
+_CREATED_LOCK = threading.Lock()
 
 
 def _own_files(store: StudyStore) -> set[tuple[int, int, int]]:
@@ -352,13 +353,16 @@ def _note_created(store: StudyStore, target: str, existed: set[str]) -> None:
     if not new:
         return
     path = store.root / _CREATED
-    try:
-        old = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        old = []
-    tmp = path.with_name(f".{_CREATED}.tmp-{os.getpid()}")
-    tmp.write_bytes(orjson.dumps([*old, *new], option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    # the runs of a concurrency group finish in threads of this process: one read-modify-write at a time
+    # (a shared temp name raced: one thread's rename left the other an ENOENT, and an update could be lost)
+    with _CREATED_LOCK:
+        try:
+            old = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            old = []
+        tmp = path.with_name(f".{_CREATED}.tmp-{os.getpid()}-{threading.get_ident()}")
+        tmp.write_bytes(orjson.dumps([*old, *new], option=orjson.OPT_INDENT_2))
+        os.replace(tmp, path)
 
 
 _FIO_PARSED: set[str] = set()

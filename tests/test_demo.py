@@ -47,7 +47,11 @@ def test_demo_end_to_end_on_a_tiny_study(tmp_path, fio_bin):
     assert float(peak[7]) > float(peak[6]) > 0
     lo, est, hi = (int(peak[i].replace(",", "")) for i in (2, 1, 3))
     assert 0 < lo < est < hi  # two runs per point: a log-scale CI, pooled over the 4 points, above 0
-    assert "n = 2 times" in text and "pooled over all 4 points (4 residual df)" in text
+    # the spread pooled over the 4 points on the log scale, unless the equal-CV check rejects it (a busy host):
+    # then each CI rests on its point's own runs, and the page says so
+    assert "n = 2 times" in text
+    assert ("pooled over all 4 points (4 residual df)" in text
+            or re.search(r"The spread between runs differs from point to point \(Bartlett p = [^)]*\)", text)), text
     # the printed numbers are the tidy tables' numbers: the geometric mean of the point's runs
     runs = pd.read_parquet(out / "demo_tiny" / "tidy" / "runs.parquet")
     assert runs["run_id"].nunique() == 8 and (runs["iops"] > 0).all()
