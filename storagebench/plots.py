@@ -1287,14 +1287,7 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
         ax.annotate(f"{words[gid]} {fmt_number(value, 3)}", (xa, value), xycoords=("axes fraction", "data"),
                     xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize="x-small", color="crimson",
                     zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
-    u = f" ({unit})" if unit else ""
-    if log:
-        _ba_log_axes(ax)
-        ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
-        ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
-    else:
-        ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
-        ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
+    _ba_axis_labels(ax, names, unit, log)
     ax.set_title(title if title is not None else f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}; "
                  f"bands: {ag.confidence:.0%} CIs)")
     if groups is not None:
@@ -1309,6 +1302,18 @@ def _compact(v: float) -> str:
     if v >= 1e3:
         return f"{v / 1e3:g}k"
     return f"{v:g}"
+
+
+def _ba_axis_labels(ax, names, unit: str, log: bool) -> None:
+    """Axis labels (and log axes) of a Bland-Altman plot: ratio vs geometric mean, or difference vs mean."""
+    u = f" ({unit})" if unit else ""
+    if log:
+        _ba_log_axes(ax)
+        ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
+        ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
+    else:
+        ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
+        ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
 
 
 def _ba_log_axes(ax: Axes) -> None:
@@ -1328,14 +1333,7 @@ def _too_few(ax: Axes, a, b, *, log: bool, names: tuple[str, str], unit: str) ->
     mag, diff = (np.sqrt(x * y), x / y) if log else ((x + y) / 2.0, x - y)
     ax.scatter(mag, diff, s=26, color=sns.color_palette("colorblind")[0], edgecolor="white", lw=0.5, zorder=3)
     ax.axhline(1.0 if log else 0.0, color="0.6", lw=0.8, zorder=1)
-    u = f" ({unit})" if unit else ""
-    if log:
-        _ba_log_axes(ax)
-        ax.set_xlabel(f"geometric mean of {names[0]} and {names[1]}{u}, log scale")
-        ax.set_ylabel(f"ratio {names[0]} / {names[1]} (log scale)")
-    else:
-        ax.set_xlabel(f"mean of {names[0]} and {names[1]}{u}")
-        ax.set_ylabel(f"difference {names[0]} - {names[1]}{u}")
+    _ba_axis_labels(ax, names, unit, log)
 
 
 def _display_unit(metric: str) -> tuple[str, float]:

@@ -1411,15 +1411,9 @@ def check_provenance(prov: Any, path: str) -> Provenance:
 def _decode_or_none(data: bytes, path: str) -> Any:
     """:data:`_DECODER`'s document of ``data`` (None: not one JSON document), or its error as an IngestError."""
     try:
-        return _DECODER.decode(data)
+        return _decode(data, path)
     except msgspec.DecodeError:
         return None
-    except msgspec.ValidationError as exc:
-        raise _validation_error(exc, data, path) from None
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(exc, path) from None
-    except RecursionError:
-        raise IngestError("JSON nested too deeply to be fio output", path=path) from None
 
 
 def emit_rows(
