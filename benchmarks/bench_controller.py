@@ -2,7 +2,7 @@
 """Controller overhead of fio client/server: wall time of an N-client point vs a 1-client point.
 
 Every point runs the same job (4 KiB random read, psync, ``runtime`` s, ``time_based``) through
-:func:`storagebench.clientserver.run_clients` on loopback test servers (one directory each). The
+:func:`storagebench._clientserver.run_clients` on loopback test servers (one directory each). The
 wall time of the client process is measured for 1 client and for N clients, ``--repeat`` times
 each, interleaved; reported: medians, the ratio N-client / 1-client, and the overhead beyond the
 runtime. A ratio near 1 means the controller adds no per-client serial cost; fio's client sends
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from storagebench.clientserver import run_clients  # noqa: E402
+from storagebench._clientserver import run_clients  # noqa: E402
 from storagebench.servers import fio_servers, server_versions  # noqa: E402
 
 JOB = """[global]

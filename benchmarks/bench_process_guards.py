@@ -2,7 +2,7 @@
 
 Per run the runner adds, outside fio's own time:
 
-* ``quiet check``: :meth:`storagebench.hostinfo.QuietProbe.finish` with a 0 s window: two reads of
+* ``quiet check``: :meth:`storagebench._hostinfo.QuietProbe.finish` with a 0 s window: two reads of
   the target device's ``stat`` file and one scan of ``/proc`` for other fio processes (the window
   itself, 1 % of runtime + ramp_time by default, is measured by ``bench_sweep_overhead.py --quiet-window``);
 * ``leftover scan``: :func:`storagebench.fio.process.run_processes`, the ``/proc`` scan that
@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from storagebench._hostinfo import QuietProbe  # noqa: E402
 from storagebench.fio import process  # noqa: E402
-from storagebench.hostinfo import QuietProbe  # noqa: E402
 
 
 def _median_ms(fn, n: int) -> float:

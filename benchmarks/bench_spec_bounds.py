@@ -2,10 +2,10 @@
 
 Measured in one process, alternating, median over ``--rounds``:
 
-* ``parse``: the 7 committed ``data/studies/*.yaml`` parsed with :func:`storagebench.safeyaml.load_yaml`
+* ``parse``: the 7 committed ``data/studies/*.yaml`` parsed with :func:`storagebench._safeyaml.load_yaml`
   (node/depth/alias limits, duplicate keys) vs bare ``yaml.safe_load`` (the baseline): the ratio is
   the price of the limits on a normal spec.
-* ``load``: :func:`storagebench.study.load_study` of the same files (parse + every check) vs bare
+* ``load``: :func:`storagebench._study.load_study` of the same files (parse + every check) vs bare
   ``yaml.safe_load``.
 * hostile specs, each refused: a billion-laughs document (9 levels of 9 under an unknown key), a
   merge-key bomb, 256 KiB of ``[``, a 10**20-run grid; time to the StudyError in ms and as a ratio
@@ -28,9 +28,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from storagebench._safeyaml import load_yaml  # noqa: E402
+from storagebench._study import load_study  # noqa: E402
 from storagebench.errors import StudyError  # noqa: E402
-from storagebench.safeyaml import load_yaml  # noqa: E402
-from storagebench.study import load_study  # noqa: E402
 
 STUDIES = sorted((ROOT / "data" / "studies").glob("*.yaml"))
 GOOD = "name: fz\nfactors:\n  iodepth: [1, 2]\nfixed:\n  rw: randread\nruntime: 1\n"

@@ -4,7 +4,7 @@ A 16-point grid (iodepth 1, 2, 4, 8 x numjobs 1, 2, 4, 8; 4 KiB random read, lib
 direct=1, runtime 2 s, a 16 MiB file) is run two ways in the same process, in alternating
 order over ``--rounds`` rounds:
 
-* ``storagebench``: :func:`storagebench.runner.run_study` into a fresh results directory
+* ``storagebench``: :func:`storagebench._runner.run_study` into a fresh results directory
   (job files, safety check, provenance, fio with a timeout, JSON check, fsync + rename);
 * ``bare fio``: the same 16 job files (rendered once by storagebench beforehand) run as
   ``fio --output-format=json+ --output=... job.fio`` back to back with ``subprocess.run``.
@@ -40,10 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from storagebench.jobfile import render_jobfile  # noqa: E402
+from storagebench._jobfile import render_jobfile  # noqa: E402
+from storagebench._runner import run_study  # noqa: E402
+from storagebench._study import load_study  # noqa: E402
 from storagebench.records import Provenance  # noqa: E402
-from storagebench.runner import run_study  # noqa: E402
-from storagebench.study import load_study  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

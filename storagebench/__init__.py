@@ -20,8 +20,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ._batch import run_batch
+from ._loadgen_profiles import study_from_diskspd, study_from_icf
+from ._runner import SweepResult, run_study
+from ._store import StudyStore
+from ._study import RunPlan, Study, load_study
 from ._version import __version__ as __version__
-from .batch import run_batch
 from .errors import (
     FioError,
     FioNotFoundError,
@@ -40,15 +44,11 @@ from .errors import (
 )
 from .findings import Finding, Findings
 from .ingest import IngestResult, ingest_paths, ingest_study, ingest_to_parquet
-from .loadgen_profiles import study_from_diskspd, study_from_icf
 from .publish import build_site, execute_notebook, publish_report
 from .published import load_published, load_result_sets, load_table
 from .runlevel import read_run_totals
-from .runner import SweepResult, run_study
 from .scaling import load_scaling, measure_scaling
 from .schema import read_table
-from .store import StudyStore
-from .study import RunPlan, Study, load_study
 
 __all__ = [
     # a study: spec -> plan -> runs

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SchemaError, StatsError
+from .findings import Finding, Findings, fmt_ci, fmt_number
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
 from .stats import compare, find_knee, mean_ci
@@ -102,7 +103,7 @@ def combine_jobs(
     other = [p for p in percentiles if float(p) not in PERCENTILES]
     if other:
         raise SchemaError(f"percentiles must be among {list(PERCENTILES)} (the run-level table's), got {other}; "
-                          "compute others from the histograms (storagebench.histogram)")
+                          "compute others from the histograms (storagebench._histogram)")
     hosts, direction = _BY[key]
     return select(_totals(runs, histograms), hosts=hosts, direction=direction)
 
@@ -479,8 +480,6 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
     StatsError
         ``summary`` or ``saturation`` lack their columns.
     """
-    from .findings import Finding, Findings, fmt_ci, fmt_number
-
     by = list(by)
     _need(summary, [*by, x, "n", "mean", "ci_low", "ci_high", "gain_ratio", "gain_ci_low", "gain_ci_high", "adds"],
           "summary")

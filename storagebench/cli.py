@@ -30,13 +30,16 @@ from typer.core import TyperCommand, TyperGroup
 # and studies (matplotlib, through plots) only in the commands that need them, so that `--version`,
 # `-h` and the other commands do not pay about two seconds for them.
 from . import testbed as tb
+from ._batch import load_param_sets, run_batch
+from ._hostinfo import filesystem_of
+from ._loadgen_profiles import study_from_diskspd, study_from_icf
+from ._runner import run_study
+from ._store import utc_stamp
+from ._study import load_study
 from ._version import __version__
-from .batch import load_param_sets, run_batch
 from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path
 from .fio.process import fio_version
-from .hostinfo import filesystem_of
 from .ingest import ingest_study, ingest_to_parquet
-from .loadgen_profiles import study_from_diskspd, study_from_icf
 from .publish import (
     DEFAULT_REPORT_NOTEBOOKS,
     build_site,
@@ -45,11 +48,8 @@ from .publish import (
     study_provenance,
 )
 from .published import load_table, match_level, select_rows
-from .runner import run_study
 from .scaling import measure_scaling
 from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
-from .store import utc_stamp
-from .study import load_study
 
 
 def _plain_type(self, ctx) -> str | None:

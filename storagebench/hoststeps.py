@@ -4,8 +4,8 @@ Each step is an object with ``show()`` (the state now, changes nothing), ``apply
 change, returns what it did) and ``to_dict()`` (the record kept in a run's provenance). Each is
 tested for its *effect*: pages really leave the page cache, sysfs really shows the scheduler.
 
-A study asks for them with ``host_steps`` (:data:`storagebench.study.HOST_STEPS`, read by
-:func:`storagebench.study.parse_host_steps`: the spec's grammar is the study's, re-exported here);
+A study asks for them with ``host_steps`` (:data:`storagebench._study.HOST_STEPS`, read by
+:func:`storagebench._study.parse_host_steps`: the spec's grammar is the study's, re-exported here);
 the runner applies them before each run (each concurrency group) with :class:`HostSteps`, records
 what they did in the run's ``provenance.json`` (``host_steps``) and puts a changed scheduler back
 after the run, when it fails too. A sweep killed before it could put a scheduler back leaves a
@@ -31,10 +31,10 @@ from typing import Any
 
 import orjson
 
+from ._hostinfo import sysfs_block_dir
+from ._safety import check_scheduler_device
+from ._study import HOST_STEPS, SCHEDULERS, parse_host_steps  # the study key's grammar (re-exported)
 from .errors import HostError, StudyError, shown
-from .hostinfo import sysfs_block_dir
-from .safety import check_scheduler_device
-from .study import HOST_STEPS, SCHEDULERS, parse_host_steps  # the study key's grammar (re-exported)
 
 __all__ = ["DropPageCache", "DropFileCache", "SetScheduler", "resident_bytes", "meminfo_bytes", "HOST_STEPS",
            "SCHEDULERS", "parse_host_steps", "HostSteps", "restore_journal"]
@@ -375,7 +375,7 @@ class HostSteps:
     targets : sequence of str
         The fio ``filename`` entries of the runs (absolute paths; ``a:b`` already split).
     allow_devices : sequence of str
-        As :func:`storagebench.safety.check_run`'s.
+        As :func:`storagebench._safety.check_run`'s.
     allow : iterable of str
         The study's ``allow``.
     journal : path, optional
@@ -385,7 +385,7 @@ class HostSteps:
     Raises
     ------
     UnsafeTargetError
-        A scheduler step on a device it may not change (:func:`storagebench.safety.check_scheduler_device`).
+        A scheduler step on a device it may not change (:func:`storagebench._safety.check_scheduler_device`).
     StudyError
         The device does not offer the scheduler (the message names the device and what it offers).
     HostError

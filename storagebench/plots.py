@@ -22,6 +22,7 @@ drawn only where a point has a CI.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,14 +36,19 @@ from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from ._histogram import merge_histograms, percentiles_from_bins
 from .errors import SchemaError
+from .findings import fmt_number
 from .records import provenance_records
 from .runlevel import is_run_totals
 from .runlevel import per_run as _runlevel_per_run
 from .schema import DIRECTIONS, PERCENTILES, RUN_TOTALS, RUNS, percentile_column
+from .stats import attach_factors, bland_altman, point_means, point_percentiles
+from .tables import column_display
 
 __all__ = [
     "METRICS",
@@ -311,8 +317,6 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
                          "run has no single value of it: pass `direction` or filter the rows.")
     _need_columns(pr, by + [s.column for s in specs], "runs")
     _check_not_mixed(pr, by)
-    from .stats import point_means
-
     scaled = pr[[*by, "run_id"]].copy() if "run_id" in pr.columns else pr[by].copy()  # errors name the run
     for name, spec in zip(metrics, specs, strict=True):
         scaled[name] = pr[spec.column].astype(float) * spec.scale
@@ -338,7 +342,7 @@ def summary_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     histograms : pandas.DataFrame, optional
         Tidy ``histograms`` table; when given, p50/p99 completion latency of each point
         are computed from the merged json+ bins of all its runs (never by averaging
-        percentiles), with :func:`storagebench.histogram.percentiles_from_bins`.
+        percentiles), with :func:`storagebench._histogram.percentiles_from_bins`.
     by : sequence of str
         Factor columns that define a point.
     direction : {"read", "write", "trim"} or None
@@ -436,30 +440,22 @@ def littles_law_summary(checked: pd.DataFrame, *, tolerance: float = 0.2) -> str
 
 
 def _merged_bins(histograms: pd.DataFrame) -> pd.DataFrame:
-    from .histogram import merge_histograms
-
     return merge_histograms(histograms, by=())
 
 
 def _percentiles(bins: pd.DataFrame, percentiles: Sequence[float]) -> dict[float, float]:
-    from .histogram import percentiles_from_bins
-
     res = percentiles_from_bins(bins["bin_ns"].to_numpy(), bins["count"].to_numpy(), list(percentiles))
     return {float(k): float(v) for k, v in res.items()}
 
 
 def _join_factors(runs: pd.DataFrame | None, histograms: pd.DataFrame, by: Sequence[str],
                   direction: str | None) -> pd.DataFrame:
-    from .stats import attach_factors
-
     if direction is not None:
         _one_of("direction", direction, list(DIRECTIONS))
     return attach_factors(histograms, runs, list(by), direction)
 
 
 def _point_percentiles(runs, histograms, *, by, percentiles, direction) -> pd.DataFrame:
-    from .stats import point_percentiles
-
     if direction is not None:
         _one_of("direction", direction, list(DIRECTIONS))
     pct = point_percentiles(histograms, runs, list(by), tuple(percentiles), direction=direction)
@@ -685,8 +681,6 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     ValueError
         ``latency`` is not a latency metric; ``knee`` names a point that is not in ``runs``.
     """
-    from matplotlib.lines import Line2D
-
     lat_names = [k for k in METRICS if k.endswith("_ms")]
     _one_of("latency", latency, lat_names)
     by = [c for c in (hue, order) if c]
@@ -951,8 +945,8 @@ def clat_cdf(histograms: pd.DataFrame, *, runs: pd.DataFrame | None = None, by: 
     """Completion-latency distribution from merged fio json+ bins, log latency axis.
 
     The bins of all runs (and jobs, hosts) in a group are merged by adding counts
-    (:func:`storagebench.histogram.merge_histograms`); percentiles are marked with fio's
-    own rule (:func:`storagebench.histogram.percentiles_from_bins`, fio ``stat.c``).
+    (:func:`storagebench._histogram.merge_histograms`); percentiles are marked with fio's
+    own rule (:func:`storagebench._histogram.percentiles_from_bins`, fio ``stat.c``).
 
     Parameters
     ----------
@@ -1193,8 +1187,6 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
 
 def _forest_labels(df: pd.DataFrame, groups: Sequence[str], width: int = 38) -> list[str]:
     """Readable row labels: values in their display unit (bs in KiB), wrapped at ``width`` characters."""
-    import textwrap
-
     def text(col: str, v: Any) -> str:
         if col == "bs_bytes" and isinstance(v, (int, float, np.number)):
             return f"{v / 1024:g} KiB"
@@ -1247,8 +1239,6 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
     StatsError
         From :func:`storagebench.stats.bland_altman` (fewer than 3 pairs, values <= 0 with ``log`` ...).
     """
-    from .stats import bland_altman
-
     ag = bland_altman(a, b, log=log, confidence=confidence)
     x = np.asarray(a, dtype=float).ravel()
     y = np.asarray(b, dtype=float).ravel()
@@ -1272,8 +1262,6 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names
     lines = (("bias", ag.bias, ag.bias_ci_low, ag.bias_ci_high, "-"),
              ("loa_low", ag.loa_low, ag.loa_low_ci_low, ag.loa_low_ci_high, "--"),
              ("loa_high", ag.loa_high, ag.loa_high_ci_low, ag.loa_high_ci_high, "--"))
-    from .findings import fmt_number
-
     words = {"bias": "bias" if not log else "geometric mean ratio",
              "loa_low": f"lower limit ({ag.coverage:.0%} of pairs)", "loa_high": "upper limit"}
     # bias label at the left, the limits at the right, the lower one under its line: they never overlap
@@ -1337,8 +1325,6 @@ def _too_few(ax: Axes, a, b, *, log: bool, names: tuple[str, str], unit: str) ->
 
 
 def _display_unit(metric: str) -> tuple[str, float]:
-    from .tables import column_display
-
     label, scale = column_display(metric)
     if metric == "iops":
         return "IOPS", scale

@@ -24,13 +24,14 @@ from typing import Any
 
 import orjson
 
+from ._store import StudyStore
+
 # papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
 # `import storagebench` loads this module, and they would add about a second to every command.
 from ._version import __version__
 from .errors import PublishError, SchemaError
 from .findings import MIME_TYPE, Findings
 from .records import Provenance
-from .store import StudyStore
 
 __all__ = [
     "NOTEBOOK_DIR",
@@ -59,7 +60,7 @@ def study_provenance(study_dir: str | os.PathLike) -> list[Provenance]:
     ----------
     study_dir : str or path
         ``results/<study>/``; records are read from ``raw/<run_id>/provenance.json``
-        (:meth:`storagebench.store.StudyStore.provenance`, any format version this storagebench reads).
+        (:meth:`storagebench._store.StudyStore.provenance`, any format version this storagebench reads).
 
     Returns
     -------

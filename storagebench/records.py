@@ -91,7 +91,7 @@ _CONDITIONAL = ("device_note", "client_server", "safety", "quiet_host", "hosts",
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """The block device under a run's target, from sysfs (:func:`storagebench.hostinfo.block_device_info`).
+    """The block device under a run's target, from sysfs (:func:`storagebench._hostinfo.block_device_info`).
 
     Attributes
     ----------
@@ -328,7 +328,7 @@ class Provenance:
     client_server : ClientServerInfo or None
         fio's client command and the servers' fio versions.
     safety : dict or None
-        What :mod:`storagebench.safety` checked and what was allowed (``allow``, ``allow_devices``,
+        What :mod:`storagebench._safety` checked and what was allowed (``allow``, ``allow_devices``,
         the objects touched, overrides).
     quiet_host : dict or None
         The quiet-host check before the run (other fio processes, device activity).

@@ -19,7 +19,7 @@ directions of a job summed into one ``mixed`` block) and for a client's ``All cl
   ``S = S1 + S2 + (m1 - m2)**2 n1 n2 / (n1 + n2)``, printed SD ``sqrt(S / (N - 1))`` (``calc_lat``);
   min and max are the min and max; a stat without samples is skipped;
 * percentiles come from the summed ``io_u_plat`` histogram (``calc_clat_percentiles``): here the
-  merged json+ bins (:mod:`storagebench.histogram`), never an average of percentiles;
+  merged json+ bins (:mod:`storagebench._histogram`), never an average of percentiles;
 * CPU is ``usr_time`` summed over ``total_run_time`` summed: the runtime-weighted mean of the jobs'
   ``usr_cpu``;
 * the group's ``error`` is the first non-zero job error.
@@ -66,8 +66,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
+from ._histogram import grid_index, grouped_percentiles
 from .errors import SchemaError
-from .histogram import grid_index, grouped_percentiles
 from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
@@ -275,7 +275,7 @@ class _Bins:
 
 def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
     """Percentiles (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(PERCENTILES)),
-    NaN where a group has none (fio's rule: :func:`storagebench.histogram.grouped_percentiles`)."""
+    NaN where a group has none (fio's rule: :func:`storagebench._histogram.grouped_percentiles`)."""
     out = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
     if not len(hist.block_row):
         return out

@@ -1,12 +1,12 @@
 """Scale-out studies: one study whose ``clients`` factor runs each point on ``hosts[:clients]``.
 
-A scale-out study is an ordinary :class:`~storagebench.study.Study` with a ``clients`` factor: the
-runner (:func:`storagebench.runner.run_study`) runs each point through fio's client/server mode
-(:func:`storagebench.clientserver.run_clients`), the client counts interleaved with every other
+A scale-out study is an ordinary :class:`~storagebench._study.Study` with a ``clients`` factor: the
+runner (:func:`storagebench._runner.run_study`) runs each point through fio's client/server mode
+(:func:`storagebench._clientserver.run_clients`), the client counts interleaved with every other
 factor in one seeded random order, stored in one study directory and resumed as one. This module
 sets such a study up for given hosts (:func:`scaling_study`), runs it on them or on test fio servers
 started here (:func:`measure_scaling`, :func:`run_scaling`), and reads it back with each host's span
-log (:func:`load_scaling`). It sits above the runner; :mod:`storagebench.clientserver` (one
+log (:func:`load_scaling`). It sits above the runner; :mod:`storagebench._clientserver` (one
 ``fio --client`` run) sits below it and imports nothing of it.
 """
 
@@ -19,14 +19,14 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from .clientserver import read_span_logs
+from ._clientserver import read_span_logs
+from ._runner import run_study
+from ._study import CLIENTS_FACTOR, Study, load_study
 from .errors import StudyError
 from .fio.hosts import Host, parse_host
 from .ingest import IngestResult, ingest_study
 from .records import Provenance
-from .runner import run_study
 from .servers import default_socket_root, fio_servers, parse_hostfile
-from .study import CLIENTS_FACTOR, Study, load_study
 
 __all__ = ["scaling_study", "run_scaling", "load_scaling", "measure_scaling"]
 
@@ -35,14 +35,14 @@ def scaling_study(study, hosts: Sequence["str | Host"] | None = None, *, overrid
                   levels: Mapping | None = None):
     """A scale-out study (``clients`` factor) set up to run on ``hosts``, as ONE study.
 
-    The ``clients`` factor is native to :class:`~storagebench.study.Study`: level ``n`` runs
+    The ``clients`` factor is native to :class:`~storagebench._study.Study`: level ``n`` runs
     on ``hosts[:n]``, and the client counts are interleaved with every other factor in one
     seeded random run order (so drift over time is not confounded with load), stored in one
     study directory and resumed as one.
 
     Parameters
     ----------
-    study : storagebench.study.Study or path
+    study : storagebench._study.Study or path
         A spec with a ``clients`` factor (``data/studies/scaling.yaml``).
     hosts : sequence of str or Host, optional
         fio servers, at least as many as the largest ``clients`` level; they replace the spec's
@@ -56,7 +56,7 @@ def scaling_study(study, hosts: Sequence["str | Host"] | None = None, *, overrid
 
     Returns
     -------
-    storagebench.study.Study
+    storagebench._study.Study
 
     Raises
     ------
@@ -105,17 +105,17 @@ def run_scaling(study, hosts: Sequence["str | Host"] | None = None, out_dir="res
     overrides, levels
         As in :func:`scaling_study`.
     **run_kwargs
-        Passed to :func:`~storagebench.runner.run_study` (``progress``, ``timeout_s``, ``fio_bin`` ...).
+        Passed to :func:`~storagebench._runner.run_study` (``progress``, ``timeout_s``, ``fio_bin`` ...).
 
     Returns
     -------
-    storagebench.runner.SweepResult
+    storagebench._runner.SweepResult
         ``.root`` for :func:`load_scaling`.
 
     Raises
     ------
     StudyError
-        See :func:`scaling_study` and :func:`~storagebench.runner.run_study`.
+        See :func:`scaling_study` and :func:`~storagebench._runner.run_study`.
     """
     return run_study(scaling_study(study, hosts, overrides=overrides, levels=levels), out_dir=out_dir,
                      **run_kwargs)
@@ -202,7 +202,7 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
 
     Returns
     -------
-    storagebench.runner.SweepResult
+    storagebench._runner.SweepResult
         ``.root`` for :func:`load_scaling`.
 
     Raises

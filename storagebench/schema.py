@@ -364,7 +364,7 @@ def table_metadata(table: str, *, spec_hash: str | None = None,
     table : str
         One of :data:`TABLES`.
     spec_hash : str, optional
-        :attr:`storagebench.study.Study.spec_hash` of the study the rows come from (``None`` for
+        :attr:`storagebench._study.Study.spec_hash` of the study the rows come from (``None`` for
         loose files).
     spec_hashes : list of str, optional
         Every spec hash met, when the rows come from several studies (``spec_hash`` is then ``None``).

@@ -33,11 +33,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ._safety import check_run
+from ._store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 from .errors import FioError, TestbedError
 from .fio import options as fo
 from .fio import process
-from .safety import check_run
-from .store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 
 __all__ = [
     "LoopDevice",
@@ -719,7 +719,7 @@ def precondition(paths: Sequence[str], size: int | str, *, allow_devices: Sequen
     """Write the region of each target sequentially ``loops`` times before it is measured.
 
     fio ``rw=write bs=1m direct=1 ioengine=libaio iodepth=8 size=<size> loops=<loops>`` on each path,
-    one after the other, each checked first by :func:`storagebench.safety.check_run` (a block device
+    one after the other, each checked first by :func:`storagebench._safety.check_run` (a block device
     must be in ``allow_devices``) and run by :func:`storagebench.fio.process.run` (its own session,
     stopped on timeout or Ctrl-C). Reads then hit written blocks (no holes of a sparse file or a fresh
     device, which read back without touching the medium), and writes start from a device state that is

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from storagebench._clientserver import read_client_output, read_span_logs, run_clients
+from storagebench._histogram import percentiles_from_bins
 from storagebench.aggregate import (
     client_overlap,
     client_spans,
@@ -18,10 +20,8 @@ from storagebench.aggregate import (
     jain_index,
     per_host,
 )
-from storagebench.clientserver import read_client_output, read_span_logs, run_clients
 from storagebench.errors import SchemaError
 from storagebench.fio.hosts import host_label
-from storagebench.histogram import percentiles_from_bins
 from storagebench.ingest import ingest_paths
 from storagebench.servers import fio_servers
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from storagebench.batch import ParamSet, load_param_sets, run_batch, validate_param_sets
+from storagebench._batch import ParamSet, load_param_sets, run_batch, validate_param_sets
 from storagebench.errors import PublishError
 
 
@@ -148,7 +148,7 @@ def test_scaling_notebook_runs_as_a_batch_on_test_servers(tmp_path):
                    for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     import orjson
 
-    from storagebench.study import load_study
+    from storagebench._study import load_study
 
     assert "4k_randread" in text
     assert load_study(tmp_path / "results" / "scaling" / "study.yaml").factors["clients"] == [1, 2]

@@ -10,7 +10,7 @@ import threading
 import orjson
 import pytest
 
-from storagebench.clientserver import client_command, read_client_output, run_clients
+from storagebench._clientserver import client_command, read_client_output, run_clients
 from storagebench.errors import FioError, HostError
 from storagebench.fio.hosts import host_label
 from storagebench.fio.process import fio_version
@@ -68,7 +68,7 @@ def test_run_clients_every_host_reports(servers, tmp_path):
 def test_socket_servers_labels_agree_with_ingest_and_span_logs_are_read(servers, tmp_path):
     """fio reports a socket server as hostname=<path>, port=8765; the tidy ``host`` is Host.label
     (``sock:<path>``) in run_clients' check, in ingest and in the span logs."""
-    from storagebench.clientserver import read_span_logs, span_log_prefix
+    from storagebench._clientserver import read_span_logs, span_log_prefix
     from storagebench.ingest import ingest_paths
 
     hs = [servers[0].host, servers[2].host]  # servers[1] is killed by a later test
@@ -97,7 +97,7 @@ def test_socket_servers_labels_agree_with_ingest_and_span_logs_are_read(servers,
 
 def test_loopback_tcp_servers_run_and_span_logs(tmp_path):
     """The TCP path (loopback mode): labels address:port, per-job span logs named by address."""
-    from storagebench.clientserver import read_span_logs
+    from storagebench._clientserver import read_span_logs
 
     with fio_servers(2, mode="loopback", workdir=tmp_path / "srv") as ss:
         jobs = _jobs(ss, tmp_path)
@@ -182,8 +182,8 @@ def test_study_on_servers_killed_server_fails_one_run_rerun_completes(tmp_path):
 
     import orjson as _orjson
 
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
 
     with fio_servers(2, workdir=tmp_path / "servers") as servers:
         spec = load_study({
@@ -220,7 +220,7 @@ def test_study_on_servers_killed_server_fails_one_run_rerun_completes(tmp_path):
         # restart the server on the same address: the rerun measures exactly the missing runs
         revived = start_server(victim.host, victim.workdir)
         try:
-            from storagebench import clientserver
+            from storagebench import _clientserver as clientserver
 
             clientserver._VERSION_CACHE.clear()
             second = run_study(spec, out_dir=tmp_path / "results", progress=False)
@@ -253,9 +253,9 @@ def test_clients_factor_one_study_random_order_hosts_per_run_kill_and_resume(tmp
 
     import yaml
 
-    from storagebench.runner import run_study
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
     from storagebench.scaling import load_scaling
-    from storagebench.study import load_study
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "results"
@@ -324,9 +324,9 @@ def test_clients_factor_one_study_random_order_hosts_per_run_kill_and_resume(tmp
 
 
 def test_clients_beyond_a_host_file_refused_before_anything_runs(tmp_path, fio_bin):
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
     from storagebench.errors import StudyError
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
 
     hostfile = tmp_path / "hosts.txt"
     hostfile.write_text("# two servers\n127.0.0.1,18991\n127.0.0.1,18992\n")
@@ -337,9 +337,9 @@ def test_clients_beyond_a_host_file_refused_before_anything_runs(tmp_path, fio_b
 
 
 def test_measure_scaling_is_one_study_and_refuses_bad_levels_before_servers_start(tmp_path):
+    from storagebench._study import load_study
     from storagebench.errors import StudyError
     from storagebench.scaling import measure_scaling, scaling_study
-    from storagebench.study import load_study
 
     spec = os.path.join(os.path.dirname(__file__), "..", "data", "studies", "scaling.yaml")
     with pytest.raises(StudyError, match=r"levels.pattern: must be a non-empty subset of .*got \['4k_randreed'\]"):
@@ -393,9 +393,9 @@ def test_ingest_takes_factor_columns_of_a_runner_run_from_point_json(servers, tm
 def test_runner_keeps_the_servers_fio_versions_and_the_client_command(tmp_path, fio_bin):
     """A client/server study on two fio servers on 127.0.0.1: each run's provenance.json holds the
     client_server record run_clients made (every server's fio version, the client command), typed."""
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
     from storagebench.records import FORMAT_VERSION, Provenance
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
 
     version = fio_version(fio_bin)
     with fio_servers(2, mode="loopback", workdir=tmp_path / "srv") as ss:

@@ -10,13 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storagebench._histogram import merge_histograms, percentiles_from_bins, plat_idx_to_val, plat_val_to_idx
 from storagebench.errors import SchemaError, StatsError
-from storagebench.histogram import (
-    merge_histograms,
-    percentiles_from_bins,
-    plat_idx_to_val,
-    plat_val_to_idx,
-)
 from storagebench.ingest import ingest_paths
 
 JSONPLUS = ["single_jsonplus.json", "numjobs4_nogroup.json", "numjobs4_group.json", "two_jobs.json",
@@ -136,7 +131,7 @@ def _fio_loop(bins, counts, plist):
 def test_grouped_percentiles_is_fios_loop_on_every_group(data, off_grid):
     """The vectorised rule (a dense bucket array per group, or a sort for bins off fio's grid) gives fio's
     own loop on each group's pooled bins."""
-    from storagebench.histogram import grouped_percentiles, plat_idx_to_vals
+    from storagebench._histogram import grouped_percentiles, plat_idx_to_vals
 
     plist = [1.0, 5.0, 10.0, 30.0, 50.0, 90.0, 99.0, 99.5, 99.9, 99.99, 100.0]
     g = np.array([d[0] for d in data])
@@ -155,7 +150,7 @@ def test_grouped_percentiles_is_fios_loop_on_every_group(data, off_grid):
 
 
 def test_grid_index_finds_every_bucket_and_refuses_other_values():
-    from storagebench.histogram import FIO_IO_U_PLAT_NR, grid_index, plat_idx_to_val
+    from storagebench._histogram import FIO_IO_U_PLAT_NR, grid_index, plat_idx_to_val
 
     idx = np.arange(FIO_IO_U_PLAT_NR, dtype=np.int64)
     vals = np.array([plat_idx_to_val(i) for i in idx], dtype=np.int64)

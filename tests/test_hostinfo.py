@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storagebench.hostinfo import block_device_info, collect_provenance, filesystem_of, git_revision
+from storagebench._hostinfo import block_device_info, collect_provenance, filesystem_of, git_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 

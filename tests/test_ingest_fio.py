@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from storagebench._histogram import percentiles_from_bins
 from storagebench.errors import IngestError
 from storagebench.fio import options as fo
-from storagebench.histogram import percentiles_from_bins
 from storagebench.ingest import ingest_paths, ingest_study, ingest_to_parquet
 from storagebench.ingest.fio import parse_fio_output, read_fio_json
 from storagebench.schema import PERCENTILES

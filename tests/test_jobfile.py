@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 
-from storagebench.errors import JobFileError, UnsafeJobFileError
-from storagebench.jobfile import (
+from storagebench._jobfile import (
     fio_parsed_options,
     parse_jobfile,
     render_jobfile,
@@ -15,8 +14,9 @@ from storagebench.jobfile import (
     verify_fio_parse,
     verify_rendered,
 )
-from storagebench.safety import lint_jobfile
-from storagebench.study import RunPoint, load_study
+from storagebench._safety import lint_jobfile
+from storagebench._study import RunPoint, load_study
+from storagebench.errors import JobFileError, UnsafeJobFileError
 
 SPEC = {
     "name": "jf",

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from storagebench._jobfile import render_jobfile
+from storagebench._loadgen_profiles import study_from_diskspd, study_from_icf
+from storagebench._study import load_study
 from storagebench.cli import app
 from storagebench.errors import StudyError
-from storagebench.jobfile import render_jobfile
-from storagebench.loadgen_profiles import study_from_diskspd, study_from_icf
-from storagebench.study import load_study
 
 ICF = Path(__file__).parent / "fixtures" / "iometer" / "seed000.icf"
 SEED000 = "-b4K -r -w30 -o64 -t1 -d3600 -W3600"

@@ -13,8 +13,8 @@ from matplotlib.collections import PathCollection, QuadMesh
 from scipy.stats import gmean
 
 from storagebench import plots
+from storagebench._histogram import percentiles_from_bins
 from storagebench.errors import SchemaError
-from storagebench.histogram import percentiles_from_bins
 from storagebench.ingest import ingest_study
 from storagebench.publish import study_provenance
 

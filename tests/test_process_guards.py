@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from storagebench._runner import quiet_window_for, run_study
+from storagebench._store import StudyStore
+from storagebench._study import load_study
 from storagebench.errors import FioError, FioNotFoundError
 from storagebench.fio import process
-from storagebench.runner import quiet_window_for, run_study
-from storagebench.store import StudyStore
-from storagebench.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 

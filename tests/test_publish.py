@@ -259,7 +259,7 @@ def test_parameter_of_the_wrong_type_is_refused(tmp_path):
 def test_one_type_rule_for_execute_notebook_and_batch(tmp_path):
     """publish.parameter_type_ok is the only checker: execute_notebook and batch agree on
     Optional/list annotations, which execute_notebook let through before."""
-    from storagebench.batch import ParamSet, validate_param_sets
+    from storagebench._batch import ParamSet, validate_param_sets
     from storagebench.publish import parameter_type_ok
 
     nb = new_notebook()

@@ -165,7 +165,7 @@ def test_provenance_records_takes_every_form_a_caller_holds():
 
 
 def test_collect_provenance_is_the_typed_record(tmp_path, fio_bin):
-    from storagebench.hostinfo import collect_provenance
+    from storagebench._hostinfo import collect_provenance
 
     target = tmp_path / "t.dat"
     target.write_bytes(b"\0" * 4096)

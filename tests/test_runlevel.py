@@ -23,10 +23,10 @@ import pandas as pd
 import pytest
 
 from storagebench import plots, schema
+from storagebench._histogram import percentiles_from_bins
 from storagebench.aggregate import cluster_aggregate, combine_jobs
 from storagebench.errors import SchemaError
 from storagebench.fio.hosts import host_label
-from storagebench.histogram import percentiles_from_bins
 from storagebench.ingest import ingest_paths, ingest_study
 from storagebench.runlevel import per_run, read_run_totals, run_totals, select
 from storagebench.schema import PERCENTILES, percentile_column

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from storagebench._runner import run_study
+from storagebench._store import StudyStore
+from storagebench._study import load_study
 from storagebench.errors import FioError, FioNotFoundError, StudyError, UnsafeTargetError
-from storagebench.runner import run_study
-from storagebench.store import StudyStore
-from storagebench.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,7 +255,7 @@ def test_unsafe_device_is_refused_before_anything_runs(tmp_path, fio_bin, loop_d
 def test_fio_dies_with_a_killed_sweep(tmp_path, fio_bin):
     job = tmp_path / "long.fio"
     job.write_text(f"[global]\nfilename={tmp_path / 'data'}\nsize=16m\ntime_based\nruntime=60\n[j]\nrw=randread\n")
-    code = ("import sys; from storagebench.runner import run_fio; "
+    code = ("import sys; from storagebench._runner import run_fio; "
             "run_fio(sys.argv[1], sys.argv[2], sys.argv[3], fio_bin=sys.argv[4], timeout_s=120)")
     child = subprocess.Popen([sys.executable, "-c", code, str(job), str(tmp_path / "out.json"),
                               str(tmp_path / "err.txt"), fio_bin], cwd=ROOT)
@@ -292,7 +292,7 @@ def test_cli_run_reports_bad_spec_and_failed_runs(tmp_path, fio_bin):
 def test_run_point_concurrently_for_concurrent_workloads(tmp_path, fio_bin):
     from concurrent.futures import ThreadPoolExecutor
 
-    from storagebench.runner import run_point
+    from storagebench._runner import run_point
 
     study = load_study(_spec("together", factors={"target": ["a", "b"]}))
     store = StudyStore.for_study(tmp_path / "r", study)
@@ -313,8 +313,8 @@ def test_run_point_concurrently_for_concurrent_workloads(tmp_path, fio_bin):
 def test_relative_out_dir_works(fio_bin, tmp_path, monkeypatch):
     """Regression: a relative --out (the CLI default 'results') must not break fio's --output path,
     because fio runs with the run's staging directory as its working directory."""
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
 
     monkeypatch.chdir(tmp_path)
     study = load_study({

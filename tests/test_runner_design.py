@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from storagebench._runner import SetUp, run_study
+from storagebench._store import StudyStore
+from storagebench._study import load_study
 from storagebench.errors import StudyError
 from storagebench.ingest import ingest_study
-from storagebench.runner import SetUp, run_study
-from storagebench.store import StudyStore
-from storagebench.study import load_study
 
 SPEC = {
     "name": "designrun",
@@ -114,7 +114,7 @@ def test_a_testbed_must_yield_a_set_up(tmp_path, fio_bin):
     def wrong(unit):
         yield {"ta": str(tmp_path / "a")}
 
-    with pytest.raises(StudyError, match="must yield a storagebench.runner.SetUp, got dict"):
+    with pytest.raises(StudyError, match="must yield a storagebench._runner.SetUp, got dict"):
         run_study(load_study(SPEC), out_dir=tmp_path, fio_bin=fio_bin, progress=False, testbed=wrong)
 
 

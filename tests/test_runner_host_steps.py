@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from storagebench._hostinfo import device_behind
+from storagebench._runner import run_study
+from storagebench._study import load_study
 from storagebench.errors import FioError, StudyError, UnsafeTargetError
-from storagebench.hostinfo import device_behind
 from storagebench.hoststeps import SCHEDULERS, restore_journal
 from storagebench.records import Provenance
-from storagebench.runner import run_study
-from storagebench.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,8 +123,8 @@ def test_a_killed_sweeps_scheduler_is_put_back_by_the_next_sweep(require_root, o
                  fixed={"rw": "randread", "ioengine": "psync", "direct": 1})
     out = tmp_path / "results"
     script = textwrap.dedent(f"""
-        from storagebench.runner import run_study
-        from storagebench.study import load_study
+        from storagebench._runner import run_study
+        from storagebench._study import load_study
         run_study(load_study({spec!r}), target={dev.path!r}, out_dir={str(out)!r}, fio_bin={fio_bin!r},
                   progress=False)
     """)

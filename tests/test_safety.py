@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from storagebench import testbed as tb
+from storagebench._safety import UnsafeJobFileError, check_run, device_report, lint_jobfile, modifying_reason
 from storagebench.errors import JobFileError, TestbedError, UnsafeTargetError
-from storagebench.safety import (
-    UnsafeJobFileError,
-    check_run,
-    device_report,
-    lint_jobfile,
-    modifying_reason,
-)
 
 PAYLOAD = b"storagebench safety canary\n" * 40000  # ~1 MiB
 
@@ -266,8 +260,8 @@ def _tiny_study(name: str, rw: str, size: str | None = "4m") -> dict:
 @pytest.mark.parametrize("rw", ["write", "randwrite", "randrw", "trim"])
 def test_runner_refuses_studies_on_ext4_device(ext4_loop, fio_bin, tmp_path, rw):
     """Through run_study: refused before fio runs, message names device and reason, canary intact."""
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
 
     dev, sha = ext4_loop
     study = load_study(_tiny_study(f"unsafe-{rw}", rw))
@@ -283,8 +277,8 @@ def test_runner_refuses_studies_on_ext4_device(ext4_loop, fio_bin, tmp_path, rw)
 @pytest.mark.root
 def test_runner_override_on_blank_device(blank_loop, fio_bin, tmp_path):
     """No size on a blank device = the whole device: refused, then run with --allow-device."""
-    from storagebench.runner import run_study
-    from storagebench.study import load_study
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
 
     dev = blank_loop
     study = load_study(_tiny_study("whole-device", "write", size=None))

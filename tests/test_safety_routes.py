@@ -2,7 +2,7 @@
 
 Each test builds a loop device that holds data (a mounted ext4 with a canary file, or a loop
 device's backing file), then tries one route the way a careless user or a hostile study author
-would, through :func:`storagebench.runner.run_study` (so fio really would run if nothing refused
+would, through :func:`storagebench._runner.run_study` (so fio really would run if nothing refused
 it), and checks three things: the attempt is refused, the message names the object and the
 reason, and the canary (the device's or the file's sha256) is unchanged.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from storagebench import testbed as tb
+from storagebench._runner import run_study
+from storagebench._safety import check_run
+from storagebench._study import load_study
 from storagebench.errors import StudyError, TestbedError, UnsafeTargetError
-from storagebench.runner import run_study
-from storagebench.safety import check_run
-from storagebench.study import load_study
 
 pytestmark = pytest.mark.root
 

@@ -1,4 +1,4 @@
-"""storagebench.safeyaml: YAML with a size cap, a nesting cap and aliases that cannot multiply."""
+"""storagebench._safeyaml: YAML with a size cap, a nesting cap and aliases that cannot multiply."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from storagebench._safeyaml import MAX_YAML_BYTES, ShapeError, expanded_size, load_yaml, read_text_capped
 from storagebench.errors import StudyError
-from storagebench.safeyaml import MAX_YAML_BYTES, ShapeError, expanded_size, load_yaml, read_text_capped
 
 
 def _laughs(levels: int, width: int = 9) -> str:

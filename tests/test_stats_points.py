@@ -229,7 +229,7 @@ def test_recommendation_rule_uses_the_p99_knee_computed_independently(demo):
     p99 knee."""
     from kneed import KneeLocator
 
-    from storagebench.histogram import percentiles_from_bins
+    from storagebench._histogram import percentiles_from_bins
     from storagebench.stats import recommend_parameters
 
     runs, hist = demo

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from storagebench._store import StudyStore
+from storagebench._study import load_study
 from storagebench.errors import FioError, StudyError
-from storagebench.store import StudyStore
-from storagebench.study import load_study
 
 SPEC = {"name": "st", "factors": {"iodepth": [1, 2]}, "fixed": {"rw": "randread"}, "runtime": 1, "size": "16m"}
 

@@ -23,10 +23,10 @@ import pytest
 from scipy import stats as st
 
 from storagebench import studies
+from storagebench._store import StudyStore
 from storagebench.errors import StatsError, StudyError, TestbedError
 from storagebench.findings import fmt_number
 from storagebench.stats import ROTATIONAL_FLOOR_NS, pilot_cv, tost_plan
-from storagebench.store import StudyStore
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

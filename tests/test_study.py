@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from storagebench._study import RW_VALUES, load_study
 from storagebench.errors import StudyError
-from storagebench.study import RW_VALUES, load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,7 +150,7 @@ def test_run_ids_stable_across_processes_and_key_order():
     spec2 = dict(spec, fixed=dict(reversed(list(spec["fixed"].items()))))
     assert set(load_study(spec2).expand().run_ids) == set(ids)
     code = (
-        "import json,sys; from storagebench.study import load_study; "
+        "import json,sys; from storagebench._study import load_study; "
         "print(json.dumps(load_study(json.loads(sys.argv[1])).expand().run_ids))"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
@@ -323,7 +323,7 @@ def test_bounds_keep_what_committed_specs_use():
 
 
 def test_a_true_boolean_is_rendered_as_1_and_fio_reads_it(tmp_path, fio_bin):
-    from storagebench.jobfile import render_jobfile, rendered_options, verify_fio_parse
+    from storagebench._jobfile import render_jobfile, rendered_options, verify_fio_parse
 
     study = load_study({"name": "b", "fixed": {"randrepeat": True, "norandommap": True, "direct": True}, "runtime": 1})
     point = study.expand().points[0]
@@ -336,7 +336,7 @@ def test_a_true_boolean_is_rendered_as_1_and_fio_reads_it(tmp_path, fio_bin):
 
 
 def test_safe_name_from_free_text():
-    from storagebench.study import safe_name
+    from storagebench._study import safe_name
 
     assert safe_name("4K; 70% Read; 100% random") == "4K_70pct_Read_100pct_random"
     assert safe_name("..\n[global]") == "global"

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from storagebench._study import load_study
 from storagebench.errors import StudyError
-from storagebench.study import load_study
 
 BASE = {
     "name": "design",

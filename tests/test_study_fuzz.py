@@ -37,10 +37,10 @@ from typing import Any
 import pytest
 import yaml
 
+from storagebench._jobfile import parse_jobfile, render_jobfile, rendered_options, verify_fio_parse
+from storagebench._study import load_study
 from storagebench.errors import StudyError
 from storagebench.fio.options import canonical_name
-from storagebench.jobfile import parse_jobfile, render_jobfile, rendered_options, verify_fio_parse
-from storagebench.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted((ROOT / "data" / "studies").glob("*.yaml"))

@@ -62,6 +62,7 @@ import json
 import math
 import operator
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -243,7 +244,7 @@ class _Point(Struct, gc=False):
     run_order: Annotated[int, Meta(ge=-1, le=MAX_VALUE)] = -1
     factors: dict[str, _Factor] = {}
     options: dict[str, _Factor] = {}
-    setup: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None  # the design (storagebench.study)
+    setup: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None  # the design (storagebench._study)
     block: Union[Annotated[int, Meta(ge=1, le=MAX_VALUE)], None] = None
 
 
@@ -888,7 +889,7 @@ RUN_FIELDS: tuple[str, ...] = (
 )
 _RUN_FIELD_SET = frozenset(RUN_FIELDS)
 #: Keys of a runner's ``point.json`` beside the factors that become columns of ``runs`` when present:
-#: the set-up and block of the run in the study's design (``storagebench.study.DESIGN_COLUMNS``).
+#: the set-up and block of the run in the study's design (``storagebench._study.DESIGN_COLUMNS``).
 _DESIGN_KEYS = ("setup", "block")
 _PCT_STR = tuple(key for key, _ in _PCT_KEYS)
 
@@ -909,8 +910,6 @@ _BINS_STEP = 512 << 10
 def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
     they are not the text :meth:`RowSink.parse_bins` takes (see there)."""
-    import warnings
-
     text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
     a = np.frombuffer(text, dtype=np.uint8)
     ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
@@ -1685,8 +1684,6 @@ _DATETIME_OR_NONE = frozenset({datetime, type(None)})
 def _datetime_column(values: tuple, dtype: str):
     """``pandas.to_datetime(list(values), utc=True).astype(dtype)`` for datetimes (naive ones are UTC) and
     None (NaT), from each one's microseconds since the epoch: ~20x faster than pandas' object parsing."""
-    import pandas as pd
-
     if not set(map(type, values)) <= _DATETIME_OR_NONE:
         return pd.to_datetime(list(values), utc=True).astype(dtype)
     us = np.fromiter((_NAT if v is None else ((v if v.tzinfo else v.replace(tzinfo=_UTC)) - _EPOCH) // _US

@@ -1,7 +1,7 @@
 """Statistics a reviewer would accept: every estimate with its CI, its n and its method.
 
 The public names are this package's ``__all__``, imported below from its modules; the modules declare
-no ``__all__`` of their own (one list of the surface, not two; points, saturation and sweep still do).
+no ``__all__`` of their own (one list of the surface, not two).
 
 Modules, one per concept:
 

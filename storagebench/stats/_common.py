@@ -95,10 +95,3 @@ def key_tuple(key) -> tuple:
     key = key if isinstance(key, tuple) else (key,)
     return tuple(v.item() if isinstance(v, np.generic) else v for v in key)
 
-
-# The names the runner-side stats modules (points, saturation, sweep) still import; they go once those
-# modules import the public names.
-_as_list = as_list
-_check_confidence = check_confidence
-_positive_finite = require_positive_finite
-_require_columns = require_columns

@@ -18,6 +18,7 @@ from scipy import stats as st
 from statsmodels.sandbox.stats.runs import runstest_1samp
 
 from ..errors import StatsError
+from ..findings import fmt_number
 from ._common import as_list, check_confidence, require_columns, require_positive_finite
 
 _METHOD = ("OLS of log({metric}) on one mean per cell ({cells}) plus a common slope in {order}; the slope's t CI "
@@ -102,8 +103,6 @@ class Drift:
                     "runs are not independent)")
         else:
             runs = f"runs test of the residual signs p = {self.runs_p:.2g}: no clustering shown"
-        from ..findings import fmt_number
-
         def pct(x: float) -> str:
             return ("+" if x > 0 else "") + fmt_number(x) + "%"
 

@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import statsmodels.api as sm
+from scipy import stats as st
 
+from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import SchemaError, StatsError
-from ._common import _check_confidence
+from ..findings import fmt_number, fmt_p
+from ..schema import DIRECTIONS
+from ..tables import column_display
+from ._common import check_confidence
 from .equivalence import mean_ci
-
-__all__ = ["POINT_METHODS", "SpreadCheck", "PointEstimates", "point_estimates", "point_means", "attach_factors",
-           "point_percentiles"]
 
 #: CI methods of :func:`point_estimates`: ``auto`` (pooled on the log scale unless the spread check rejects
 #: equal log-scale variance, then per point on the log scale), ``pooled_log``, ``log_t`` (each point's own
@@ -101,8 +104,6 @@ class SpreadCheck:
     @property
     def name(self) -> str:
         """The column in words (``IOPS``, ``mean latency``), from :func:`storagebench.tables.column_display`."""
-        from ..tables import column_display
-
         header = column_display(self.column)[0]
         header = header.rsplit(" (", 1)[0] if header.endswith(")") else header
         return header.split(", ")[0]  # "mean latency, lat" -> "mean latency"
@@ -115,8 +116,6 @@ class SpreadCheck:
     def check_text(self) -> str:
         """The spread check in words: ``"Brown-Forsythe test of equal spread of log iops: p = 0.31; per-point
         SD of log iops 0.010 to 0.20"``; ``""`` when nothing could be checked."""
-        from ..findings import fmt_number, fmt_p
-
         parts = []
         if self.test:
             parts.append(f"{self.test} test of equal spread of log {self.name} over {self.points} points: "
@@ -199,8 +198,6 @@ def _refuse_non_positive(per_run: pd.DataFrame, by: Sequence[str], col: str, val
 
 
 def _spread_test(groups: list[np.ndarray]) -> tuple[str, float, float]:
-    from scipy import stats as st
-
     tested = [g for g in groups if g.size >= 2]
     if len(tested) < 2 or all(np.ptp(g) == 0 for g in tested):
         return "", math.nan, math.nan
@@ -213,8 +210,6 @@ def _spread_test(groups: list[np.ndarray]) -> tuple[str, float, float]:
 
 def _pooled_log_ci(codes: np.ndarray, y: np.ndarray, k: int, confidence: float) -> tuple[np.ndarray, ...]:
     """OLS of ``y`` on the point as a categorical factor (cell means, no intercept): means, CI bounds, SD, df."""
-    import statsmodels.api as sm
-
     X = np.zeros((y.size, k))
     X[np.arange(y.size), codes] = 1.0
     fit = sm.OLS(y, X).fit()
@@ -279,7 +274,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
     """
     by = [by] if isinstance(by, str) else list(by)
     columns = list(columns)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     if method not in POINT_METHODS:
         raise StatsError(f"method must be one of {list(POINT_METHODS)}, got {method!r}")
     if not (isinstance(spread_alpha, (int, float)) and 0 < spread_alpha < 1):
@@ -346,8 +341,6 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
                 m, a, b, pooled_sd, df_resid = _pooled_log_ci(remap[codes], y, idx.size, confidence)
                 lo[idx], hi[idx] = a, b
         else:
-            from scipy import stats as st
-
             for i, g in enumerate(groups):
                 if g.size >= 2 and np.ptp(g) == 0:
                     lo[i] = hi[i] = est[i]
@@ -426,8 +419,6 @@ def attach_factors(histograms: pd.DataFrame, runs: pd.DataFrame | None, by: Sequ
     SchemaError
         A column is missing, no row has ``direction``, or no ``run_id`` of ``histograms`` is in ``runs``.
     """
-    from ..schema import DIRECTIONS
-
     for c in ("run_id", "bin_ns", "count"):
         if c not in histograms.columns:
             raise SchemaError(f"`histograms` has no column {c!r}; it has {sorted(map(str, histograms.columns))}.")
@@ -472,12 +463,10 @@ def point_percentiles(histograms: pd.DataFrame, runs: pd.DataFrame | None, by: s
 
     Notes
     -----
-    Bins of every run, job and host of a point are added up (:func:`storagebench.histogram.merge_histograms`)
-    and the percentile is read with fio's rule (:func:`storagebench.histogram.percentiles_from_bins`, fio
+    Bins of every run, job and host of a point are added up (:func:`storagebench._histogram.merge_histograms`)
+    and the percentile is read with fio's rule (:func:`storagebench._histogram.percentiles_from_bins`, fio
     ``stat.c``); percentiles of runs are never averaged.
     """
-    from ..histogram import merge_histograms, percentiles_from_bins
-
     by = [by] if isinstance(by, str) else list(by)
     h = attach_factors(histograms, runs, by, direction)
     rows = []

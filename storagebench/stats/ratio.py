@@ -54,10 +54,6 @@ def check_estimand(estimand: str) -> str:
     return estimand
 
 
-#: stats.saturation's name for :func:`check_estimand` until it imports that one.
-_check_estimand = check_estimand
-
-
 # --------------------------------------------------------------------------- Fieller
 
 

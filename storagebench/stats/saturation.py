@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from kneed import KneeLocator
 
 from ..errors import StatsError
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
-from ._common import _as_list, _check_confidence, _positive_finite, _require_columns
+from ._common import as_list, check_confidence, require_columns, require_positive_finite
 from .compare import ComparisonTable
-
-__all__ = [
-    "Knee",
-    "QosResult",
-    "Recommendation",
-    "find_knee",
-    "improvement_pct",
-    "littles_law",
-    "normalize",
-    "per_run",
-    "qos_max_load",
-    "recommend_parameters",
-]
-
+from .points import point_estimates, point_percentiles
+from .ratio import check_estimand, ratio_ci
 
 # --------------------------------------------------------------------------- per-run aggregation
 
@@ -78,7 +66,7 @@ def per_run(runs: pd.DataFrame, *, latency: str | None = "lat_mean_ns",
     if latency is not None and _is_percentile(latency):
         raise StatsError(f"latency {latency!r} is a percentile: percentiles cannot be IOPS-weighted; merge "
                          "histograms (storagebench.runlevel) or pass a mean column such as 'lat_mean_ns'")
-    _require_columns(runs, ["iops", *([latency] if latency else [])], "runs")
+    require_columns(runs, ["iops", *([latency] if latency else [])], "runs")
     checked = ["iops", *([latency, "iodepth", "numjobs"] if latency else [])]  # -1: unknown in published tables
     for col in (c for c in checked if c in runs.columns):
         v = pd.to_numeric(runs[col], errors="coerce")
@@ -128,7 +116,7 @@ def littles_law(runs: pd.DataFrame, *, tolerance: float = 0.2, latency: str = "l
     """
     if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 1):
         raise StatsError(f"tolerance must be a fraction in (0, 1), got {tolerance!r}")
-    _require_columns(runs, ["iops", latency, "iodepth", "numjobs"], "runs")
+    require_columns(runs, ["iops", latency, "iodepth", "numjobs"], "runs")
     out = per_run(runs, latency=latency)
     ratio = out["iops"] * out[latency] * 1e-9 / out["outstanding_ios"].where(out["outstanding_ios"] > 0)
     out["littles_ratio"] = ratio
@@ -213,7 +201,7 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
     Satopää, V., Albrecht, J., Irwin, D. & Raghavan, B. (2011), "Finding a 'Kneedle' in a Haystack:
     Detecting Knee Points in System Behavior", 31st ICDCS Workshops, pp. 166-171.
     """
-    _require_columns(df, [x, y])
+    require_columns(df, [x, y])
     if curve not in ("concave", "convex"):
         raise StatsError(f"curve must be one of ['concave', 'convex'], got {curve!r}")
     if direction not in ("increasing", "decreasing"):
@@ -233,10 +221,10 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
         if (xs <= 0).any():
             raise StatsError(f"log_x needs x > 0, got {xs[xs <= 0].tolist()}")
         xs = np.log2(xs)
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        from kneed import KneeLocator  # kneed imports matplotlib.pyplot (~0.6 s)
+
         kl = KneeLocator(xs, d[y].to_numpy(float), S=sensitivity, curve=curve, direction=direction)
     method = (f"Kneedle (Satopää et al. 2011; kneed.KneeLocator S={sensitivity}, {curve}, {direction}"
               f"{', on log2(x)' if log_x else ''})")
@@ -413,17 +401,15 @@ def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str 
     Detecting Knee Points in System Behavior", 31st ICDCS Workshops, pp. 166-171 (``kneed``). Little
     (1961) for the latency cost of extra outstanding I/Os.
     """
-    from .points import point_estimates, point_percentiles
-
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
         raise StatsError(f"fraction must be in (0, 1], got {fraction!r}")
-    _require_columns(runs, [metric, latency, "numjobs", "iodepth"], "runs")
+    require_columns(runs, [metric, latency, "numjobs", "iodepth"], "runs")
     if metric not in ("iops", "bw_bytes_per_s"):
         raise StatsError(f"metric must be one of ['iops', 'bw_bytes_per_s'], got {metric!r}")
     if not (isinstance(tail, (int, float)) and 0 < tail < 100):
         raise StatsError(f"tail must be a percentile in (0, 100), got {tail!r}")
     pr = per_run(runs, latency=latency)
-    _positive_finite(pr[metric], metric)
+    require_positive_finite(pr[metric], metric)
     by = ["numjobs", "iodepth"]
     est = point_estimates(pr, by, [metric, latency], confidence=confidence, method=method)
     cells = est.table.drop(columns=[f"{metric}_log_sd", f"{latency}_log_sd"], errors="ignore")
@@ -560,13 +546,11 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     on the log scale it cannot, and pooling over the levels gives it the residual df of the whole sweep
     (:func:`storagebench.stats.point_estimates`; Student 1908).
     """
-    from .points import point_estimates
-
-    _require_columns(df, [load, latency])
-    confidence = _check_confidence(confidence)
+    require_columns(df, [load, latency])
+    confidence = check_confidence(confidence)
     if not (isinstance(limit, (int, float)) and limit > 0 and math.isfinite(limit)):
         raise StatsError(f"limit must be a positive number in the unit of {latency!r}, got {limit!r}")
-    _positive_finite(df[latency], latency)
+    require_positive_finite(df[latency], latency)
     if df[load].isna().any():
         raise StatsError(f"load column {load!r} has missing values")
     if "run_id" in df.columns and df.duplicated([load, "run_id"]).any():
@@ -647,13 +631,11 @@ def normalize(df: pd.DataFrame, metric: str, baseline_query: str, *, by: str | S
     :func:`storagebench.stats.ratio_ci` (Welch 1947 on log values; Fieller 1954 by name). A single baseline
     run (as in VMmark's published comparisons) gives the normalised score but no CI.
     """
-    from .ratio import _check_estimand, ratio_ci
-
-    by_l = _as_list(by)
-    _require_columns(df, [metric, *by_l])
-    confidence = _check_confidence(confidence)
-    estimand = _check_estimand(estimand)
-    _positive_finite(df[metric], metric)
+    by_l = as_list(by)
+    require_columns(df, [metric, *by_l])
+    confidence = check_confidence(confidence)
+    estimand = check_estimand(estimand)
+    require_positive_finite(df[metric], metric)
     try:
         base = df.query(baseline_query)
     except Exception as exc:  # pandas raises many types for a bad expression

@@ -14,16 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import SchemaError
+from ..errors import SchemaError, StatsError
 from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..records import DeviceInfo, provenance_records
-from ._common import _check_confidence
+from ._common import check_confidence
 from .points import PointEstimates, point_estimates, point_percentiles
 from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import Recommendation, per_run, recommend_parameters
-
-__all__ = ["SweepPoint", "SweepSummary", "sweep_summary", "completed_runs", "CACHE_LATENCY_MS", "half_revolution_ms",
-           "rotational_findings"]
 
 #: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
 #: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
@@ -375,7 +372,7 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         Fewer than 3 points, IOPS or latency <= 0 in a run (named), bad ``confidence``, ``fraction`` or
         ``method`` (from the functions called).
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     done = completed_runs(runs)
     for c in ("run_id", "numjobs", "iodepth", "iops", "lat_mean_ns"):
         if c not in done.columns:
@@ -415,8 +412,6 @@ def half_revolution_ms(rpm: float) -> float:
     StatsError
         ``rpm`` is not a positive number.
     """
-    from ..errors import StatsError
-
     if isinstance(rpm, bool) or not isinstance(rpm, (int, float)) or not rpm > 0:
         raise StatsError(f"rpm must be a positive number of revolutions per minute, got {rpm!r}")
     return 30_000.0 / float(rpm)

@@ -83,8 +83,6 @@ def _check_replication(row: Comparison, blocks: list[str], factors: list[str]) -
 
 def _fmt(x: float, digits: int) -> str:
     """``digits`` significant digits with thousands separators (:func:`storagebench.findings.fmt_number`)."""
-    from ..findings import fmt_number
-
     return "n/a" if x is None or not np.isfinite(x) else fmt_number(x, digits)
 
 

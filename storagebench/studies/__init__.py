@@ -1,7 +1,7 @@
 """Testbed studies: one module and one YAML spec each, found by themselves.
 
 A testbed study builds Linux devices (loop devices, filesystems, btrfs raid0, zram;
-:mod:`storagebench.testbed`), measures a spec on them with :func:`storagebench.runner.run_study`,
+:mod:`storagebench.testbed`), measures a spec on them with :func:`storagebench._runner.run_study`,
 tears them down, and answers its question with :mod:`storagebench.stats`. Adding one is ONE module
 plus ONE YAML, and no other edit: the registry, the CLI (``storagebench testbed NAME``) and the one
 write-up notebook (``notebooks/studies/testbed.ipynb``) find it by its name.
@@ -14,9 +14,9 @@ The protocol: a study module defines
     For the write-up.
 ``testbed(study, unit)``
     A context manager that builds the testbed of one set-up and yields a
-    :class:`storagebench.runner.SetUp` (targets, devices it may write, what it made, notes); it tears
-    everything down on exit (also on an error or Ctrl-C). ``study`` is the :class:`~storagebench.study.Study`
-    being run, ``unit`` the :class:`~storagebench.study.SetUpUnit` (set-up number, block, and the levels
+    :class:`storagebench._runner.SetUp` (targets, devices it may write, what it made, notes); it tears
+    everything down on exit (also on an error or Ctrl-C). ``study`` is the :class:`~storagebench._study.Study`
+    being run, ``unit`` the :class:`~storagebench._study.SetUpUnit` (set-up number, block, and the levels
     of the spec's ``setup_factors`` this build serves). Preconditioning (every target's region written
     twice, SNIA PTS) is done by the registry after the build, for every study alike.
 ``analyse(data, *, confidence=0.95, **parameters)``
@@ -60,11 +60,11 @@ from typing import Any
 import pandas as pd
 
 from .. import testbed as tb
+from .._runner import SetUp, SweepResult, run_study
+from .._store import StudyStore
+from .._study import SetUpUnit, Study, load_study
 from ..errors import StatsError, StudyError
 from ..records import TestbedRecord
-from ..runner import SetUp, SweepResult, run_study
-from ..store import StudyStore
-from ..study import SetUpUnit, Study, load_study
 from ._base import Finding, StudyData, TestbedResult, check_study_name, load_data, region_bytes
 
 __all__ = [
@@ -132,7 +132,7 @@ class TestbedStudy:
         return str(self.module.question)
 
     def spec(self, *, quick: bool = False) -> Study:
-        """The spec (``<name>.yaml``), or its quick variant (:meth:`storagebench.study.Study.test_variant`).
+        """The spec (``<name>.yaml``), or its quick variant (:meth:`storagebench._study.Study.test_variant`).
 
         Raises
         ------
@@ -348,7 +348,7 @@ def _build(ts: TestbedStudy, study: Study, phases: dict[str, float], fio_bin: st
         with ts.module.testbed(study, unit) as built:
             t1 = time.monotonic()
             if not isinstance(built, SetUp):
-                raise StudyError(f"testbed of study {ts.name} must yield a storagebench.runner.SetUp, got "
+                raise StudyError(f"testbed of study {ts.name} must yield a storagebench._runner.SetUp, got "
                                  f"{type(built).__name__}")
             tb.precondition(list(dict.fromkeys(built.targets.values())), region_bytes(study),
                             allow_devices=built.allow_devices, fio_bin=fio_bin)
@@ -374,9 +374,9 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
         write: bool = True) -> TestbedOutcome:
     """Build, measure, tear down and analyse a testbed study.
 
-    Each set-up unit of the plan (:meth:`storagebench.study.RunPlan.units`) gets a build of its own
+    Each set-up unit of the plan (:meth:`storagebench._study.RunPlan.units`) gets a build of its own
     (``setups`` per arm, in blocks when the spec says ``blocks``); the runner records each build in
-    ``testbed.json`` and resumes exactly (see :func:`storagebench.runner.run_study`).
+    ``testbed.json`` and resumes exactly (see :func:`storagebench._runner.run_study`).
 
     Parameters
     ----------

@@ -21,17 +21,25 @@ from typing import Any
 import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import (
+    FixedLocator,
+    FuncFormatter,
+    LogFormatterSciNotation,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 from .. import stats
+from .._store import StudyStore
+from .._study import Study, load_study
 from ..errors import StatsError, StudyError
 from ..findings import Finding as ReportFinding
-from ..findings import Findings
+from ..findings import Findings, fmt_number
 from ..ingest import ingest_study
 from ..plots import ratio_forest
 from ..records import TestbedRecord
 from ..runlevel import per_run
-from ..store import StudyStore
-from ..study import Study, load_study
 from ..tables import metric_words, table
 from ..testbed import parse_size
 
@@ -336,8 +344,6 @@ class TestbedResult:
         cols = [c for c in dict.fromkeys(wanted) if c in frame.columns]
         constant = [c for c in cols if c not in (*arm, *factors) and frame[c].astype(str).nunique() == 1]
         shown = frame[[c for c in cols if c not in constant]]
-        from ..findings import fmt_number
-
         def cell(v) -> str:
             if isinstance(v, (bool, np.bool_)):
                 return "yes" if v else "no"
@@ -452,7 +458,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     IngestError
         Nothing ingestible.
     SchemaError
-        A run's ``provenance.json`` is not valid (:meth:`storagebench.store.StudyStore.provenance`).
+        A run's ``provenance.json`` is not valid (:meth:`storagebench._store.StudyStore.provenance`).
     """
     sdir = Path(study_dir)
     store = StudyStore(sdir)
@@ -685,16 +691,12 @@ def _level_like(series: pd.Series, value: Any) -> Any:
 
 def _range_text(lo: float, hi: float) -> str:
     """``"309 to 678"``, or one number when both ends round to it."""
-    from ..findings import fmt_number
-
     a, b = fmt_number(lo), fmt_number(hi)
     return a if a == b else f"{a} to {b}"
 
 
 def _pct(x: float) -> str:
     """A signed percentage for a sentence: ``+56.8%``, ``-100%``, ``+1,860,000%``."""
-    from ..findings import fmt_number
-
     return ("+" if x > 0 else "") + fmt_number(x) + "%"
 
 
@@ -842,16 +844,6 @@ def plain_log_axis(axis, ticks=None) -> None:
         Put the major ticks exactly there (e.g. the loads measured) and no minor ticks; default: where
         matplotlib puts them, with the minor ticks it would label labelled too.
     """
-    from matplotlib.ticker import (
-        FixedLocator,
-        FuncFormatter,
-        LogFormatterSciNotation,
-        NullFormatter,
-        NullLocator,
-    )
-
-    from ..findings import fmt_number
-
     def plain(x: float) -> str:  # 0.001, 0.01, 0.1, 1, 30, 1,000: no trailing zeros on an axis
         text = fmt_number(x)
         return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
@@ -894,8 +886,6 @@ def drift_figure(drift: stats.Drift):
         ax.plot(x, 100 * np.expm1(drift.slope * (x - xm)), color="C3",
                 label=f"{_pct(drift.pct_over_span)} first to last run")
         ax.legend(loc="best", fontsize="small")
-    from matplotlib.ticker import MaxNLocator
-
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a position in the run order is a whole number
     ax.axhline(0, color="grey", lw=0.8)
@@ -918,8 +908,6 @@ def steady_figure(data: StudyData):
     per = (ts.assign(_round=np.rint(ts["t_s"].astype(float) / ROUND_S).astype(int))
            .groupby(["run_id", *parts, "_round"])["value"].mean().groupby(["run_id", "_round"]).sum())
     flags = data.per_run.set_index("run_id")["steady"]
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = plt.subplots(figsize=(7, 3))
     for rid, s in per.groupby(level=0):
         y = s.to_numpy(float)

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from .. import testbed as tb
+from .._histogram import merge_histograms, percentiles_from_bins
+from .._runner import SetUp
+from .._study import SetUpUnit, Study
 from ..errors import StudyError
-from ..histogram import merge_histograms, percentiles_from_bins
-from ..runner import SetUp
-from ..study import SetUpUnit, Study
 from ._base import (
     StudyData,
     TestbedResult,

@@ -20,9 +20,9 @@ import pandas as pd
 
 from .. import stats
 from .. import testbed as tb
+from .._runner import SetUp
+from .._study import SetUpUnit, Study
 from ..errors import StatsError, TestbedError
-from ..runner import SetUp
-from ..study import SetUpUnit, Study
 from ._base import (
     Finding,
     StudyData,

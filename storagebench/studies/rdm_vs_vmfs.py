@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplo
 import numpy as np
 
 from .. import testbed as tb
+from .._runner import SetUp
+from .._study import SetUpUnit, Study
 from ..errors import StatsError
 from ..findings import fmt_number
-from ..runner import SetUp
-from ..study import SetUpUnit, Study
 from ._base import (
     Finding,
     StudyData,

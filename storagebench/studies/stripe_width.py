@@ -18,8 +18,8 @@ import os
 from collections.abc import Iterator
 
 from .. import testbed as tb
-from ..runner import SetUp
-from ..study import SetUpUnit, Study
+from .._runner import SetUp
+from .._study import SetUpUnit, Study
 from ._base import (
     StudyData,
     TestbedResult,

@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
+from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
 from .records import FORMAT_VERSION, Provenance, TestbedRecord
-from .study import load_study
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .study import Study
+    from ._study import Study
 
 __all__ = ["StudyStore", "pid_alive", "utc_stamp"]
 
@@ -195,7 +195,7 @@ class StudyStore:
     def lock(self) -> StudyLock:
         """The exclusive lock of this study's directory (created when needed); use as a context manager.
 
-        :func:`storagebench.runner.run_study` holds it for the whole sweep. While it is held,
+        :func:`storagebench._runner.run_study` holds it for the whole sweep. While it is held,
         every staging directory of another pid is a dead sweep's (:meth:`cleanup_stale`).
 
         Raises

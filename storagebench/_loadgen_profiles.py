@@ -1,4 +1,4 @@
-"""DiskSPD command lines and Iometer access specifications (``.icf``) → a fio :class:`~storagebench.study.Study`.
+"""DiskSPD command lines and Iometer access specifications (``.icf``) → a fio :class:`~storagebench._study.Study`.
 
 The translation is shown, option by option, so that a user can check it: every DiskSPD switch or
 Iometer setting becomes a :class:`Mapping` saying which fio option it set, whether the two are
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._study import Study, load_study, safe_name
 from .errors import StudyError
-from .study import Study, load_study, safe_name
 
 __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
 

@@ -1,10 +1,10 @@
 """Execute a study's run plan with fio: timeouts, resume, progress, clean interruption.
 
-Per run: render the job file, refuse unsafe targets (:func:`storagebench.safety.check_run`),
+Per run: render the job file, refuse unsafe targets (:func:`storagebench._safety.check_run`),
 run ``fio --output-format=json+ --output=<tmp>/output.json <tmp>/job.fio`` in its own
 process group with a wall-clock limit, then store ``job.fio``, ``output.json``,
 ``stderr.txt``, ``point.json`` and ``provenance.json`` with one atomic rename
-(:class:`storagebench.store.StudyStore`). Runs already in ``raw/`` are skipped, so rerunning
+(:class:`storagebench._store.StudyStore`). Runs already in ``raw/`` are skipped, so rerunning
 the same command resumes a sweep that was interrupted or killed.
 """
 
@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -30,17 +31,21 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from tqdm import tqdm
 
-from . import clientserver
+from . import _clientserver as clientserver
+from . import _safety as safety
+from ._hostinfo import QuietProbe, collect_provenance
+from ._jobfile import render_jobfile, rendered_options, verify_fio_parse
+from ._store import StudyStore
+from ._study import RunPoint, SetUpUnit, Study, load_study
 from .errors import FioError, HostError, NotWritableError, StudyError
 from .fio import process
+from .fio.hosts import parse_host, parse_hostfile
+from .fio.options import join_filenames, split_filenames
 from .fio.process import find_fio, fio_message
-from .hostinfo import QuietProbe, collect_provenance
 from .hoststeps import HostSteps, restore_journal
-from .jobfile import render_jobfile
-from .records import Provenance, SetUpInfo
-from .store import StudyStore
-from .study import RunPoint, SetUpUnit, Study, load_study
+from .records import Provenance, SetUpInfo, TestbedRecord
 
 __all__ = ["SweepResult", "FioRun", "SetUp", "run_study", "run_point", "run_fio", "quiet_window_for"]
 
@@ -91,13 +96,13 @@ class SweepResult:
         run id -> fio's message, for the failed runs.
     stale_stopped : tuple of dict
         fio processes a killed sweep had left running into this study, stopped before the first
-        run (see :meth:`storagebench.store.StudyStore.stop_stale_runs`).
+        run (see :meth:`storagebench._store.StudyStore.stop_stale_runs`).
     not_quiet : dict of str to list of str
         run id -> why the host was not quiet when that run started (another fio, I/O on the
         target's device); the numbers are in the run's ``provenance.json`` (``quiet_host``).
     set_aside : tuple of str
         Complete runs this call moved to ``aside/`` before measuring their set-up or concurrency
-        group again as a whole (:meth:`storagebench.store.StudyStore.set_aside`).
+        group again as a whole (:meth:`storagebench._store.StudyStore.set_aside`).
     builds : tuple of str
         Build ids of the testbed set-ups this call built (``testbed.json``).
     schedulers_restored : tuple of dict
@@ -291,17 +296,13 @@ def _resolve_target(point: RunPoint, study: Study, target: str | None, targets: 
 
 def _absolute_targets(target: str) -> str:
     """Each ``:``-separated fio filename made absolute against storagebench's working directory."""
-    from .safety import _split_filenames
-
-    parts = [os.path.abspath(p) for p in _split_filenames(target)]
-    return ":".join(p.replace(":", "\\:") for p in parts)
+    parts = [os.path.abspath(p) for p in split_filenames(target)]
+    return join_filenames(parts)
 
 
 def _check_safety(point: RunPoint, study: Study, store: StudyStore, tgt: str, hosts: list[str] | None,
                   allow_devices: Sequence[str]) -> dict[str, Any]:
-    """:mod:`storagebench.safety` on what this run's fio will touch; the record goes to provenance."""
-    from . import safety
-
+    """:mod:`storagebench._safety` on what this run's fio will touch; the record goes to provenance."""
     common = {"allow": sorted(study.allowed), "allow_devices": list(allow_devices)}
     if hosts:
         rec = safety.check_point_hosts(tgt, point.options, hosts, allow_devices=allow_devices, allow=study.allowed,
@@ -331,17 +332,13 @@ def _own_files(store: StudyStore) -> set[tuple[int, int, int]]:
 
 
 def _existing_files(target: str) -> set[str]:
-    from .safety import _split_filenames
-
-    return {p for p in _split_filenames(target) if os.path.lexists(p)}
+    return {p for p in split_filenames(target) if os.path.lexists(p)}
 
 
 def _note_created(store: StudyStore, target: str, existed: set[str]) -> None:
     """Remember files fio created for this study, so a later run may grow them (see safety's size rule)."""
-    from .safety import _split_filenames
-
     new = []
-    for p in _split_filenames(target):
+    for p in split_filenames(target):
         if p in existed:
             continue
         try:
@@ -370,8 +367,6 @@ _FIO_PARSED: set[str] = set()
 
 def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) -> None:
     """fio's own reading of the job file must be what was checked; once per distinct option set (0.15 s)."""
-    from .jobfile import rendered_options, verify_fio_parse
-
     expected = rendered_options(point, tgt)
     key = orjson.dumps(expected, option=orjson.OPT_SORT_KEYS).decode()
     if key in _FIO_PARSED:
@@ -390,12 +385,10 @@ def _host_steps(study: Study, points: Sequence[RunPoint], store: StudyStore | No
     ``store``: where the journal of changed schedulers goes (``None``: only check)."""
     if not study.host_steps:
         return contextlib.nullcontext(())
-    from .safety import _split_filenames
-
     paths: list[str] = []
     for point in points:
         tgt = _resolve_target(point, study, None if target is None else os.fspath(target), targets)
-        paths.extend(p for p in _split_filenames(_absolute_targets(tgt)) if p not in paths)
+        paths.extend(p for p in split_filenames(_absolute_targets(tgt)) if p not in paths)
     return HostSteps(study.host_steps, paths, allow_devices=allow_devices, allow=study.allowed,
                      journal=None if store is None else store.root / _HOST_STEPS_JOURNAL)
 
@@ -403,8 +396,6 @@ def _host_steps(study: Study, points: Sequence[RunPoint], store: StudyStore | No
 def _hosts_list(hosts: list[str] | str | None) -> list[str] | None:
     """``hosts`` checked with fio's host grammar (:mod:`storagebench.fio.hosts`): a list as is, a
     string as a fio host file, read into the ``--client`` form of each host."""
-    from .fio.hosts import parse_host, parse_hostfile
-
     if hosts is None:
         return None
     try:
@@ -435,8 +426,6 @@ class _Progress:
         self.overheads: list[float] = []
         self.bar = None
         if enabled:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, initial=done, file=sys.stderr, unit="run", desc=name, dynamic_ncols=True,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]")
             self._post()
@@ -483,7 +472,7 @@ def run_study(
     Parameters
     ----------
     study : Study or path
-        The spec (or a YAML path, loaded with :func:`storagebench.study.load_study`).
+        The spec (or a YAML path, loaded with :func:`storagebench._study.load_study`).
     target : str or path-like, optional
         fio ``filename`` for every run (a file or a block device); default the study's
         ``target``. For client/server studies: the path on the servers.
@@ -497,7 +486,7 @@ def run_study(
     progress : bool
         Show a progress bar with ETA on stderr (tqdm).
     allow_devices : sequence of str
-        Devices the user explicitly allows to be written (see :func:`storagebench.safety.check_run`).
+        Devices the user explicitly allows to be written (see :func:`storagebench._safety.check_run`).
     timeout_s : float, optional
         Per-run wall-clock limit, s; default :attr:`Study.timeout_s`.
     stop_on_error : bool
@@ -506,14 +495,14 @@ def run_study(
         When ``<out_dir>/<study>`` holds a different spec, move it aside and start afresh.
     wait_quiet_s : float
         Before each run, when the host is not quiet (another fio, or I/O on the target's
-        device: :class:`storagebench.hostinfo.QuietProbe`), wait up to this long, s, for it to
+        device: :class:`storagebench._hostinfo.QuietProbe`), wait up to this long, s, for it to
         become quiet; 0 only records the check in ``provenance.json`` (``quiet_host``).
     quiet_window_s : float, optional
         Sample window of the device counters before each run, s (the run's preparation is
         inside it); 0 reads them back to back. Default :func:`quiet_window_for`: 1 % of a
         run's runtime + ramp_time, between 0.02 and 0.5 s.
     testbed : callable, optional
-        Builds the testbed of one set-up: called with a :class:`storagebench.study.SetUpUnit`
+        Builds the testbed of one set-up: called with a :class:`storagebench._study.SetUpUnit`
         (set-up number, block, arm levels, runs), it returns a context manager that builds the
         devices, yields a :class:`SetUp` (targets, devices it may write, what it made) and tears
         them down on exit. Required when the study has ``setups > 1``. Each set-up unit of the
@@ -542,7 +531,7 @@ def run_study(
     UnsafeTargetError
         A run would destroy data (nothing of that run is written; the sweep stops), or a
         ``host_steps`` scheduler would change a device it may not
-        (:func:`storagebench.safety.check_scheduler_device`).
+        (:func:`storagebench._safety.check_scheduler_device`).
     HostError
         A ``host_steps`` step cannot be made on this host (``drop_page_cache`` without root; a
         scheduler that cannot be written or put back). Checked before the first run, except on a
@@ -562,7 +551,7 @@ def run_study(
     relative names (``write_lat_log=lat``, ``write_iops_log=iops`` in ``fixed``) end up in
     ``raw/<run_id>/`` with the rest of the run. A ``target`` factor wins over ``target``.
     Client/server studies (``hosts``) go through
-    ``storagebench.clientserver.run_clients(jobfile, hosts, output_path, stderr_path,
+    ``storagebench._clientserver.run_clients(jobfile, hosts, output_path, stderr_path,
     timeout_s, fio_bin)``; their target lives on the servers, so the local safety check is
     not applied to it. A ``clients`` factor runs each point on ``hosts[:clients]``
     (:meth:`Study.hosts_for`), in the same seeded random order as every other factor;
@@ -637,7 +626,7 @@ def quiet_window_for(study: Study) -> float:
     1 % of a run's nominal duration (runtime + ramp_time), at least 0.02 s and at most 0.5 s: the
     window is time the sweep waits before each run (beyond the run's own preparation), so it
     costs at most 1 % of the sweep, and a longer run, which more I/O of others would disturb,
-    gets a longer look. A device is busy above 50 IOPS (:data:`storagebench.hostinfo.QUIET_MAX_IOPS`):
+    gets a longer look. A device is busy above 50 IOPS (:data:`storagebench._hostinfo.QUIET_MAX_IOPS`):
     a 0.02 s window sees that as 2 I/Os or more.
     """
     return min(0.5, max(0.02, 0.01 * study.run_duration_s))
@@ -703,14 +692,10 @@ def _sweep(study: Study, plan, store: StudyStore, stale: list[dict[str, Any]], c
 def _run_unit(unit: SetUpUnit, done: set[str], testbed, *, targets, allow_devices, study: Study,
               store: StudyStore, tally: _Tally, **common) -> None:
     """Build the unit's testbed, record the build, measure the unit's groups on it, tear it down."""
-    import uuid
-
-    from .records import TestbedRecord
-
     set_up_at = _utc_now()
     with testbed(unit) as built:
         if not isinstance(built, SetUp):
-            raise StudyError(f"testbed of study {study.name} must yield a storagebench.runner.SetUp, got "
+            raise StudyError(f"testbed of study {study.name} must yield a storagebench._runner.SetUp, got "
                              f"{type(built).__name__}")
         build_id = uuid.uuid4().hex[:12]
         store.append_setup(TestbedRecord(
@@ -904,8 +889,8 @@ def run_point(
 ) -> float:
     """Measure one point of a plan and store it (the step :func:`run_study` repeats).
 
-    Checks the target (:func:`storagebench.safety.check_run`), renders ``job.fio``, checks
-    that the host is quiet (:class:`storagebench.hostinfo.QuietProbe`), runs fio (or
+    Checks the target (:func:`storagebench._safety.check_run`), renders ``job.fio``, checks
+    that the host is quiet (:class:`storagebench._hostinfo.QuietProbe`), runs fio (or
     ``clientserver.run_clients`` when the study has ``hosts``) and commits ``raw/<run_id>/``
     atomically. Safe to call from several threads at once for different points (concurrent
     workloads); callers other than :func:`run_study` should hold :meth:`StudyStore.lock`.

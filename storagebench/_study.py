@@ -18,9 +18,9 @@ Every key, value and option is checked when the spec is loaded; a bad one raises
 
 A spec is bounded before anything is expanded:
 
-* the YAML file: at most :data:`storagebench.safeyaml.MAX_YAML_BYTES`, a regular file, aliases
-  expanding to at most :data:`~storagebench.safeyaml.MAX_YAML_NODES` values, nesting at most
-  :data:`~storagebench.safeyaml.MAX_YAML_DEPTH`, no duplicate keys (:mod:`storagebench.safeyaml`);
+* the YAML file: at most :data:`storagebench._safeyaml.MAX_YAML_BYTES`, a regular file, aliases
+  expanding to at most :data:`~storagebench._safeyaml.MAX_YAML_NODES` values, nesting at most
+  :data:`~storagebench._safeyaml.MAX_YAML_DEPTH`, no duplicate keys (:mod:`storagebench._safeyaml`);
   a spec given as a mapping gets the same bounds;
 * numbers: ``runtime``, ``ramp_time`` and ``timeout`` finite, in whole microseconds (fio's unit)
   and at most :data:`MAX_RUN_SECONDS`; ``repetitions`` an integer from 1 to
@@ -60,10 +60,10 @@ from pydantic import (
     model_validator,
 )
 
+from ._safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
 from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
 from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
-from .safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
 from .schema import RUNS
 
 __all__ = [
@@ -94,7 +94,7 @@ RW_VALUES: tuple[str, ...] = fo.RW_VALUES
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
 #: fio options the runner always sets itself (canonical names); a study sets them through its own keys
-#: (:func:`storagebench.jobfile.render_jobfile` writes them, the spec refuses them as options or factors).
+#: (:func:`storagebench._jobfile.render_jobfile` writes them, the spec refuses them as options or factors).
 RUNNER_OPTIONS: dict[str, str] = {
     "filename": "the study's `target` (or --target)",
     "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
@@ -329,9 +329,9 @@ def _key_text(key: Any) -> str:
 def _check_shape(data: Any) -> None:
     """Bounds on the spec as data, before any other check reads it.
 
-    At most :data:`~storagebench.safeyaml.MAX_YAML_NODES` values with shared references counted
+    At most :data:`~storagebench._safeyaml.MAX_YAML_NODES` values with shared references counted
     each time (a billion-laughs mapping built in Python), no container that contains itself, at
-    most :data:`~storagebench.safeyaml.MAX_YAML_DEPTH` levels, every string at most 4096
+    most :data:`~storagebench._safeyaml.MAX_YAML_DEPTH` levels, every string at most 4096
     characters and every integer within 64 bits, so that no later check or message can recurse,
     allocate or convert without bound.
 
@@ -609,7 +609,7 @@ class Study(BaseModel):
         mkfs, file placement and preconditioning each time. The set-up, not the run, is then the
         experimental unit: repetitions within one set-up sample the run-to-run noise of one build
         only. Needs a testbed that can build it (``storagebench testbed``); a plain
-        :func:`~storagebench.runner.run_study` refuses ``setups > 1`` without one. With
+        :func:`~storagebench._runner.run_study` refuses ``setups > 1`` without one. With
         ``setups > 1`` the set-up number is part of each run id.
     setup_factors : list of str
         The factors whose levels each get a testbed build of their own (the arms, e.g.
@@ -1467,8 +1467,8 @@ def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: 
     Parameters
     ----------
     source : str, path-like or mapping
-        A YAML file path (a regular file of at most :data:`storagebench.safeyaml.MAX_YAML_BYTES`
-        bytes, read with :func:`storagebench.safeyaml.load_yaml`), or the spec as a dict.
+        A YAML file path (a regular file of at most :data:`storagebench._safeyaml.MAX_YAML_BYTES`
+        bytes, read with :func:`storagebench._safeyaml.load_yaml`), or the spec as a dict.
     max_runs : int, optional
         Refuse a plan of more runs than this now, and make it the limit :meth:`Study.expand`
         enforces. Default: not checked at load (a stored spec must always load, e.g. to compare

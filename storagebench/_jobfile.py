@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._study import RunPoint, Study
 from .errors import JobFileError
 from .fio.options import (
     canonical_name,
@@ -36,7 +37,6 @@ from .fio.options import (
     join_filenames,
     render_time,
 )
-from .study import RunPoint, Study
 
 __all__ = [
     "JobFile",
@@ -107,7 +107,7 @@ def render_jobfile(
     Parameters
     ----------
     point : RunPoint
-        One point of a :class:`~storagebench.study.RunPlan`.
+        One point of a :class:`~storagebench._study.RunPlan`.
     study : Study, optional
         Names the file in its header comment and tells fixed options from factor options.
     target : str or path-like, optional
@@ -314,7 +314,7 @@ def parse_jobfile(
     Lines are stripped of leading blanks; empty lines and lines starting with ``;`` or ``#`` are
     comments; a value is cut at its first ``;`` or ``#`` (fio ``strip_blank_end``); ``include FILE``
     reads another job file (relative to ``base_dir``). ``${VAR}`` and ``$keyword`` are NOT
-    substituted here (fio does it from its own environment at run time): :func:`storagebench.safety.lint_jobfile`
+    substituted here (fio does it from its own environment at run time): :func:`storagebench._safety.lint_jobfile`
     refuses them.
 
     Parameters

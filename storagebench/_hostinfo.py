@@ -250,7 +250,7 @@ def collect_provenance(
         fio ``filename`` of the run (file or block device; ``None`` for client/server runs
         whose target lives on the servers).
     spec_hash : str, optional
-        :attr:`storagebench.study.Study.spec_hash`.
+        :attr:`storagebench._study.Study.spec_hash`.
     fio_bin : str
         fio executable, asked for ``--version`` (:func:`storagebench.fio.process.fio_version`).
     started_at : datetime, optional

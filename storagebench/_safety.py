@@ -67,11 +67,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._hostinfo import device_behind, sysfs_block_dir
+from ._jobfile import parse_jobfile
 from .errors import HostError, JobFileError, UnsafeJobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
-from .hostinfo import device_behind, sysfs_block_dir
-from .jobfile import parse_jobfile
 from .records import DeviceInfo
 
 __all__ = [
@@ -612,9 +612,6 @@ def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
     return out
 
 
-#: The runner's name for :func:`storagebench.fio.options.split_filenames` until it imports that one.
-_split_filenames = fo.split_filenames
-
 
 # ---------------------------------------------------------------------------------------------
 # the check
@@ -1092,7 +1089,7 @@ def lint_jobfile(
     Parameters
     ----------
     text : str
-        The job file, read by :func:`storagebench.jobfile.parse_jobfile` as fio reads it (``include``
+        The job file, read by :func:`storagebench._jobfile.parse_jobfile` as fio reads it (``include``
         files too; values cut at ``;``/``#``).
     allow : iterable of str
         Opt-ins for gated options, as a study's ``allow``.
