@@ -12,19 +12,16 @@ API", documents it and a test keeps the two equal)::
 The sub-APIs ``stats``, ``plots``, ``display``, ``tables``, ``aggregate``, ``testbed``, ``servers``,
 ``studies`` and ``hoststeps`` load on first use (``sb.stats``, ``from storagebench import plots``):
 they bring scipy, statsmodels and matplotlib, which ``import storagebench`` and every
-``storagebench`` command would otherwise pay for.
+``storagebench`` command would otherwise pay for. The names of ``__all__`` load the same way, from the
+module that owns each (``_LAZY``): ``import storagebench`` itself loads only the version and the errors,
+not pandas or pyarrow.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._batch import run_batch
-from ._loadgen_profiles import study_from_diskspd, study_from_icf
-from ._runner import SweepResult, run_study
-from ._store import StudyStore
-from ._study import RunPlan, Study, load_study
 from ._version import __version__ as __version__
 from .errors import (
     FioError,
@@ -42,13 +39,49 @@ from .errors import (
     TestbedError,
     UnsafeTargetError,
 )
-from .findings import Finding, Findings
-from .ingest import IngestResult, ingest_paths, ingest_study, ingest_to_parquet
-from .publish import build_site, execute_notebook, publish_report
-from .published import load_published, load_result_sets, load_table
-from .runlevel import read_run_totals
-from .scaling import load_scaling, measure_scaling
-from .schema import read_table
+
+if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time they load on first use
+    from ._batch import run_batch
+    from ._loadgen_profiles import study_from_diskspd, study_from_icf
+    from ._runner import SweepResult, run_study
+    from ._store import StudyStore
+    from ._study import RunPlan, Study, load_study
+    from .findings import Finding, Findings
+    from .ingest import IngestResult, ingest_paths, ingest_study, ingest_to_parquet
+    from .publish import build_site, execute_notebook, publish_report
+    from .published import load_published, load_result_sets, load_table
+    from .runlevel import read_run_totals
+    from .scaling import load_scaling, measure_scaling
+    from .schema import read_table
+
+#: Where each lazily loaded name of ``__all__`` lives (its owner module, relative to the package).
+_LAZY = {
+    "run_batch": "._batch",
+    "study_from_diskspd": "._loadgen_profiles",
+    "study_from_icf": "._loadgen_profiles",
+    "SweepResult": "._runner",
+    "run_study": "._runner",
+    "StudyStore": "._store",
+    "RunPlan": "._study",
+    "Study": "._study",
+    "load_study": "._study",
+    "Finding": ".findings",
+    "Findings": ".findings",
+    "IngestResult": ".ingest",
+    "ingest_paths": ".ingest",
+    "ingest_study": ".ingest",
+    "ingest_to_parquet": ".ingest",
+    "build_site": ".publish",
+    "execute_notebook": ".publish",
+    "publish_report": ".publish",
+    "load_published": ".published",
+    "load_result_sets": ".published",
+    "load_table": ".published",
+    "read_run_totals": ".runlevel",
+    "load_scaling": ".scaling",
+    "measure_scaling": ".scaling",
+    "read_table": ".schema",
+}
 
 __all__ = [
     # a study: spec -> plan -> runs
@@ -72,10 +105,16 @@ SUBMODULES = ("stats", "plots", "display", "tables", "aggregate", "testbed", "se
 
 
 def __getattr__(name: str) -> Any:
+    """PEP 562: load a sub-API or a name of ``__all__`` from its owner on first access, then keep it."""
     if name in SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    owner = _LAZY.get(name)
+    if owner is not None:
+        value = getattr(importlib.import_module(owner, __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'storagebench' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(SUBMODULES))
+    return sorted(set(globals()) | set(SUBMODULES) | set(_LAZY))

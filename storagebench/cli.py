@@ -21,34 +21,20 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Callable, List, Optional
 
-import pandas as pd
 import typer
 import yaml
 from typer.core import TyperCommand, TyperGroup
 
-# The library modules `import storagebench` loads anyway are imported here; stats (scipy, statsmodels)
-# and studies (matplotlib, through plots) only in the commands that need them, so that `--version`,
-# `-h` and the other commands do not pay about two seconds for them.
-from . import testbed as tb
-from ._batch import load_param_sets, run_batch
+# Only light modules are imported here, so that `--version`, `-h` and a mistyped option answer at once:
+# the library's public names are reached through the package (`sb.run_study`: `storagebench/__init__.py`
+# loads each on first use), and the heavy internals (pandas, pyarrow, scipy, statsmodels, matplotlib) in the
+# commands that use them.
+import storagebench as sb
+
 from ._hostinfo import filesystem_of
-from ._loadgen_profiles import study_from_diskspd, study_from_icf
-from ._runner import run_study
-from ._store import utc_stamp
-from ._study import load_study
 from ._version import __version__
 from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path
 from .fio.process import fio_version
-from .ingest import ingest_study, ingest_to_parquet
-from .publish import (
-    DEFAULT_REPORT_NOTEBOOKS,
-    build_site,
-    notebook_parameters,
-    publish_report,
-    study_provenance,
-)
-from .published import load_table, match_level, select_rows
-from .scaling import measure_scaling
 from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
 
@@ -84,6 +70,9 @@ class _Group(TyperGroup):
             p.display_type_rich = _plain_type.__get__(p)
         return params
 
+
+#: The command-line interface is the app and its entry point; the commands are reached through them.
+__all__ = ["app", "main", "cli_errors"]
 
 app = typer.Typer(
     cls=_Group,
@@ -199,8 +188,8 @@ def run_cmd(
 
       storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
     """
-    spec = load_study(study, max_runs=max_runs)
-    res = run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
+    spec = sb.load_study(study, max_runs=max_runs)
+    res = sb.run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
                     wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
     _report_guards(res)
@@ -267,10 +256,12 @@ def demo_cmd(
 
       storagebench demo --out /var/tmp/results --fresh
     """
+    from . import publish
+    from ._store import utc_stamp
     from .stats import sweep_summary  # stats (scipy, statsmodels) and studies (matplotlib): see the imports
 
     t0 = time.monotonic()
-    study = load_study(study_path)
+    study = sb.load_study(study_path)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     study_dir = out / study.name
@@ -281,14 +272,14 @@ def demo_cmd(
     scratch = _demo_scratch_dir(out)
     target = scratch / "target.dat"
     try:
-        sweep = run_study(study, target=str(target), out_dir=out, progress=progress)
+        sweep = sb.run_study(study, target=str(target), out_dir=out, progress=progress)
         _report_guards(sweep)
         if not sweep.completed and not sweep.skipped:
             raise StorageBenchError(f"no run of {study.name} completed: {sweep.errors}")
-        result = ingest_study(study_dir)
+        result = sb.ingest_study(study_dir)
         result.write_parquet(study_dir / "tidy")
-        report = publish_report(study_dir)
-        summary = sweep_summary(result.runs, result.histograms, provenance=study_provenance(study_dir))
+        report = sb.publish_report(study_dir)
+        summary = sweep_summary(result.runs, result.histograms, provenance=publish.study_provenance(study_dir))
     finally:
         if keep:
             typer.echo(f"target kept: {target}", err=True)
@@ -326,7 +317,7 @@ def ingest(
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
     """
-    summary = ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
+    summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
     typer.echo(f"{summary.files} files ingested, {len(summary.errors)} not ingested")
@@ -360,14 +351,15 @@ def report_cmd(
         if out is not None and out != output:
             raise StorageBenchError(f"--out {out} and the deprecated --output {output} disagree; give --out only")
         out = output
-    path = publish_report(study_dir, notebooks=notebook or None, output=out,
+    path = sb.publish_report(study_dir, notebooks=notebook or None, output=out,
                           parameters=_study_defaults(notebook or None))
     typer.echo(str(path))
 
 
 def _study_defaults(notebooks) -> dict:
     """``write_tidy=True`` for the notebooks that declare it: `report` stores the tidy tables of a study."""
-    declared = set().union(*(notebook_parameters(n) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)))
+    from . import publish
+    declared = set().union(*(publish.notebook_parameters(n) for n in (notebooks or publish.DEFAULT_REPORT_NOTEBOOKS)))
     return {"write_tidy": True} if "write_tidy" in declared else {}
 
 
@@ -411,12 +403,13 @@ def publish_cmd(
       storagebench publish compare.ipynb --out results/demo-compare -p table=results/demo/tidy/runs.parquet \\
           -p factor=iodepth -p baseline=1 -p metric=iops -p by='[numjobs]'
     """
+    from . import publish
     params = _parse_params(param or [])
     out.mkdir(parents=True, exist_ok=True)
-    declared = set().union(*(notebook_parameters(n) for n in notebook))
+    declared = set().union(*(publish.notebook_parameters(n) for n in notebook))
     if "out_dir" in declared:
         params.setdefault("out_dir", str(out.resolve()))
-    path = publish_report(out, notebooks=notebook, parameters=params)
+    path = sb.publish_report(out, notebooks=notebook, parameters=params)
     typer.echo(str(path))
 
 
@@ -434,7 +427,7 @@ def site_cmd(
 
       storagebench site results --out results/index.html
     """
-    path, listed, skipped = build_site(results_dir, out)
+    path, listed, skipped = sb.build_site(results_dir, out)
     for why in skipped:
         typer.secho(f"storagebench: warning: not listed: {why}", err=True, fg="yellow")
     typer.echo(f"{len(listed)} write-up(s) -> {path}")
@@ -475,12 +468,15 @@ def compare_cmd(
       storagebench compare published:vsan_stripe --factor stripe_width --baseline 1 --metric iops \\
           --by pattern --by direction --pair-on vms --pair-on source_tool --out stripe.csv
     """
+    import pandas as pd
+
+    from .published import match_level, select_rows
     from .stats import ESTIMANDS, compare  # stats (scipy, statsmodels): see the imports
     from .stats.compare import TABLE_SUFFIXES
 
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
         raise StatsError(f"--out suffix must be one of {list(TABLE_SUFFIXES)}, got {out.suffix!r}")
-    df = select_rows(load_table(table), where or [])
+    df = select_rows(sb.load_table(table), where or [])
     if factor not in df.columns:
         raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
     level = match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
@@ -551,6 +547,8 @@ def testbed_cmd(
 
       storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 --out results
     """
+    import pandas as pd
+
     from . import studies  # the studies draw with plots (matplotlib): see the imports
 
     if list_:
@@ -576,7 +574,7 @@ def testbed_cmd(
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
         typer.echo(f"\nverdicts:\n{res.result.verdict_summary().to_string(index=False)}")
     if report:
-        html = publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
+        html = sb.publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
                               parameters={"study": study, "confidence": confidence, "params": params})
         typer.echo(f"\nreport: {html}")
     if res.failed:
@@ -598,9 +596,9 @@ def testbed_leftovers_cmd(
       storagebench testbed-leftovers --cleanup
     """
     if cleanup:
-        for r in tb.cleanup_stale():
+        for r in sb.testbed.cleanup_stale():
             typer.echo(f"removed {r['kind']} {r['path']} (process {r['pid']} is gone)")
-    rows = tb.leftovers(all_processes=True)
+    rows = sb.testbed.leftovers(all_processes=True)
     for r in rows:
         state = "running" if r["alive"] else "gone: --cleanup removes it"
         typer.echo(f"{r['kind']} {r['path']} (process {r['pid']}, {state})")
@@ -676,7 +674,7 @@ def scaling_cmd(
 
       storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
     """
-    s = measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
+    s = sb.measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
                         test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
                         repetitions=repetitions, progress=True)
     typer.echo(f"{s.study}: {len(s.completed)} measured, {len(s.skipped)} already done, "
@@ -710,11 +708,12 @@ def batch_cmd(
 
       storagebench batch sets.yaml --out results/batch --report
     """
+    from ._batch import load_param_sets
     sets, nb = load_param_sets(params)
     nb = notebook or nb
     if not nb:
         raise StorageBenchError("give --notebook, or a 'notebook:' entry in the parameter file")
-    table = run_batch(nb, sets, out, jobs=jobs, report=report, kernel_name=kernel)
+    table = sb.run_batch(nb, sets, out, jobs=jobs, report=report, kernel_name=kernel)
     typer.echo(table.assign(elapsed_s=table["elapsed_s"].round(1)).to_string(index=False, max_colwidth=80))
     failed = int((table["status"] != "ok").sum())
     typer.echo(f"{len(table) - failed} ok, {failed} failed; summary: {out / 'summary.csv'}")
@@ -746,11 +745,11 @@ def translate_cmd(
       storagebench translate icf profile.icf --name iometer_oltp
     """
     if kind == "diskspd":
-        t = study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
+        t = sb.study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
     elif kind == "icf":
         if len(source) != 1:
             raise StudyError(f"translate icf takes one .icf path, got {source}")
-        t = study_from_icf(source[0], name=name, ioengine=ioengine)
+        t = sb.study_from_icf(source[0], name=name, ioengine=ioengine)
     else:
         raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
     typer.echo(t.report())

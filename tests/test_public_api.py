@@ -52,11 +52,32 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
 
 
 def test_import_does_not_load_the_heavy_sub_apis():
-    heavy = ["matplotlib", "seaborn", "scipy", "statsmodels", "papermill", "nbconvert", "storagebench.stats",
-             "storagebench.plots"]
+    heavy = ["matplotlib", "seaborn", "scipy", "statsmodels", "papermill", "nbconvert", "pandas", "pyarrow",
+             "storagebench.stats", "storagebench.plots", "storagebench._runner", "storagebench.ingest"]
     code = f"import sys, storagebench; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_lazy_names_come_from_their_owner_and_match_the_type_checking_imports():
+    """Each name of ``__all__`` that is not imported eagerly is in ``_LAZY``, resolves to the owner's own
+    object, and the ``if TYPE_CHECKING:`` block imports the same name from the same module."""
+    import ast
+    import importlib
+
+    tree = ast.parse((ROOT / "storagebench" / "__init__.py").read_text())
+    checked = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                for alias in imp.names:
+                    checked[alias.name] = "." * imp.level + imp.module
+    assert checked == storagebench._LAZY
+    eager = set(vars(storagebench)) - set(storagebench._LAZY)
+    assert set(storagebench.__all__) <= eager | set(storagebench._LAZY)
+    for name, owner in storagebench._LAZY.items():
+        assert name in storagebench.__all__, f"{name} is loaded lazily but not public"
+        assert getattr(storagebench, name) is getattr(importlib.import_module(owner, "storagebench"), name)
 
 
 def test_the_version_is_written_once():
