@@ -131,6 +131,24 @@ def test_per_second_iops_series_and_steady_state():
     assert len(ss) == 2 and ss["rounds"].tolist() == [13, 13]  # samples at t = 1 .. 120 s (interval ends)
 
 
+def test_a_mixed_batch_keeps_every_files_series_in_order(tmp_path):
+    """fio logs and DiskSPD files in one batch: each file's series as when it is ingested alone, in file
+    order (DiskSPD series are collected as columns and made one DataFrame per batch)."""
+    fio_logs = Path(__file__).parent / "fixtures" / "fio" / "logs_avg"
+    second = tmp_path / "second.xml"
+    second.write_bytes(VC_XML.read_bytes().replace(b"<ComputerName>", b"<ComputerName>other-"))
+    both = ingest_paths([VC_XML, fio_logs, second]).timeseries
+    alone = [ingest_paths(p).timeseries for p in (VC_XML, fio_logs, second)]
+    assert len(both) == sum(len(a) for a in alone) and len(alone[0]) == 480
+    cols = ["job", "direction", "t_s", "metric", "value"]
+    start = 0
+    for a in alone:
+        part = both.iloc[start:start + len(a)]
+        assert part[cols].reset_index(drop=True).equals(a[cols].reset_index(drop=True))
+        assert part["run_id"].nunique() == 1 and part["run_id"].iloc[0] == a["run_id"].iloc[0]
+        start += len(a)
+
+
 def test_parts_are_kept_apart_and_add_up():
     res = read_diskspd(W8K)
     rows = res.rows().runs

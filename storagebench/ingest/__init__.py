@@ -416,7 +416,7 @@ class _Collector(RowSink):
     def __init__(self, max_bytes: int = MAX_FILE_BYTES, factor_kinds: dict | None = None,
                  raw_bins: bool = False) -> None:
         super().__init__(raw_bins)
-        self.ts: list[pd.DataFrame] = []
+        self.ts: list[pd.DataFrame | dict[str, list]] = []  # fio logs: frames; DiskSPD/Iometer: columns
         self.files = 0
         self.max_bytes = max_bytes
         self.spec_hashes: dict[str, None] = {}
@@ -496,7 +496,7 @@ class _Collector(RowSink):
         return rows, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
 
     def frames(self) -> dict[str, pd.DataFrame]:
-        ts = [t for t in self.ts if len(t)]
+        ts = [t for t in _merge_columns(self.ts) if len(t)]
         hist = schema.validate(self.histograms(), "histograms") if self.hist_blocks else empty_frame("histograms")
         runs = schema.validate(runs_frame(self.runs, self.runs_extra, "runs"), "runs") \
             if self.runs else empty_frame("runs")  # after histograms: its bins check may add notes to runs rows
@@ -510,6 +510,26 @@ class _Collector(RowSink):
             # one output file holds all the rows of a run, and a file is never split across batches
             "run_totals": run_totals(runs, hist, _blocks=self._blocks()),
         }
+
+
+def _merge_columns(parts: list) -> list[pd.DataFrame]:
+    """The ``timeseries`` parts in order, each run of column dicts (DiskSPD/Iometer files) as one DataFrame."""
+    out: list[pd.DataFrame] = []
+    cols: dict[str, list] | None = None
+    for part in parts:
+        if isinstance(part, dict):
+            if cols is None:
+                cols = {k: [] for k in part}
+            for k, v in part.items():
+                cols[k] += v
+            continue
+        if cols is not None:
+            out.append(pd.DataFrame(cols))
+            cols = None
+        out.append(part)
+    if cols is not None:
+        out.append(pd.DataFrame(cols))
+    return out
 
 
 # ---- DiskSPD / Iometer: content sniffing and dispatch (storagebench.ingest.loadgen) ----------------
@@ -569,7 +589,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     sink.hist_raw.extend([None] * len(blocks))
     sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
     sink.hist_checks.extend([None] * len(blocks))
-    if rows.timeseries is not None and len(rows.timeseries):
+    if rows.timeseries is not None and len(rows.timeseries["t_s"]):
         sink.ts.append(rows.timeseries)
 
 

@@ -215,7 +215,7 @@ class DiskSpdResult:
                     ts["value"] += vals
         if ts["t_s"]:
             ts["log_index"] = [1] * len(ts["t_s"])
-            out.timeseries = pd.DataFrame(ts)
+            out.timeseries = ts  # columns: the ingest makes one DataFrame of a batch's files, not one per file
         return out
 
     @property

@@ -252,8 +252,10 @@ class LoadgenRows:
         ``runs`` rows (:func:`run_row`), run totals only.
     histograms : list of (tuple, dict)
         ``((run_id, host, job, job_index, direction), {bin_ns: count})`` blocks.
-    timeseries : pandas.DataFrame or None
-        ``timeseries`` rows (columns ``run_id, host, job, direction, t_s, metric, value, log_index``).
+    timeseries : dict of str to list, or None
+        ``timeseries`` rows as columns (``run_id, host, job, direction, t_s, metric, value, log_index``),
+        each a list of equal length; the ingest builds one DataFrame from a batch's files (a DataFrame per
+        file cost about a sixth of a DiskSPD XML ingest: ``benchmarks/bench_ingest_diskspd.py``).
     problems : list of str
         What was dropped (only with ``strict=False``; with ``strict=True`` a problem raises).
     """
