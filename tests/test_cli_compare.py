@@ -11,7 +11,9 @@ from storagebench.cli import app
 from storagebench.published import load_published, read_published
 
 STRIPE = ["published:vsan_stripe", "--factor", "stripe_width", "--baseline", "1", "--metric", "iops"]
-PAIRED = ["--by", "pattern", "--by", "direction", "--pair-on", "vms", "--pair-on", "source_tool"]
+# per tool, paired on the VM count: the two tools measured the same configurations, so a tool is a factor
+# (the comparison is made within each), not a second replicate of a VM count
+PAIRED = ["--by", "pattern", "--by", "direction", "--by", "source_tool", "--pair-on", "vms"]
 
 
 def _run(*args: str):
@@ -24,19 +26,22 @@ def test_compare_published_stripe_prints_and_writes_paired_ratios(tmp_path):
     code, text = _run(*STRIPE, *PAIRED, "--out", str(out))
     assert code == 0, text
     table = pd.read_csv(out)
-    assert len(table) == 6 and set(table.n_baseline) == {24} and set(table.n_other) == {24}
-    # the ratio is the geometric mean of the 24 stripe-4 / stripe-1 pairs, computed here from the CSV as printed
+    assert len(table) == 12 and set(table.n_baseline) == {12} and set(table.n_other) == {12}
+    # the ratio is the geometric mean of a tool's 12 stripe-4 / stripe-1 pairs (one per VM count), computed
+    # here from the CSV as printed
     raw = read_published("vsan_stripe")
-    wide = raw.pivot_table(index=["pattern", "vms", "source_tool"], columns="stripe_width", values="iops")
-    gmr = np.exp(np.log(wide[4].astype(float) / wide[1].astype(float)).groupby(level="pattern").mean())
-    got = table.set_index("pattern")["ratio"]
-    for pattern, expected in gmr.items():
-        assert got[pattern] == pytest.approx(expected, rel=1e-12)
-        assert pattern in text
+    wide = raw.pivot_table(index=["pattern", "source_tool", "vms"], columns="stripe_width", values="iops")
+    gmr = np.exp(np.log(wide[4].astype(float) / wide[1].astype(float)).groupby(level=["pattern", "source_tool"])
+                 .mean())
+    got = table.set_index(["pattern", "source_tool"])["ratio"]
+    assert len(gmr) == 12
+    for key, expected in gmr.items():
+        assert got[key] == pytest.approx(expected, rel=1e-12)
+        assert key[0] in text
     assert (table.ci_low < table.ratio).all() and (table.ratio < table.ci_high).all()
     assert (table.p_adjusted >= table.p).all() and table.method.str.contains("Holm").all()
     assert "method: geometric mean of the per-pair ratios" in text and f"wrote {out}" in text
-    assert "design: paired: each vms/source_tool key is one block" in text and "family: Holm" in text
+    assert "design: paired: each vms key is one block" in text and "family: Holm" in text
     assert (table.estimand == "geometric").all()
 
 
@@ -44,11 +49,11 @@ def test_compare_by_pattern_is_checked_per_group(tmp_path):
     """Every pattern of seed 002 has one direction: --by pattern alone is not refused any more (the
     direction check is per group), and the arithmetic estimand is there by name."""
     out = tmp_path / "by_pattern.csv"
-    code, text = _run(*STRIPE, "--by", "pattern", "--pair-on", "vms", "--pair-on", "source_tool",
+    code, text = _run(*STRIPE, "--by", "pattern", "--by", "source_tool", "--pair-on", "vms",
                       "--estimand", "arithmetic", "--out", str(out))
     assert code == 0, text
     table = pd.read_csv(out)
-    assert len(table) == 6 and (table.estimand == "arithmetic").all() and "Fieller" in text
+    assert len(table) == 12 and (table.estimand == "arithmetic").all() and "Fieller" in text
 
 
 def test_compare_reads_parquet_and_csv_tables_with_fdr(tmp_path):
@@ -134,7 +139,7 @@ def test_compare_unpaired_rows_are_named(tmp_path):
     df[~drop].to_parquet(path)
     code, text = _run(str(path), *STRIPE[1:], *PAIRED)
     assert code == 1, text
-    assert "keys do not match" in text and "(7, 'FIO')" in text
+    assert "keys do not match" in text and "'source_tool': 'FIO'" in text and "only in baseline [(7,)]" in text
 
 
 def test_compare_groups_of_one_give_explicit_not_estimable_rows(tmp_path):
