@@ -27,8 +27,7 @@ from .errors import PublishError
 from .findings import fmt_number, fmt_p
 from .schema import PERCENTILES, percentile_column
 
-__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "DisplayMetric",
-           "display_metric"]
+__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
 
 #: Columns formatted as p-values.
 P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", "pvalue", "p_adj", "PR(>F)"})
