@@ -22,7 +22,7 @@ from typing import Any
 from .errors import PublishError
 
 __all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR",
-           "METHOD_SHOWN", "short_method", "metric_words"]
+           "METHOD_SHOWN", "short_method"]
 
 #: MIME type of the machine-readable part of a :class:`Findings` display bundle.
 MIME_TYPE = "application/vnd.storagebench.findings+json"
@@ -348,21 +348,3 @@ class Findings:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         return {"text/html": self._repr_html_(), "text/plain": self.text(), MIME_TYPE: self.to_dict()}
-
-
-_METRIC_WORDS = {"iops": "IOPS", "bw_bytes_per_s": "bandwidth", "lat_mean_ns": "mean latency",
-                 "clat_mean_ns": "mean completion latency", "slat_mean_ns": "mean submission latency",
-                 "clat_p99_ns": "p99 completion latency"}
-
-
-def metric_words(metric: str) -> str:
-    """A metric column in words, for sentences and captions: ``"IOPS"``, ``"bandwidth"``, ``"mean latency"``.
-
-    Parameters
-    ----------
-    metric : str
-        A ``runs`` metric column (``iops``, ``bw_bytes_per_s``, ``lat_mean_ns`` ...); another name is
-        returned as it is.
-    """
-    return _METRIC_WORDS.get(metric, metric)
-

@@ -4,6 +4,10 @@
 MB/s or MiB/s, bs in KiB), gives ``digits`` significant digits, formats p-values (``< 1e-06``), merges an
 estimate and its CI bounds into one column and hides the index. It depends on pandas only, so every
 layer can format its results with it (:class:`storagebench.stats.ComparisonTable` does).
+
+It is the one owner of a column's words and unit: :func:`column_display` (header and scale of a tidy
+column), :func:`metric_words` (the words for a sentence) and :data:`METRICS` (the display metrics the
+figures and the point tables take by name: ``"iops"``, ``"lat_mean_ms"``, ``"bw_MB_per_s"`` ...).
 """
 
 from __future__ import annotations
@@ -11,16 +15,19 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from ._checks import one_of
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
+from .schema import PERCENTILES, percentile_column
 
-__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table"]
+__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
 
 #: Columns formatted as p-values.
 P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", "pvalue", "p_adj", "PR(>F)"})
@@ -38,9 +45,9 @@ _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 def _words(stem: str) -> str:
     if stem in _NAMES:
         return _NAMES[stem]
-    m = re.fullmatch(r"clat_p([\d.]+)", stem)
+    m = re.fullmatch(r"clat_p(\d+(?:[._]\d+)?)", stem)  # clat_p99_9 (schema.percentile_column) or clat_p99.9
     if m:
-        return f"p{m[1]} completion latency, clat"
+        return f"p{m[1].replace('_', '.')} completion latency, clat"
     return stem
 
 
@@ -88,6 +95,71 @@ def metric_words(name: str) -> str:
     header, _ = column_display(str(name))
     m = re.fullmatch(r"(.+) \(([^()]+)\)", header)
     return m[1] if m else header
+
+
+@dataclass(frozen=True)
+class DisplayMetric:
+    """A display metric: the tidy column it is computed from, its scale to the display unit, its label.
+
+    Attributes
+    ----------
+    column : str
+        Tidy column (``iops``, ``lat_mean_ns``, ``clat_p99_ns`` ...).
+    scale : float
+        Display value = column value x ``scale`` (1e-6 from ns to ms).
+    label : str
+        Axis label with the display unit.
+    fmt : str
+        Format of an annotated value (``",.0f"``, ``".3g"``).
+    """
+
+    column: str
+    scale: float
+    label: str
+    fmt: str
+
+
+def _from_column(column: str, fmt: str) -> DisplayMetric:
+    """The display metric of a tidy column in its :func:`column_display` words, unit and scale."""
+    label, scale = column_display(column)
+    return DisplayMetric(column, scale, label, fmt)
+
+
+#: Display metrics: name -> tidy column, scale to the display unit, axis label. Latencies are named and
+#: scaled by :func:`column_display`; IOPS, bandwidth and CPU say more on an axis than in a table header.
+METRICS: dict[str, DisplayMetric] = {
+    "iops": DisplayMetric("iops", 1.0, "IOPS (I/Os per s)", ",.0f"),
+    "kiops": DisplayMetric("iops", 1e-3, "IOPS (thousand I/Os per s)", ".3g"),
+    "bw_MB_per_s": DisplayMetric("bw_bytes_per_s", 1e-6, "bandwidth (MB/s, 10^6 B/s)", ".4g"),
+    "bw_MiB_per_s": DisplayMetric("bw_bytes_per_s", 1.0 / 2**20, "bandwidth (MiB/s, 2^20 B/s)", ".4g"),
+    "lat_mean_ms": _from_column("lat_mean_ns", ".3g"),
+    "clat_mean_ms": _from_column("clat_mean_ns", ".3g"),
+    "slat_mean_ms": _from_column("slat_mean_ns", ".3g"),
+    "usr_cpu_pct": DisplayMetric("usr_cpu_pct", 1.0, "user CPU (% of one CPU, mean over jobs)", ".3g"),
+    "sys_cpu_pct": DisplayMetric("sys_cpu_pct", 1.0, "system CPU (% of one CPU, mean over jobs)", ".3g"),
+    **{percentile_column(p)[: -len("_ns")] + "_ms": _from_column(percentile_column(p), ".3g") for p in PERCENTILES},
+}
+
+
+def display_metric(name: str) -> DisplayMetric:
+    """The :data:`METRICS` entry of ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A display metric name (``"iops"``, ``"lat_mean_ms"``, ``"clat_p99_ms"`` ...).
+
+    Returns
+    -------
+    DisplayMetric
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not in :data:`METRICS` (the message lists them).
+    """
+    one_of("metric", name, list(METRICS))
+    return METRICS[name]
 
 
 #: Suffixes of tidy column names that give a value's unit, longest first (as :func:`column_display` reads them).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -101,3 +102,66 @@ def test_docs_are_self_contained():
             if ROOT.resolve() not in (path, *path.parents) or not path.exists():
                 problems.append(f"{doc.name}: {target} is not a file of the repository")
     assert not problems, problems
+
+
+#: Libraries whose import means statistics are computed (or random numbers drawn) in the module.
+_STATISTICS_LIBRARIES = ("scipy", "statsmodels", "numpy.random", "sklearn", "pingouin", "arch")
+#: Calls that are the ingredients of an interval: a distribution's quantile, a spread, sample quantiles.
+_INTERVAL_CALLS = frozenset({"ppf", "isf", "interval", "std", "nanstd", "var", "nanvar", "sem", "quantile",
+                             "nanquantile", "percentile", "nanpercentile", "bootstrap", "t_interval"})
+
+
+def _statistics_in(source: str) -> list[str]:
+    """What a module computes beyond drawing: imports of statistics libraries (or numpy.random), calls that
+    make an interval (a t or normal quantile, a standard deviation or error, sample quantiles), and functions
+    that return a table (a DataFrame: the tables of results belong to stats/tables, not to the figures)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names
+                      if any(a.name == lib or a.name.startswith(lib + ".") for lib in _STATISTICS_LIBRARIES)]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            if any(n == lib or n.startswith(lib + ".") for n in names for lib in _STATISTICS_LIBRARIES):
+                found.append(f"from {node.module} import {', '.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.Attribute) and node.attr == "random" and isinstance(node.value, ast.Name) \
+                and node.value.id in ("np", "numpy"):
+            found.append(f"line {node.lineno}: {node.value.id}.random")
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in _INTERVAL_CALLS:
+                found.append(f"line {node.lineno}: calls {name}()")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None \
+                and "DataFrame" in ast.unparse(node.returns):
+            found.append(f"line {node.lineno}: {node.name}() returns a table ({ast.unparse(node.returns)})")
+    return found
+
+
+def test_plots_draws_and_computes_nothing_statistical():
+    """Issue 9: the figures draw what stats computes. No module of storagebench/plots/ imports scipy,
+    statsmodels or numpy.random, computes an interval's ingredients, or returns a table."""
+    modules = sorted((ROOT / "storagebench" / "plots").glob("*.py"))
+    assert len(modules) >= 4, modules
+    found = {m.name: _statistics_in(m.read_text()) for m in modules}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}
+
+
+def test_the_statistics_check_finds_an_interval_a_table_and_a_library():
+    """The check above is not vacuous: a figure module with its own t interval, its own table of points or
+    numpy's random numbers is caught, and the stats module that does compute intervals is caught too."""
+    own_t = """
+import numpy as np
+from scipy import stats
+
+
+def band(x):
+    m, s = np.mean(x), np.std(x, ddof=1)
+    return m - stats.t.ppf(0.975, len(x) - 1) * s / np.sqrt(len(x))
+"""
+    assert {"from scipy import stats", "line 7: calls std()", "line 8: calls ppf()"} <= set(_statistics_in(own_t))
+    table = "import pandas as pd\n\ndef per_point(runs) -> pd.DataFrame:\n    return runs\n"
+    assert _statistics_in(table) == ["line 3: per_point() returns a table (pd.DataFrame)"]
+    assert _statistics_in("import numpy as np\nrng = np.random.default_rng(1)\n") == ["line 2: np.random"]
+    assert _statistics_in("import numpy as np\n\ndef f(x):\n    return np.log(x).mean()\n") == []
+    points = (ROOT / "storagebench" / "stats" / "points.py").read_text()
+    assert any("statsmodels" in f for f in _statistics_in(points))

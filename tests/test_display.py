@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 
-from storagebench import display, plots
+from storagebench import display, plots, stats
 from storagebench.errors import PublishError
 from storagebench.findings import MIME_TYPE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from storagebench.ingest import ingest_study
@@ -131,9 +131,9 @@ def test_collapsed_keeps_the_detail_behind_one_line(tables):
     from storagebench.stats import littles_law
 
     checked = littles_law(runs)
-    line = plots.littles_law_summary(checked)
+    line = stats.littles_law_summary(checked)
     assert f"for {len(checked)} of {len(checked)} runs" in line and "no run is flagged" in line
-    box = display.collapsed(f"All {len(checked)} runs", plots.littles_law_table(checked))
+    box = display.collapsed(f"All {len(checked)} runs", stats.littles_law_table(checked))
     page = box._repr_html_()
     assert page.startswith('<details class="sb-details"><summary>All 12 runs</summary>') and page.count("<tr") == 13
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,11 +13,12 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection, QuadMesh
 from scipy.stats import gmean
 
-from storagebench import plots
+from storagebench import plots, stats
 from storagebench._histogram import percentiles_from_bins
 from storagebench.errors import SchemaError
 from storagebench.ingest import ingest_study
 from storagebench.publish import study_provenance
+from storagebench.stats import points as stats_points
 
 STUDY = FIXTURES / "study_demo"
 
@@ -57,7 +59,7 @@ def test_fixture_is_a_real_repeated_study(runs, hist):
 
 
 def test_per_run_sums_jobs_and_weights_latency(runs):
-    pr = plots._per_run(runs).set_index("run_id").sort_index()
+    pr = stats_points._per_run(runs).set_index("run_id").sort_index()
     ref = _per_run(runs).set_index("run_id").sort_index()
     np.testing.assert_allclose(pr["iops"], ref["iops"])
     np.testing.assert_allclose(pr["lat_mean_ns"] / 1e6, ref["lat_ms"])
@@ -71,7 +73,7 @@ def test_per_run_of_two_jobs_has_no_averaged_percentiles(runs):
     one = runs.iloc[[0]]
     two = pd.concat([one, one.assign(job_index=1, iops=one["iops"] / 2, lat_mean_ns=one["lat_mean_ns"] * 3,
                                      total_ios=one["total_ios"] // 2)])
-    pr = plots._per_run(two)
+    pr = stats_points._per_run(two)
     assert len(pr) == 1 and pr["n_rows"].iloc[0] == 2
     assert pr["iops"].iloc[0] == pytest.approx(1.5 * one["iops"].iloc[0])
     w = one["total_ios"].iloc[0]
@@ -87,7 +89,7 @@ def test_per_run_is_the_stats_aggregation(runs):
     one = runs.iloc[[0]]
     two = pd.concat([one, one.assign(job_index=1, usr_cpu_pct=one["usr_cpu_pct"] + 4, slat_mean_ns=1e3,
                                      total_ios=one["total_ios"] * 3)])
-    pr = plots._per_run(two)
+    pr = stats_points._per_run(two)
     pd.testing.assert_frame_equal(pr, per_run(two, latency=None))
     assert pr["usr_cpu_pct"].iloc[0] == pytest.approx(one["usr_cpu_pct"].iloc[0] + 2)  # mean over the 2 jobs
     want = (one["slat_mean_ns"].iloc[0] + 3 * 1e3) / 4  # weighted by completed I/Os (1 : 3)
@@ -95,7 +97,7 @@ def test_per_run_is_the_stats_aggregation(runs):
     # a factor that differs between the rows of one run has no per-run value: said, not guessed
     mixed = two.assign(bs_bytes=[4096, 65536])
     with pytest.raises(ValueError, match="`bs_bytes` differs between the rows of one run"):
-        plots.per_point(mixed, by=["bs_bytes"])
+        stats.per_point(mixed, by=["bs_bytes"])
 
 
 def test_iops_vs_iodepth_one_line_per_numjobs_with_means(runs):
@@ -280,7 +282,7 @@ def test_not_a_dataframe_is_refused():
 def test_ratio_forest_from_a_real_comparison(runs):
     from storagebench.stats import compare
 
-    pr = plots._per_run(runs)
+    pr = stats_points._per_run(runs)
     lo, hi = sorted(pr["numjobs"].unique())[:2]
     table = compare(pr[pr["numjobs"].isin([lo, hi])], "numjobs", baseline=lo, metric="iops", by="iodepth")
     ax = plots.ratio_forest(table)
@@ -370,7 +372,7 @@ def test_provenance_caption_and_add_caption(runs):
 
 
 def test_summary_table_percentiles_from_merged_bins(runs, hist):
-    tab = plots.summary_table(runs, hist)
+    tab = stats.point_table(runs, hist)
     assert {"IOPS (1/s)", "bandwidth (MB/s)", "mean lat (ms)", "p50 clat (ms)", "p99 clat (ms)"} <= set(tab.columns)
     assert len(tab) == runs.groupby(["numjobs", "iodepth"]).ngroups
     assert list(tab.index.names) == ["numjobs", "iodepth"]
@@ -384,13 +386,13 @@ def test_summary_table_percentiles_from_merged_bins(runs, hist):
 def test_littles_law_table_units_and_ratio(runs):
     from storagebench.stats import littles_law
 
-    tab = plots.littles_law_table(littles_law(runs))
+    tab = stats.littles_law_table(littles_law(runs))
     assert len(tab) == runs["run_id"].nunique()
     assert list(tab.index.names) == ["numjobs", "iodepth", "repetition"]
     # closed loop with libaio: IOPS x mean latency = numjobs x iodepth, within a few %
     np.testing.assert_allclose(tab["IOPS x lat (I/Os)"], tab["outstanding I/Os (numjobs x iodepth)"], rtol=0.05)
     with pytest.raises(SchemaError, match="littles_ratio"):
-        plots.littles_law_table(runs)
+        stats.littles_law_table(runs)
 
 
 def test_points_that_mix_configurations_are_refused():
@@ -473,7 +475,7 @@ def test_cross_tool_plot_one_panel_coloured_by_group_or_one_panel_per_group():
         assert bias == pytest.approx(ag.loc[a.get_title().split(" (n")[0], "bias"])
     ylims = {a.get_ylim() for a in panels}
     assert len(ylims) == 1  # one shared ratio axis
-    plots.plt.close("all")
+    plt.close("all")
 
 
 def test_cross_tool_plot_of_too_few_configurations_draws_the_points_only():
@@ -486,7 +488,7 @@ def test_cross_tool_plot_of_too_few_configurations_draws_the_points_only():
     ax = plots.cross_tool_plot(ct).axes[0]
     assert len(ax.collections[0].get_offsets()) == 2 and not [ln for ln in ax.lines if ln.get_gid()]
     assert "not estimable" in ax.get_title()
-    plots.plt.close("all")
+    plt.close("all")
 
 
 def test_hockey_stick_marks_the_recommended_point_and_the_knees_stats_computed(runs, hist):

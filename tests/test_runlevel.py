@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from storagebench import plots, schema
+from storagebench import schema, stats
 from storagebench._histogram import percentiles_from_bins
 from storagebench.aggregate import cluster_aggregate, combine_jobs
 from storagebench.errors import SchemaError
@@ -82,13 +82,13 @@ def test_two_job_example_has_one_mean_latency_everywhere(tmp_path):
         "aggregate.combine_jobs(by=run_id)": combine_jobs(runs, by=("run_id",)).iloc[0]["lat_mean_ns"],
         "aggregate.combine_jobs(by=run_id, direction)": combine_jobs(runs, by=("run_id", "direction"))
         .iloc[0]["lat_mean_ns"],
-        "plots.per_point": plots.per_point(runs, by=["iodepth"], metrics=("lat_mean_ms",)).iloc[0]["lat_mean_ms"] * 1e6,
-        "plots.summary_table": plots.summary_table(runs, by=["iodepth"]).iloc[0]["mean lat (ms)"] * 1e6,
+        "stats.per_point": stats.per_point(runs, by=["iodepth"], metrics=("lat_mean_ms",)).iloc[0]["lat_mean_ms"] * 1e6,
+        "stats.point_table": stats.point_table(runs, by=["iodepth"]).iloc[0]["mean lat (ms)"] * 1e6,
     }
     for site, value in sites.items():
-        tol = 5e-5 if site == "plots.summary_table" else 1e-12  # the display table rounds to 4 decimals (ms)
+        tol = 5e-5 if site == "stats.point_table" else 1e-12  # the display table rounds to 4 decimals (ms)
         assert value / 1e6 == pytest.approx(GOLD_MS, rel=tol), site
-    assert plots.per_point(runs, by=["iodepth"], metrics=("iops",)).iloc[0]["iops"] == pytest.approx(1100.0)
+    assert stats.per_point(runs, by=["iodepth"], metrics=("iops",)).iloc[0]["iops"] == pytest.approx(1100.0)
     # the table written by ingest and read back (parquet with its metadata) holds the same number
     path = schema.write_table(table, tmp_path / "run_totals.parquet", "run_totals", spec_hash="abc")
     back = read_run_totals(tmp_path)
@@ -118,7 +118,7 @@ def test_a_job_in_error_flags_the_run_and_figures_leave_it_out():
     good = pd.concat([runs, _two_jobs(run_id=["s", "s"], error=[0, 0])], ignore_index=True)
     assert list(per_run(good, completed=True)["run_id"]) == ["s"]
     with pytest.raises(SchemaError, match="no rows of completed"):
-        plots.per_point(runs, by=["iodepth"])
+        stats.per_point(runs, by=["iodepth"])
     killed = per_run(_two_jobs(partial=[False, True])).iloc[0]
     assert killed["partial"] and per_run(_two_jobs(partial=[False, True]), completed=True).empty
 

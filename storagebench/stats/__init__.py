@@ -46,19 +46,22 @@ Modules, one per concept:
 ``points``
     :func:`point_estimates` / :func:`point_means` (per sweep point the geometric mean over its runs with a
     log-scale CI, the run-to-run SD pooled over the grid and the equal-spread assumption checked,
-    :class:`SpreadCheck`), :func:`point_percentiles` (merged json+ bins).
+    :class:`SpreadCheck`), :func:`point_percentiles` (merged json+ bins); :func:`per_point` (the same in
+    the display units of :data:`storagebench.tables.METRICS`, what the figures draw) and :func:`point_table`
+    (a table of it for a reader).
 ``sweep``
     :func:`sweep_summary`: peak, recommended point (with mean and p99), Kneedle knees, cache caveat and n per
     point of a numjobs x iodepth sweep, as a typed result whose :meth:`SweepSummary.findings` the CLI
     prints and the report shows.
 ``saturation``
-    :func:`littles_law`, :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
+    :func:`littles_law` (with :func:`littles_law_table` and :func:`littles_law_summary` for a write-up),
+    :func:`find_knee` (Kneedle), :func:`recommend_parameters`, :func:`qos_max_load`,
     :func:`normalize`, :func:`improvement_pct`.
 """
 
 from __future__ import annotations
 
-from ..findings import metric_words
+from ..tables import metric_words
 from .agreement import Agreement, bland_altman
 from .claims import (
     CLAIM_VERDICTS,
@@ -106,9 +109,11 @@ from .points import (
     PointEstimates,
     SpreadCheck,
     attach_factors,
+    per_point,
     point_estimates,
     point_means,
     point_percentiles,
+    point_table,
 )
 from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
 from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
@@ -119,6 +124,8 @@ from .saturation import (
     find_knee,
     improvement_pct,
     littles_law,
+    littles_law_summary,
+    littles_law_table,
     normalize,
     per_run,
     qos_max_load,
@@ -193,6 +200,8 @@ __all__ = [
     "find_knee",
     "improvement_pct",
     "littles_law",
+    "littles_law_summary",
+    "littles_law_table",
     "normalize",
     "per_run",
     "qos_max_load",
@@ -209,6 +218,8 @@ __all__ = [
     "point_estimates",
     "point_means",
     "point_percentiles",
+    "per_point",
+    "point_table",
     "SweepPoint",
     "SweepSummary",
     "sweep_summary",

@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p, metric_words
+from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..schema import RUNS
+from ..tables import metric_words
 from ._common import as_list, require_columns
 from .agreement import bland_altman
 from .compare import ComparisonTable, compare

@@ -2,7 +2,8 @@
 
 A *point* is one combination of factor levels (``numjobs`` x ``iodepth``); its repetitions are runs.
 These are the numbers the figures draw and the tables and findings state; :mod:`storagebench.plots`
-draws them and computes nothing of its own.
+draws them and computes nothing of its own. :func:`per_point` gives them per point in the display units
+of :data:`storagebench.tables.METRICS` (what the figures draw), :func:`point_table` as a table for a reader.
 
 The estimand of a point is the **geometric mean** of its runs' values (IOPS, bandwidth, mean latency:
 positive quantities whose run-to-run spread is multiplicative). Its CI is computed on the log scale,
@@ -26,11 +27,14 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats as st
 
+from .._checks import need_columns, one_of
 from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import SchemaError, StatsError
 from ..findings import fmt_number, fmt_p
-from ..schema import DIRECTIONS
-from ..tables import column_display
+from ..runlevel import is_run_totals
+from ..runlevel import per_run as _runlevel_per_run
+from ..schema import DIRECTIONS, RUN_TOTALS, RUNS
+from ..tables import column_display, display_metric
 from ._common import check_confidence
 from .equivalence import mean_ci
 
@@ -424,8 +428,7 @@ def attach_factors(histograms: pd.DataFrame, runs: pd.DataFrame | None, by: Sequ
             raise SchemaError(f"`histograms` has no column {c!r}; it has {sorted(map(str, histograms.columns))}.")
     h = histograms
     if direction is not None:
-        if direction not in DIRECTIONS:
-            raise ValueError(f"The value for `direction` must be one of {list(DIRECTIONS)}, but {direction!r} was passed.")
+        one_of("direction", direction, list(DIRECTIONS))
         h = h[h["direction"] == direction]
         if h.empty:
             raise SchemaError(f"`histograms` has no rows with direction {direction!r}.")
@@ -480,3 +483,192 @@ def point_percentiles(histograms: pd.DataFrame, runs: pd.DataFrame | None, by: s
             row[f"clat_p{p:g}_ns"] = vals[float(p)]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _per_run(runs: pd.DataFrame, *, direction: str | None = None) -> pd.DataFrame:
+    """One row per completed, error-free run (one direction, or all): the run-level table.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The tidy ``runs`` table (:data:`storagebench.schema.RUNS`, plus study factor columns), or the
+        run-level table (``tidy/run_totals.parquet``).
+    direction : {"read", "write", "trim"} or None
+        That direction only; ``None`` combines all directions (total IOPS of a mixed workload).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`storagebench.runlevel.per_run` with ``completed=True``: one row per ``run_id`` with fio's
+        rule for combining jobs, hosts and directions (completed I/Os over the longest runtime, mean
+        latencies weighted by completed I/Os, ``stat.c`` ``sum_thread_stats``) and every study factor.
+        A run with any job in error (``error != 0``) or killed (``partial``) is left out whole, never
+        averaged with its good jobs.
+
+    Raises
+    ------
+    ValueError
+        ``direction`` is not one of the allowed values.
+    SchemaError
+        ``runs`` lacks ``run_id``/``iops``, or no run is left after filtering.
+    """
+    need_columns(runs, ["run_id", "iops"], "runs")
+    if direction is not None:
+        one_of("direction", direction, list(DIRECTIONS))
+        need_columns(runs, ["direction"], "runs")
+        if not (runs["direction"] == direction).any():
+            present = sorted(runs["direction"].unique())
+            raise SchemaError(f"`runs` has no rows with direction {direction!r}; it has {present}.")
+    pr = _runlevel_per_run(runs, direction=direction, completed=True)
+    if pr.empty:
+        raise SchemaError("`runs` has no rows of completed, error-free runs (error == 0, partial == False).")
+    return pr
+
+
+def _varies_within_run(runs: pd.DataFrame, cols: Sequence[str], direction: str | None) -> list[str]:
+    """The ``cols`` of ``runs`` that take several values within one run (a randrw job's bs per direction)."""
+    if is_run_totals(runs) or "run_id" not in runs.columns:
+        return []
+    df = runs if direction is None or "direction" not in runs.columns else runs[runs["direction"] == direction]
+    cols = [c for c in cols if c in df.columns]
+    if not cols or df.empty:
+        return []
+    n = df.groupby("run_id", observed=True, dropna=False)[cols].nunique(dropna=False).max()
+    return [c for c in cols if n[c] > 1]
+
+
+#: Factor columns that must be equal within a point (``target`` may differ: a resumed sweep can
+#: use a new temp file on the same disk).
+_GUARDED = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "tool")
+_SCHEMA_NAMES = frozenset(c.name for c in (*RUNS, *RUN_TOTALS))
+
+
+def _check_not_mixed(pr: pd.DataFrame, by: Sequence[str]) -> None:
+    extra = [c for c in pr.columns if c not in _SCHEMA_NAMES and c not in ("n_rows", "run_id", "outstanding_ios")
+             and pr[c].nunique(dropna=True) <= 32]
+    for col in [*_GUARDED, *extra]:
+        if col in by or col not in pr.columns:
+            continue
+        per = pr.groupby(list(by), dropna=False)[col].nunique(dropna=True)
+        if (per > 1).any():
+            key = per[per > 1].index[0]
+            key = key if isinstance(key, tuple) else (key,)
+            sel = pr
+            for c, v in zip(by, key, strict=True):
+                sel = sel[sel[c] == v]
+            values = sorted(map(str, sel[col].dropna().unique()))
+            where = ", ".join(f"{c}={v}" for c, v in zip(by, key, strict=True))
+            raise ValueError(
+                f"The runs of one point ({where}) have different `{col}` values {values}: averaging them would mix "
+                f"configurations. Filter the rows (e.g. runs[runs[{col!r}] == ...]) or add {col!r} to `by`/`hue`."
+            )
+
+
+def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] = ("iops",),
+              direction: str | None = None, ci: float = 0.95, method: str = "auto") -> pd.DataFrame:
+    """Geometric mean and log-scale confidence interval of display metrics per study point.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Tidy ``runs`` table.
+    by : sequence of str
+        Factor columns that define a point, e.g. ``["numjobs", "iodepth"]``.
+    metrics : sequence of str
+        Names from :data:`storagebench.tables.METRICS` (``"iops"``, ``"lat_mean_ms"``, ``"bw_MB_per_s"`` ...).
+    direction : {"read", "write", "trim"} or None
+        As in :func:`_per_run`.
+    ci : float
+        Confidence level of the interval (:func:`point_means`).
+    method : str
+        CI method of :func:`storagebench.stats.point_estimates` (default ``auto``: log scale, pooled over
+        the points unless equal spread is rejected).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point: the ``by`` columns, ``n`` (runs), and per metric ``<metric>`` (geometric mean,
+        display unit), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the estimate where there is no
+        CI). ``attrs["checks"]``: per metric the :class:`storagebench.stats.SpreadCheck` (method used).
+
+    Raises
+    ------
+    ValueError
+        Unknown metric or direction; or the runs of one point differ in another factor
+        (e.g. two block sizes, two tools): averaging them would pass one configuration off
+        as repetitions of another, so filter the rows or add that column to ``by``.
+    SchemaError
+        A column is missing.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    specs = [display_metric(m) for m in metrics]
+    pr = _per_run(runs, direction=direction)
+    varies = _varies_within_run(runs, by, direction)
+    if varies:
+        raise ValueError(f"`{varies[0]}` differs between the rows of one run (e.g. its read and write rows), so a "
+                         "run has no single value of it: pass `direction` or filter the rows.")
+    need_columns(pr, by + [s.column for s in specs], "runs")
+    _check_not_mixed(pr, by)
+    scaled = pr[[*by, "run_id"]].copy() if "run_id" in pr.columns else pr[by].copy()  # errors name the run
+    for name, spec in zip(metrics, specs, strict=True):
+        scaled[name] = pr[spec.column].astype(float) * spec.scale
+    pts = point_means(scaled, by, list(metrics), confidence=ci, method=method)
+    checks = pts.attrs.get("checks", {})
+    pts = pts.drop(columns=[f"{m}_log_sd" for m in metrics if f"{m}_log_sd" in pts.columns])
+    for name in metrics:  # a band of zero width where there is no interval (one run): drawn as the line
+        for side in ("_ci_low", "_ci_high"):
+            pts[name + side] = pts[name + side].fillna(pts[name])
+    pts.attrs["checks"] = checks
+    return pts
+
+
+def point_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
+                by: Sequence[str] = ("numjobs", "iodepth"), direction: str | None = None,
+                ci: float = 0.95) -> pd.DataFrame:
+    """A display table per study point with the unit in every column header (:func:`per_point`).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Tidy ``runs`` table.
+    histograms : pandas.DataFrame, optional
+        Tidy ``histograms`` table; when given, p50/p99 completion latency of each point
+        are computed from the merged json+ bins of all its runs (never by averaging
+        percentiles), with :func:`point_percentiles`.
+    by : sequence of str
+        Factor columns that define a point.
+    direction : {"read", "write", "trim"} or None
+        As in :func:`_per_run`.
+    ci : float
+        Confidence level of the IOPS interval.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by the ``by`` columns; columns ``runs``, ``IOPS (1/s)``, ``IOPS 95% CI (1/s)``,
+        ``bandwidth (MB/s)``, ``mean lat (ms)``, and with histograms ``p50 clat (ms)``,
+        ``p99 clat (ms)``.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    pts = per_point(runs, by=by, metrics=("iops", "bw_MB_per_s", "lat_mean_ms"), direction=direction, ci=ci)
+    level = f"{ci * 100:g}%"
+    out = pts[by].copy()
+    out["runs"] = pts["n"]
+    out["IOPS (1/s)"] = pts["iops"].round(0)
+    out[f"IOPS {level} CI (1/s)"] = [
+        f"{lo:,.0f} – {hi:,.0f}" if hi > lo else "n/a"
+        for lo, hi in zip(pts["iops_ci_low"], pts["iops_ci_high"], strict=True)
+    ]
+    out["bandwidth (MB/s)"] = pts["bw_MB_per_s"].round(2)
+    out["mean lat (ms)"] = pts["lat_mean_ms"].round(4)
+    if histograms is not None:
+        pct = _display_percentiles(runs, histograms, by=by, percentiles=(50.0, 99.0), direction=direction)
+        out = out.merge(pct, on=by, how="left")
+    return out.set_index(by)
+
+
+def _display_percentiles(runs, histograms, *, by, percentiles, direction) -> pd.DataFrame:
+    """:func:`point_percentiles` with the headers of :func:`point_table`: ``p99 clat (ms)``, ms to 4 decimals."""
+    pct = point_percentiles(histograms, runs, list(by), tuple(percentiles), direction=direction)
+    return pct.rename(columns={f"clat_p{p:g}_ns": f"p{p:g} clat (ms)" for p in percentiles}).assign(
+        **{f"p{p:g} clat (ms)": lambda d, p=p: (d[f"p{p:g} clat (ms)"] * 1e-6).round(4) for p in percentiles})

@@ -1,4 +1,5 @@
-"""Load and saturation: Little's law, the knee of a QD x numjobs sweep, QoS-limited load, normalisation."""
+"""Load and saturation: Little's law (the check, its table and its sentence), the knee of a QD x numjobs sweep,
+QoS-limited load, normalisation."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._checks import need_columns
 from ..errors import StatsError
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
@@ -134,6 +136,70 @@ def littles_law(runs: pd.DataFrame, *, tolerance: float = 0.2, latency: str = "l
     out["flagged"] = [bool(n) for n in notes]
     out["note"] = notes
     return out
+
+
+def littles_law_table(checked: pd.DataFrame, *, by: Sequence[str] = ("numjobs", "iodepth", "repetition")) -> pd.DataFrame:
+    """Display view of :func:`storagebench.stats.littles_law` with units in the headers.
+
+    Parameters
+    ----------
+    checked : pandas.DataFrame
+        The result of :func:`storagebench.stats.littles_law` (one row per run).
+    by : sequence of str
+        Columns to index and sort by (those present are used).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``by``; columns ``IOPS (1/s)``, ``mean lat (ms)``, ``IOPS x lat (I/Os)``,
+        ``outstanding I/Os (numjobs x iodepth)``, ``ratio (1 = law holds)``, ``flagged``, ``note``.
+
+    Raises
+    ------
+    SchemaError
+        ``checked`` lacks ``iops``, ``outstanding_ios`` or ``littles_ratio``.
+    """
+    need_columns(checked, ["iops", "outstanding_ios", "littles_ratio"], "checked")
+    lat = next((c for c in ("lat_mean_ns", "clat_mean_ns") if c in checked.columns), None)
+    keys = [c for c in by if c in checked.columns]
+    out = checked[keys].copy()
+    out["IOPS (1/s)"] = checked["iops"].round(0)
+    if lat is not None:
+        out["mean lat (ms)" if lat == "lat_mean_ns" else "mean clat (ms)"] = (checked[lat] * 1e-6).round(4)
+        out["IOPS x lat (I/Os)"] = (checked["iops"] * checked[lat] * 1e-9).round(2)
+    out["outstanding I/Os (numjobs x iodepth)"] = checked["outstanding_ios"]
+    out["ratio (1 = law holds)"] = checked["littles_ratio"].round(3)
+    for c in ("flagged", "note"):
+        if c in checked.columns:
+            out[c] = checked[c]
+    return out.sort_values(keys).set_index(keys) if keys else out
+
+
+def littles_law_summary(checked: pd.DataFrame, *, tolerance: float = 0.2) -> str:
+    """One sentence for a report: how many runs obey Little's law, and the range of the ratio.
+
+    Parameters
+    ----------
+    checked : pandas.DataFrame
+        The result of :func:`storagebench.stats.littles_law` (``littles_ratio``, ``flagged``).
+    tolerance : float
+        The tolerance ``checked`` was computed with (``littles_law``'s default 0.2), for the sentence.
+
+    Returns
+    -------
+    str
+        e.g. "Little's law (IOPS x mean latency = numjobs x iodepth outstanding I/Os) holds within ±20% for 36
+        of 36 runs (ratio 0.995 to 0.999); no run is flagged."
+    """
+    need_columns(checked, ["littles_ratio", "flagged"], "checked")
+    ratio = checked["littles_ratio"].astype(float)
+    finite = ratio[np.isfinite(ratio)]
+    flagged = int(checked["flagged"].astype(bool).sum())
+    n = len(checked)
+    rng = f" (ratio {finite.min():.3f} to {finite.max():.3f})" if len(finite) else ""
+    tail = "no run is flagged." if not flagged else f"{flagged} run(s) are flagged and listed below."
+    return (f"Little's law (IOPS × mean latency = numjobs × iodepth outstanding I/Os) holds within "
+            f"±{tolerance:.0%} for {n - flagged} of {n} runs{rng}; {tail}")
 
 
 # --------------------------------------------------------------------------- knee
