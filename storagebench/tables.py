@@ -90,11 +90,14 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
 
 def metric_words(name: str) -> str:
     """A tidy column's name in words, without its unit, for a sentence: ``"IOPS"`` for ``iops``, ``"p90
-    completion latency, clat"`` for ``clat_p90_ns``, ``"mean latency, lat"`` for ``lat_mean_ns``; any other
-    name as it is."""
+    completion latency (clat)"`` for ``clat_p90_ns``, ``"mean latency (lat)"`` for ``lat_mean_ns``; any other
+    name as it is. fio's own name of the latency follows in parentheses (the header's ``", clat"`` would read
+    as a list in mid-sentence: "FIO's mean latency (lat) is 3.89 times DiskSPD's")."""
     header, _ = column_display(str(name))
     m = re.fullmatch(r"(.+) \(([^()]+)\)", header)
-    return m[1] if m else header
+    words = m[1] if m else header
+    m = re.fullmatch(r"(.+), ([a-z]+)", words)
+    return f"{m[1]} ({m[2]})" if m else words
 
 
 @dataclass(frozen=True)

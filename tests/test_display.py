@@ -153,7 +153,7 @@ def test_column_words_and_values_for_sentences():
     from storagebench.tables import metric_words, value_text
 
     assert [metric_words(m) for m in ("iops", "clat_p99_ns", "lat_mean_ns", "bw_bytes_per_s", "pattern")] == \
-        ["IOPS", "p99 completion latency, clat", "mean latency, lat", "bandwidth", "pattern"]
+        ["IOPS", "p99 completion latency (clat)", "mean latency (lat)", "bandwidth", "pattern"]
     assert [value_text(c, v) for c, v in (("bs_bytes", 4096), ("bs_bytes", 1 << 20), ("rwmixread_pct", 70),
                                           ("pattern", "4k_randread"), ("iodepth", 16), ("clat_p99_ns", 2.5e6))] == \
         ["bs 4 KiB", "bs 1,024 KiB", "rwmixread 70%", "pattern 4k_randread", "iodepth 16", "clat_p99 2.50 ms"]

@@ -52,7 +52,7 @@ def test_verdict_sentences_read_as_words_and_formatted_numbers(results, name):
         assert verdicts[0].sentence.startswith(f"Mix rw60_40, {value_text('bs_bytes', 4096)}: IOPS at datastore")
         assert value_text("bs_bytes", 4096) == "bs 4 KiB"
     if name == "consolidation":
-        assert any("p99 completion latency, clat at layout shared" in f.sentence for f in verdicts)
+        assert any("p99 completion latency (clat) at layout shared" in f.sentence for f in verdicts)
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

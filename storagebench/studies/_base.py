@@ -811,7 +811,7 @@ def ratio_figure(verdicts: pd.DataFrame, group: str | Sequence[str], *, title: s
     """
     ok = verdicts.dropna(subset=["ratio", "ci_low", "ci_high"])
     ok = ok[(ok["ci_low"] > 0) & (ok["ci_high"] > 0)]
-    if "metric" in ok:  # "p99 completion latency, clat", not "clat_p99_ns"
+    if "metric" in ok:  # "p99 completion latency (clat)", not "clat_p99_ns"
         ok = ok.assign(metric=ok["metric"].map(metric_words))
     height = 1.5 + 0.3 * max(len(ok), 1)
     fig, ax = plt.subplots(figsize=(7, height))
