@@ -518,3 +518,26 @@ def test_hockey_stick_marks_the_recommended_point_and_the_knees_stats_computed(r
     assert any(t.startswith("knee of p99") for t in legend) and "p99 completion latency" in legend
     # the error bars are stats' intervals: never below 0, on both axes
     assert all(np.asarray(seg)[:, 1].min() > 0 for c in ax.collections for seg in c.get_segments())
+
+
+def test_parameter_claim_square_sits_on_the_drawn_point():
+    """The claimed cell's square is the point latency_vs_iops drew for that cell (geometric mean of its
+    runs), here on seed 002's numjobs x iodepth sweep with a second repetition of every run at three times
+    its IOPS and latency, so that the arithmetic and the geometric mean of a cell differ."""
+    from storagebench.published import load_published
+
+    sweep = load_published("vsan_qd_threads")
+    tool = sweep["source_tool"].iloc[0]
+    one = sweep[sweep["source_tool"] == tool]
+    two = pd.concat([one, one.assign(iops=one["iops"] * 3, lat_mean_ns=one["lat_mean_ns"] * 3,
+                                     run_id=one["run_id"] + "/copy", repetition=1)])
+    nj, qd = int(one["numjobs"].iloc[0]), int(one["iodepth"].iloc[0])
+    verdicts = pd.DataFrame([{"source_tool": tool, "recommended_numjobs": nj, "recommended_iodepth": qd,
+                              "claimed_numjobs": nj, "claimed_iodepth": qd}])
+    fig = plots.parameter_claim_plot(two, verdicts, by="source_tool", ci=None)
+    square = next(ln for ln in fig.axes[0].lines if ln.get_label().startswith("claimed"))
+    cell = two[(two["numjobs"] == nj) & (two["iodepth"] == qd)]
+    assert square.get_xdata()[0] == pytest.approx(gmean(cell["iops"]))
+    assert square.get_ydata()[0] == pytest.approx(gmean(cell["lat_mean_ns"]) / 1e6)
+    assert square.get_xdata()[0] != pytest.approx(cell["iops"].mean())
+    plt.close(fig)

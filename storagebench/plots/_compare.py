@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from .._checks import need_columns
 from ..errors import SchemaError
 from ..findings import fmt_number
-from ..stats import bland_altman
+from ..stats import bland_altman, per_point
 from ..tables import column_display
 from ._style import DPI, house_style, new_ax
 from ._sweep import latency_vs_iops
@@ -447,9 +447,9 @@ def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str
         latency_vs_iops(part, knee={"numjobs": int(v["recommended_numjobs"]), "iodepth": int(v["recommended_iodepth"])},
                         latency=latency, ci=ci, ax=ax)
         cell = part[(part["numjobs"] == v["claimed_numjobs"]) & (part["iodepth"] == v["claimed_iodepth"])]
-        if len(cell):
-            y = cell[latency].astype(float) if latency in cell else cell[latency.replace("_ms", "_ns")] / 1e6
-            ax.plot([cell["iops"].mean()], [y.mean()], linestyle="none", marker="s", ms=13, mfc="none", mec="black",
+        if len(cell):  # the point latency_vs_iops drew for this cell: the geometric mean of its rows
+            pt = per_point(cell, by=["numjobs", "iodepth"], metrics=("iops", latency), ci=ci if ci else 0.95)
+            ax.plot(pt["iops"], pt[latency], linestyle="none", marker="s", ms=13, mfc="none", mec="black",
                     mew=1.6, zorder=6, label=f"claimed (numjobs={int(v['claimed_numjobs'])}, "
                                              f"iodepth={int(v['claimed_iodepth'])})")
         for line in ax.lines:  # the knee is the recommended cell here
