@@ -206,14 +206,6 @@ def _explicit_size(options: Mapping[str, Any]) -> bool:
     return False
 
 
-def _truthy(value: Any) -> bool:
-    if value is None or value is True:
-        return True
-    if value is False:
-        return False
-    return str(value).strip().lower() not in ("", "0", "false", "no", "off")
-
-
 def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
     out = set()
     if isinstance(allow_devices, (str, bytes)):
@@ -528,7 +520,7 @@ def _check_device(name: str, reason: str, ctx: _Ctx, devnos: set[str], *, label:
             problems.append(
                 f"no explicit size (size={ctx.options.get('size')!r}) would {reason} the whole device"
             )
-        if "fill_device" in ctx.options and _truthy(ctx.options["fill_device"]):
+        if "fill_device" in ctx.options and fo.truthy(ctx.options["fill_device"]):
             problems.append("fill_device would write the whole device")
     if problems:
         raise UnsafeTargetError(
