@@ -13,7 +13,6 @@ import array
 import fcntl
 import json
 import os
-import re
 import shutil
 import stat
 import struct
@@ -22,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._hostinfo import sysfs_block_dir
+from ._hostinfo import mountinfo, sysfs_block_dir, unescape_mount
 from .errors import UnsafeTargetError
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "swap_entries",
 ]
 
-_MOUNTINFO = "/proc/self/mountinfo"
 _SWAPS = "/proc/swaps"
 
 
@@ -265,24 +263,6 @@ def _holders(name: str) -> list[str]:
         return []
 
 
-def _unescape_mount(text: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
-
-
-def _mountinfo() -> list[dict[str, str]]:
-    rows = []
-    for line in _read(_MOUNTINFO).splitlines():
-        left, _, right = line.partition(" - ")
-        f = left.split()
-        r = right.split()
-        if len(f) < 5 or len(r) < 2:
-            continue
-        rows.append(
-            {"devno": f[2], "mountpoint": _unescape_mount(f[4]), "fstype": r[0], "source": _unescape_mount(r[1])}
-        )
-    return rows
-
-
 def rdev_of(path: str) -> str | None:
     try:
         st = os.stat(path)
@@ -295,7 +275,7 @@ def rdev_of(path: str) -> str | None:
 
 def swap_entries() -> list[str]:
     lines = _read(_SWAPS).splitlines()[1:]
-    return [_unescape_mount(line.split()[0]) for line in lines if line.split()]
+    return [unescape_mount(line.split()[0]) for line in lines if line.split()]
 
 
 def _signatures(path: str) -> list[dict]:
@@ -394,7 +374,7 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
     by_devno = {v: k for k, v in devnos.items() if v}
 
     mounts, root = [], False
-    for m in _mountinfo():
+    for m in mountinfo():
         hit = by_devno.get(m["devno"])
         if hit is None and m["source"].startswith("/"):
             hit = by_devno.get(rdev_of(m["source"]) or "")
