@@ -43,9 +43,10 @@ from .errors import (
 if TYPE_CHECKING:  # the names below, for type checkers and IDEs; at run time they load on first use
     from ._batch import run_batch
     from ._loadgen_profiles import study_from_diskspd, study_from_icf
+    from ._plan import RunPlan
     from ._runner import SweepResult, run_study
     from ._store import StudyStore
-    from ._study import RunPlan, Study, load_study
+    from ._study import Study, load_study
     from .findings import Finding, Findings
     from .ingest import IngestResult, ingest_paths, ingest_study, ingest_to_parquet
     from .publish import build_site, execute_notebook, publish_report
@@ -59,10 +60,10 @@ _LAZY = {
     "run_batch": "._batch",
     "study_from_diskspd": "._loadgen_profiles",
     "study_from_icf": "._loadgen_profiles",
+    "RunPlan": "._plan",
     "SweepResult": "._runner",
     "run_study": "._runner",
     "StudyStore": "._store",
-    "RunPlan": "._study",
     "Study": "._study",
     "load_study": "._study",
     "Finding": ".findings",

@@ -30,7 +30,8 @@ from .records import DeviceInfo, FilesystemInfo, Provenance
 
 __all__ = [
     "collect_provenance", "block_device_info", "device_behind", "sysfs_block_dir", "filesystem_of", "git_revision",
-    "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S",
+    "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S", "mountinfo",
+    "unescape_mount",
 ]
 
 _PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -79,11 +80,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _unescape(text: str) -> str:
+def unescape_mount(text: str) -> str:
+    """A field of ``/proc/self/mountinfo`` or ``/proc/swaps`` as written: the kernel escapes blanks and
+    backslashes as ``\\NNN`` (octal)."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
 
 
-def _mounts() -> list[dict[str, str]]:
+def mountinfo() -> list[dict[str, str]]:
+    """The mounts of this process's namespace (``/proc/self/mountinfo``): ``devno`` (``major:minor``),
+    ``mountpoint``, ``fstype``, ``source`` and ``options``, one dict per mount; empty when unreadable."""
     rows = []
     text = _read(Path("/proc/self/mountinfo")) or ""
     for line in text.splitlines():
@@ -91,7 +96,7 @@ def _mounts() -> list[dict[str, str]]:
         f, r = left.split(), right.split()
         if len(f) < 5 or len(r) < 2:
             continue
-        rows.append({"devno": f[2], "mountpoint": _unescape(f[4]), "fstype": r[0], "source": _unescape(r[1]),
+        rows.append({"devno": f[2], "mountpoint": unescape_mount(f[4]), "fstype": r[0], "source": unescape_mount(r[1]),
                      "options": f[5] if len(f) > 5 else ""})
     return rows
 
@@ -114,7 +119,7 @@ def filesystem_of(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """
     real = os.path.realpath(_existing(os.fspath(path)))
     best = None
-    for m in _mounts():
+    for m in mountinfo():
         mp = m["mountpoint"]
         if real == mp or real.startswith(mp.rstrip("/") + "/") or mp == "/":
             if best is None or len(mp) >= len(best["mountpoint"]):

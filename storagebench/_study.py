@@ -37,18 +37,14 @@ A spec is bounded before anything is expanded:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import orjson
-import pandas as pd
 import yaml
 from pydantic import (
     BaseModel,
@@ -60,10 +56,31 @@ from pydantic import (
     model_validator,
 )
 
-from ._safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size, load_yaml, read_text_capped
+from ._plan import RunPlan, RunPoint, SetUpUnit, build_plan, canonical_json
+from ._safeyaml import load_yaml, read_text_capped
+from ._specvalues import (
+    HOST_STEPS,
+    MAX_RUN_SECONDS,
+    RUNNER_OPTIONS,
+    RW_VALUES,
+    SCHEDULERS,
+    check_options,
+    check_shape,
+    gate_names,
+    key_text,
+    label_problem,
+    level_label,
+    one_type,
+    parse_host_steps,
+    safe_name,
+    seconds,
+    shorten_in,
+    target_checked,
+    whole,
+)
 from .errors import JobFileError, StudyError, shown
 from .fio import options as fo
-from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name, parse_size
+from .fio.options import KNOWN_OPTIONS, SAFE_NAME_RE, SAFE_NAME_RULE, canonical_name
 from .schema import RUNS
 
 __all__ = [
@@ -89,37 +106,8 @@ __all__ = [
     "MAX_SEED",
 ]
 
-#: fio ``rw=`` values (fio HOWTO, ``readwrite=str, rw=str``; :data:`storagebench.fio.options.RW_VALUES`).
-RW_VALUES: tuple[str, ...] = fo.RW_VALUES
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
-#: fio options the runner always sets itself (canonical names); a study sets them through its own keys
-#: (:func:`storagebench._jobfile.render_jobfile` writes them, the spec refuses them as options or factors).
-RUNNER_OPTIONS: dict[str, str] = {
-    "filename": "the study's `target` (or --target)",
-    "runtime": "the study's `runtime` key (fio's `timeout` is another name for runtime)",
-    "ramp_time": "the study's `ramp_time` key",
-    "time_based": "nothing: every run is time based",
-    "size": "the study's `size` key",
-    "group_reporting": "nothing: the runner sets group_reporting=1 so numjobs merge",
-    "name": "nothing: the runner names each job after its run id",
-}
-#: The steps a study's ``host_steps`` may name, each with what it does (applied by
-#: :class:`storagebench.hoststeps.HostSteps`). A step is a name, or a
-#: one-key mapping ``{name: value}``; each at most once, applied in the order listed.
-HOST_STEPS: dict[str, str] = {
-    "drop_page_cache": "sync, then drop the host's clean page cache, dentries and inodes "
-                       "(/proc/sys/vm/drop_caches; {drop_page_cache: 1|2|3} picks the level, default 3); needs root",
-    "drop_file_cache": "evict the run's target files from the page cache (fdatasync + POSIX_FADV_DONTNEED); "
-                       "other files' cache stays",
-    "scheduler": "{scheduler: NAME}: set the I/O scheduler of the block device behind the run's target (a loop "
-                 "device, or a device allowed by allow_devices or allow: [ioscheduler]); put back after the run",
-}
-#: The I/O schedulers of Linux's multi-queue block layer (``queue/scheduler``; Linux
-#: ``Documentation/block/``: ``none``, ``mq-deadline``, ``kyber``, ``bfq``). A device offers a
-#: subset (the modules loaded); which is checked on the device when the sweep starts.
-SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "kyber", "bfq")
-
 #: Factor names with a meaning to fio (``target`` picks the file/device).
 FIO_FACTORS: tuple[str, ...] = (
     "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
@@ -132,10 +120,6 @@ _Scalar = Union[bool, int, float, str]
 DEFAULT_MAX_RUNS = 100_000
 #: Most repetitions of a grid point (a confidence interval needs a handful; 1e9 is a typo).
 MAX_REPETITIONS = 1_000
-#: Longest ``runtime``, ``ramp_time`` or ``timeout`` of one run, s (30 days). fio itself counts up
-#: to 2**63-1 µs, and Python cannot wait longer than ``threading.TIMEOUT_MAX`` (~292 years): a
-#: single run longer than a month is a unit mistake (ms or µs written as s), not a benchmark.
-MAX_RUN_SECONDS = 30 * 86_400
 #: Most set-ups of a study (each builds its testbed afresh: minutes each; 1000 is a typo).
 MAX_SETUPS = 100
 #: Columns the plan itself adds to every run (``point.json``, the ``runs`` table): not factor names.
@@ -152,305 +136,14 @@ _NOT_HASHED = ("description", "timeout", "test_factors", "test_settings")
 #: Largest ``seed`` (the run order hashes ``f"{seed}:{run_id}"``; the spec is stored as JSON,
 #: whose integers orjson writes up to 2**64-1).
 MAX_SEED = 2**64 - 1
-#: Integers anywhere in a spec: fio reads numbers as signed 64-bit (``strtoll``), JSON as 64-bit.
-_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
-#: Longest string anywhere in a spec (fio's ``OPT_LEN_MAX``).
-_MAX_TEXT = fo.MAX_VALUE_LEN
 
 
 # ---------------------------------------------------------------------------------------------
-# value checks (one rule per fio option the study understands)
-
-
-_SIZE_OPTIONS = {"size": True, "offset": True, "io_size": True, "filesize": False, "offset_increment": True,
-                 "ba": False, "offset_align": False}  # name -> a percentage is allowed
-_PERCENT_OPTIONS = ("rwmixread", "rwmixwrite", "percentage_random")
-#: Upper bounds for counts fio would otherwise try to honour (a typo of 1e6 jobs forks a million processes).
-MAX_NUMJOBS = 4096
-MAX_IODEPTH = 65536
-
-
-def _size_ok(name: str, value: Any, *, percent_ok: bool) -> None:
-    problem = fo.size_spelling_problem(value, percent_ok=percent_ok)
-    if problem:
-        raise ValueError(problem)
-
-
-def _check_value(name: str, value: Any) -> Any:
-    """Check one fio option value (canonical ``name``); return it normalised. Raises ValueError with the rule.
-
-    Every value must also be one fio reads as written (:func:`storagebench.fio.options.check_job_value`:
-    no line breaks, ';', '#' or '$'), and sizes and times must be spelled so that fio reads what
-    their author meant (:func:`~storagebench.fio.options.size_spelling_problem`).
-    """
-    if isinstance(value, (dict, list, tuple, set, frozenset)):
-        raise ValueError(f"must be a single value, got {shown(value)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"must be finite, got {shown(value)}")
-    if isinstance(value, float) and abs(value) >= 2**63:
-        raise ValueError(f"must be within fio's signed 64-bit range, got {shown(value)}")
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        raise ValueError(f"must be within fio's signed 64-bit range (-2**63..2**63-1), got {shown(value)}")
-    if value is not None and not isinstance(value, (bool, int, float, str)):
-        raise ValueError(f"must be a string, number or boolean, got {type(value).__name__} {shown(value)}")
-    try:
-        fo.check_job_value(name, value)
-    except JobFileError as exc:
-        raise ValueError(str(exc).removeprefix(f"option {name}: ")) from None
-    if name == "rw":
-        if not isinstance(value, str):
-            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}], got {shown(value)}")
-        try:
-            fo.rw_base(value)
-        except JobFileError:
-            raise ValueError(f"must be one of [{', '.join(RW_VALUES)}] (optionally ':N'), got {shown(value)}") from None
-        return value.strip()
-    if name == "bs":
-        # fio: bs=int[,int][,int] for reads, writes, trims
-        parts = str(value).split(",") if isinstance(value, str) else [value]
-        if isinstance(value, str) and not any(p.strip() for p in parts):  # fio: "failed parsing bs="
-            raise ValueError(f"must be a positive block size (fio bs=int[,int][,int]), got {shown(value)}")
-        for part in parts:
-            if part == "" and isinstance(value, str):
-                continue
-            _size_ok(name, part.strip() if isinstance(part, str) else part, percent_ok=False)
-            if parse_size(part.strip() if isinstance(part, str) else part) == 0:
-                raise ValueError(f"must be a positive block size, got {shown(value)}")
-        return value
-    if name in ("iodepth", "numjobs"):
-        top = MAX_NUMJOBS if name == "numjobs" else MAX_IODEPTH
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"must be an integer from 1 to {top:,}, got {shown(value)}")
-        return value
-    if name in _PERCENT_OPTIONS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-            raise ValueError(f"must be a number from 0 to 100 (percent), got {shown(value)}")
-        return value
-    if name == "direct":
-        if value in (0, 1) and not isinstance(value, float):
-            return int(value)
-        raise ValueError(f"must be 0 or 1, got {shown(value)}")
-    if name in fo.BOOL_OPTIONS or name in fo.FLAG_OPTIONS:
-        # fio 3.33 parse.c: a boolean takes 0 or 1 ("max value out of range: 2 (1 max)"), not true/yes;
-        # only the "empty or boolean" ones may be a bare line
-        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)) or value in ("0", "1"):
-            return value
-        if value is None and name in fo.FLAG_OPTIONS:
-            return value
-        raise ValueError(f"is an fio boolean: must be 0 or 1 (or true/false), got {shown(value)}")
-    if value is None and name in fo.OPTIONS:
-        raise ValueError(f"needs a value (fio: 'Option {name} requires an argument'), got an empty value")
-    if name == "ioengine":
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"must be an fio ioengine name, got {shown(value)}")
-        low = value.strip().lower()
-        engines = fo.KNOWN_ENGINES
-        if low not in engines and not low.startswith("external") and "/" not in low:
-            raise ValueError(f"must be one of [{', '.join(sorted(engines))}], got {shown(value)}")
-        return value.strip()
-    if name in _SIZE_OPTIONS:
-        _size_ok(name, value, percent_ok=_SIZE_OPTIONS[name])
-        return value
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise ValueError(f"must be a string, number or boolean, got {shown(value)}")
-
-
-def _gate_names() -> list[str]:
-    return sorted(fo.GATES)
-
-
-def _check_options(options: Mapping[str, Any], where: str, *, allow: frozenset[str]) -> dict[str, Any]:
-    """Canonical names known to fio, not set by the runner, valid values, and only opted-in host effects.
-
-    An option in no gate of :data:`storagebench.fio.options.GATES` and not known to be harmless is
-    refused unless the study's ``allow`` names it (or its gate).
-    """
-    out: dict[str, Any] = {}
-    for name, value in options.items():
-        if not isinstance(name, str):
-            raise ValueError(f"{where}: option names must be strings, got {shown(name)}")
-        if not SAFE_NAME_RE.fullmatch(name):
-            raise ValueError(f"{where}: {shown(name)} is not an fio option name (fio's names are {SAFE_NAME_RULE})")
-        try:
-            canon = canonical_name(name)
-        except JobFileError:
-            try:
-                canonical_name(name, where=where)
-            except JobFileError as exc:
-                raise ValueError(str(exc)) from None
-        spelled_as = name if canon == name else f"{name} (fio's {canon})"
-        if canon in RUNNER_OPTIONS:
-            raise ValueError(f"{where}.{spelled_as}: set by the runner; use {RUNNER_OPTIONS[canon]}")
-        if canon in out:
-            raise ValueError(f"{where}.{name}: the same fio option as another key here ({canon}); set it once")
-        try:
-            out[canon] = _check_value(canon, value)
-        except ValueError as exc:
-            raise ValueError(f"{where}.{spelled_as}: {_shorten_in(str(exc), value)}") from None
-        gate = fo.gate_of(canon, out[canon])
-        if gate is not None and gate not in allow and canon not in allow:
-            why = fo.GATES[gate][0] if gate in fo.GATES else (
-                "is not known to storagebench to be harmless for a measurement")
-            raise ValueError(
-                f"{where}.{spelled_as}={shown(value)}: it {why}; refused unless the study says 'allow: [{gate}]' "
-                "(the write-up records what was allowed)"
-            )
-    return out
-
-
-def _shorten_in(message: str, value: Any) -> str:
-    """``message`` with a long ``repr(value)`` in it shortened (fio-grammar messages quote the whole value)."""
-    if isinstance(value, str) and len(value) > 60:
-        return message.replace(repr(value), shown(value))
-    return message
+# the spec
 
 
 _HOST_RE = re.compile(r"[^\s\x00-\x1f\x7f;#$]{1,255}")
 _HOSTS_BAD = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _target_checked(value: Any, where: str) -> str:
-    """``value`` if it can be a target (a path or a target name fio reads as written); else ValueError."""
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{where}must be a path or a target name, got {shown(value)}")
-    try:
-        fo.check_job_value("filename", value)
-    except JobFileError as exc:
-        raise ValueError(where + str(exc).removeprefix("option filename: ")) from None
-    return value
-
-
-def _key_text(key: Any) -> str:
-    """A key as a message shows it: as written when it is a safe name, else quoted and shortened."""
-    return key if isinstance(key, str) and SAFE_NAME_RE.fullmatch(key) else shown(key, 40)
-
-
-def _check_shape(data: Any) -> None:
-    """Bounds on the spec as data, before any other check reads it.
-
-    At most :data:`~storagebench._safeyaml.MAX_YAML_NODES` values with shared references counted
-    each time (a billion-laughs mapping built in Python), no container that contains itself, at
-    most :data:`~storagebench._safeyaml.MAX_YAML_DEPTH` levels, every string at most 4096
-    characters and every integer within 64 bits, so that no later check or message can recurse,
-    allocate or convert without bound.
-
-    Raises
-    ------
-    ValueError
-        Naming the key path of the first value out of bounds.
-    """
-    try:
-        expanded_size(data, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
-    except ShapeError as whole:  # out of bounds: each top-level value alone, to name the key
-        for key, value in data.items() if isinstance(data, dict) else ():
-            try:
-                expanded_size(value, max_nodes=MAX_YAML_NODES, max_depth=MAX_YAML_DEPTH)
-            except ShapeError as exc:
-                raise ValueError(f"{_key_text(key)}: {exc}; a study spec is a few hundred values") from None
-        raise ValueError(f"the spec: {whole}; a study spec is a few hundred values") from None
-    stack: list[tuple[Any, str]] = [(data, "")]
-    seen: set[int] = set()
-    while stack:
-        obj, path = stack.pop()
-        if isinstance(obj, (dict, list, tuple, set, frozenset)):
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            if isinstance(obj, dict):
-                for k, v in obj.items():
-                    key = _key_text(k)
-                    stack.append((k, f"{path}.<key {shown(k, 40)}>" if path else f"<key {shown(k, 40)}>"))
-                    stack.append((v, f"{path}.{key}" if path else key))
-            else:
-                stack.extend((v, f"{path}[{i}]") for i, v in enumerate(obj))
-        elif isinstance(obj, int) and not isinstance(obj, bool) and not _MIN_INT <= obj <= _MAX_INT:
-            raise ValueError(f"{path or 'the spec'}: {shown(obj)} is beyond 64 bits; numbers here are fio's "
-                             f"(signed 64-bit) or the seed (0..2**64-1)")
-        elif isinstance(obj, str) and len(obj) > _MAX_TEXT:
-            raise ValueError(f"{path or 'the spec'}: a string of {len(obj):,} characters, got {shown(obj)}; "
-                             f"the limit is {_MAX_TEXT:,} (fio's longest option value)")
-
-
-def _seconds(value: Any, key: str, *, zero_ok: bool) -> Any:
-    """A time in seconds as the spec's ``runtime``/``ramp_time``/``timeout`` take it: a real number,
-    finite, > 0 (or >= 0 with ``zero_ok``), at most :data:`MAX_RUN_SECONDS`, in whole µs."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        hint = "fio suffixes such as 2m or 500ms are not read here: write 120 or 0.5"
-        if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9._]+(e[-+]?[0-9]+)?", value.strip(), re.I):
-            hint = "YAML reads 1e3 and quoted numbers as text: write 1000 or 1.0e+3"
-        raise ValueError(f"must be a number of seconds ({hint}), got {shown(value)}")
-    if not math.isfinite(value):
-        raise ValueError(f"must be a finite number of seconds, got {shown(value)}")
-    if value < 0 or (value == 0 and not zero_ok):
-        raise ValueError(f"must be {'>= 0' if zero_ok else '> 0'} s, got {shown(value)}")
-    if value > MAX_RUN_SECONDS:
-        raise ValueError(f"must be at most {MAX_RUN_SECONDS:,} s (30 days; a longer run is a unit mistake), "
-                         f"got {shown(value)}")
-    try:
-        fo.render_time(float(value))
-    except ValueError:
-        raise ValueError(f"fio counts time in whole microseconds, got {shown(value)} s") from None
-    return value
-
-
-def _whole(value: Any, key: str, low: int, high: int, what: str) -> int:
-    """An integer from ``low`` to ``high``; a float (YAML reads ``1e9`` as one) or a bool is refused."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        hint = ""
-        if isinstance(value, float):
-            hint = " (YAML reads a number with '.' such as 1.0e+9 as a float: write the digits)"
-        elif isinstance(value, str) and re.fullmatch(r"[-+]?[0-9._]+(e[-+]?[0-9]+)?", value.strip(), re.I):
-            hint = " (YAML reads 1e9 and quoted numbers as text: write the digits)"
-        raise ValueError(f"must be an integer from {low:,} to {high:,} ({what}), got "
-                         f"{type(value).__name__} {shown(value)}{hint}")
-    if not low <= value <= high:
-        raise ValueError(f"must be an integer from {low:,} to {high:,} ({what}), got {shown(value)}")
-    return value
-
-
-def _level_kind(level: Any) -> str:
-    if isinstance(level, dict):
-        return "mapping"
-    if isinstance(level, bool):
-        return "boolean"
-    if isinstance(level, int):
-        return "integer"
-    if isinstance(level, float):
-        return "float"
-    if isinstance(level, str):
-        return "string"
-    return "null" if level is None else type(level).__name__
-
-
-def _level_label(level: Any) -> Any:
-    """A level's label: a mapping level's ``name``, else the level itself."""
-    return level["name"] if isinstance(level, dict) else level
-
-
-def _label_problem(label: Any, *, bool_ok: bool = False) -> str | None:
-    """Why ``label`` cannot name a level (a mapping level's ``name``, a study factor's scalar level)."""
-    if isinstance(label, bool):
-        return None if bool_ok else f"must be a name ({SAFE_NAME_RULE}) or an integer, got {shown(label)}"
-    if isinstance(label, int):
-        return None if -(2**63) <= label < 2**63 else f"must fit in 64 bits, got {shown(label)}"
-    if isinstance(label, float):
-        return None if math.isfinite(label) else f"must be finite, got {shown(label)}"
-    if not isinstance(label, str) or not SAFE_NAME_RE.fullmatch(label):
-        return f"must be {SAFE_NAME_RULE} (it names a table value and a figure label), got {shown(label)}"
-    return None
-
-
-def _one_type(where: str, values: list[Any], what: str) -> None:
-    """Refuse ``values`` of more than one type: ``[1, '1']``, ``[1, True]`` and ``[1, 1.0]`` are two
-    levels to Python, one to fio or a table column."""
-    first: dict[str, tuple[int, Any]] = {}
-    for i, v in enumerate(values):
-        first.setdefault(_level_kind(v), (i, v))
-    if len(first) > 1:
-        found = ", ".join(f"{kind} {shown(v, 30)} at [{i}]" for kind, (i, v) in first.items())
-        raise ValueError(f"{where}: {what} must all be of one type (all strings, all integers, all floats, all "
-                         f"booleans or all mappings), got {found}; write them alike, e.g. all quoted")
 
 
 def _run_columns() -> frozenset[str]:
@@ -462,88 +155,6 @@ def _count_text(n: int) -> str:
     if n < 10**30:
         return f"{n:,}"
     return f"about 10^{int(n.bit_length() * math.log10(2))}"
-
-
-def safe_name(text: str) -> str:
-    """A name that :data:`~storagebench.fio.options.SAFE_NAME_RE` accepts, made from free text.
-
-    For translators whose source names levels freely (Iometer's access specifications):
-    ``"4K; 70% Read; 100% random"`` -> ``"4K_70pct_Read_100pct_random"``. Runs of other
-    characters become one ``_``; at most 64 characters; ``"x"`` when nothing is left.
-    """
-    out = re.sub(r"[^A-Za-z0-9_.+-]+", "_", str(text).replace("%", "pct")).lstrip("_.+-")
-    return out[: fo.MAX_NAME_LEN].rstrip("_") or "x"
-
-
-def _canonical(obj: Any) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-
-
-# ---------------------------------------------------------------------------------------------
-# the spec
-
-
-
-def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
-    """A study's ``host_steps``, checked and in one spelling.
-
-    Parameters
-    ----------
-    value : list
-        Entries of :data:`HOST_STEPS`: ``drop_page_cache`` (or ``{drop_page_cache: LEVEL}``, LEVEL 1, 2
-        or 3), ``drop_file_cache``, ``{scheduler: NAME}`` (NAME one of :data:`SCHEDULERS`).
-
-    Returns
-    -------
-    list
-        The steps in order; ``{drop_page_cache: 3}`` is written ``drop_page_cache`` (one spelling per
-        step, so that the spec hash does not depend on it).
-
-    Raises
-    ------
-    StudyError
-        Not a list, an unknown step, a bad value, or a step named twice; the message names the entry
-        (``host_steps[1]``) and what is allowed.
-    """
-    names = ", ".join(HOST_STEPS)
-    if not isinstance(value, list):
-        raise StudyError(f"host_steps: must be a list of steps ([{names}]), e.g. [drop_page_cache, {{scheduler: none}}], "
-                         f"got {shown(value)}")
-    out: list[str | dict[str, Any]] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(value):
-        where = f"host_steps[{i}]"
-        if isinstance(entry, str):
-            name, arg, has_arg = entry, None, False
-        elif isinstance(entry, dict) and len(entry) == 1:
-            ((name, arg),) = entry.items()
-            has_arg = True
-        else:
-            raise StudyError(f"{where}: a step is a name or a one-key mapping {{name: value}} of [{names}], "
-                             f"got {shown(entry)}")
-        if name not in HOST_STEPS:
-            raise StudyError(f"{where}: unknown step {shown(name)}; must be one of [{names}]")
-        if name in seen:
-            raise StudyError(f"{where}: {name} is named twice; each step once")
-        seen.add(name)
-        if name == "drop_page_cache":
-            if has_arg and (isinstance(arg, bool) or arg not in (1, 2, 3)):
-                raise StudyError(f"{where}.drop_page_cache: the level must be 1 (page cache), 2 (dentries and "
-                                 f"inodes) or 3 (both), got {shown(arg)}")
-            out.append(name if not has_arg or arg == 3 else {name: arg})
-        elif name == "drop_file_cache":
-            if has_arg:
-                raise StudyError(f"{where}: drop_file_cache takes no value (it drops the run's target files), "
-                                 f"got {shown(entry)}")
-            out.append(name)
-        else:
-            if not has_arg:
-                raise StudyError(f"{where}: scheduler needs the scheduler's name, {{scheduler: NAME}} with NAME "
-                                 f"one of [{', '.join(SCHEDULERS)}]")
-            if not isinstance(arg, str) or arg not in SCHEDULERS:
-                raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
-            out.append({name: arg})
-    return out
 
 
 class Study(BaseModel):
@@ -685,7 +296,7 @@ class Study(BaseModel):
         """
         if not isinstance(data, dict):
             return data
-        _check_shape(data)
+        check_shape(data)
         data = dict(data)
 
         def canon(mapping: Any, where: str, keep: tuple[str, ...] = ()) -> Any:
@@ -708,7 +319,7 @@ class Study(BaseModel):
         if isinstance(factors, dict):
             for name, levels in factors.items():
                 if not isinstance(levels, list):  # pydantic would take a set (YAML !!set) in hash order
-                    raise ValueError(f"factors.{_key_text(name)}: must be a list of levels ([a, b, ...]), got "
+                    raise ValueError(f"factors.{key_text(name)}: must be a list of levels ([a, b, ...]), got "
                                      f"{type(levels).__name__} {shown(levels)}")
             factors = canon(factors, "factors", keep=(CLIENTS_FACTOR, "target"))
             data["factors"] = {
@@ -731,7 +342,7 @@ class Study(BaseModel):
                 out.append(canonical_name(entry))
             else:
                 raise ValueError(
-                    f"each entry must be one of [{', '.join(_gate_names())}], an fio option name or "
+                    f"each entry must be one of [{', '.join(gate_names())}], an fio option name or "
                     f"'ioengine=NAME', got {shown(entry)}"
                 )
         return out
@@ -773,27 +384,27 @@ class Study(BaseModel):
     @field_validator("runtime", mode="before")
     @classmethod
     def _runtime_ok(cls, v: Any) -> Any:
-        return _seconds(v, "runtime", zero_ok=False)
+        return seconds(v, "runtime", zero_ok=False)
 
     @field_validator("ramp_time", mode="before")
     @classmethod
     def _ramp_ok(cls, v: Any) -> Any:
-        return _seconds(v, "ramp_time", zero_ok=True)
+        return seconds(v, "ramp_time", zero_ok=True)
 
     @field_validator("timeout", mode="before")
     @classmethod
     def _timeout_ok(cls, v: Any) -> Any:
-        return None if v is None else _seconds(v, "timeout", zero_ok=False)
+        return None if v is None else seconds(v, "timeout", zero_ok=False)
 
     @field_validator("repetitions", mode="before")
     @classmethod
     def _repetitions_ok(cls, v: Any) -> int:
-        return _whole(v, "repetitions", 1, MAX_REPETITIONS, "runs per grid point")
+        return whole(v, "repetitions", 1, MAX_REPETITIONS, "runs per grid point")
 
     @field_validator("seed", mode="before")
     @classmethod
     def _seed_ok(cls, v: Any) -> int:
-        return _whole(v, "seed", 0, MAX_SEED, "seed of the run order")
+        return whole(v, "seed", 0, MAX_SEED, "seed of the run order")
 
     @field_validator("size", mode="before")
     @classmethod
@@ -804,7 +415,7 @@ class Study(BaseModel):
             raise ValueError(f"must be a size such as 256m or a number of bytes, got {shown(v)}")
         problem = fo.size_spelling_problem(v, percent_ok=True)
         if problem:
-            raise ValueError(_shorten_in(problem, v))
+            raise ValueError(shorten_in(problem, v))
         try:
             fo.check_job_value("size", v)
         except JobFileError as exc:
@@ -816,7 +427,7 @@ class Study(BaseModel):
     def _target_ok(cls, v: Any) -> Any:
         if v is None:
             return v
-        return _target_checked(v, "")
+        return target_checked(v, "")
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -836,7 +447,7 @@ class Study(BaseModel):
     @field_validator("setups", mode="before")
     @classmethod
     def _setups_ok(cls, v: Any) -> int:
-        return _whole(v, "setups", 1, MAX_SETUPS, "testbed builds per arm")
+        return whole(v, "setups", 1, MAX_SETUPS, "testbed builds per arm")
 
     @field_validator("blocks", mode="before")
     @classmethod
@@ -890,10 +501,10 @@ class Study(BaseModel):
             raise ValueError(f"concurrent: {both} also in setup_factors; levels with testbeds of their own cannot "
                              "run at the same time on one build")
         for factor, keep in self.test_factors.items():
-            where = f"test_factors.{_key_text(factor)}"
+            where = f"test_factors.{key_text(factor)}"
             if factor not in self.factors:
                 raise ValueError(f"{where}: not a factor of this study; must be one of {list(self.factors)}")
-            labels = [_level_label(lv) for lv in self.factors[factor]]
+            labels = [level_label(lv) for lv in self.factors[factor]]
             if not isinstance(keep, list) or not keep:
                 raise ValueError(f"{where}: must be a non-empty list of level names, got {shown(keep)}")
             for name in keep:
@@ -912,7 +523,7 @@ class Study(BaseModel):
     @model_validator(mode="after")
     def _grid_ok(self) -> Study:
         self._clients_ok()
-        fixed = _check_options(self.fixed, "fixed", allow=self.allowed)
+        fixed = check_options(self.fixed, "fixed", allow=self.allowed)
         set_by: dict[str, str] = {k: "fixed" for k in fixed}
         for factor, levels in self.factors.items():
             if not SAFE_NAME_RE.fullmatch(factor):
@@ -928,20 +539,20 @@ class Study(BaseModel):
                 raise ValueError(f"{where}: {factor!r} is a column of the tidy runs table (storagebench.schema.RUNS), "
                                  f"which a study factor of that name would shadow; name it otherwise "
                                  f"(e.g. '{factor}_level')")
-            _one_type(where, levels, "levels")
+            one_type(where, levels, "levels")
             labels = []
             for i, level in enumerate(levels):
                 if isinstance(level, dict):
                     if "name" not in level:
                         raise ValueError(f"{where}[{i}]: a mapping level needs a 'name' plus fio options, "
                                          f"got {shown(level)}")
-                    problem = _label_problem(level["name"])
+                    problem = label_problem(level["name"])
                     if problem:
                         raise ValueError(f"{where}[{i}].name: {problem}")
                     if "target" in level:
-                        _target_checked(level["target"], f"{where}[{i}].target: ")
+                        target_checked(level["target"], f"{where}[{i}].target: ")
                     opts = {k: v for k, v in level.items() if k not in ("name", "target")}
-                    checked = _check_options(opts, f"{where}[{i}]", allow=self.allowed)
+                    checked = check_options(opts, f"{where}[{i}]", allow=self.allowed)
                     if is_option:
                         raise ValueError(
                             f"{where}[{i}]: {factor!r} is a fio option, so its levels must be values; "
@@ -955,19 +566,19 @@ class Study(BaseModel):
                     labels.append(level["name"])
                     continue
                 if factor == "target":
-                    _target_checked(level, f"{where}[{i}]: ")
+                    target_checked(level, f"{where}[{i}]: ")
                 elif is_option:
-                    _check_options({factor: level}, "factors", allow=self.allowed)
+                    check_options({factor: level}, "factors", allow=self.allowed)
                     owner = set_by.get(factor)
                     if owner is not None and owner != factor:
                         raise ValueError(f"{where}: also set by {owner}; set each option once")
                     set_by[factor] = factor
                 elif factor != CLIENTS_FACTOR:
-                    problem = _label_problem(level, bool_ok=True)
+                    problem = label_problem(level, bool_ok=True)
                     if problem:
                         raise ValueError(f"{where}[{i}]: {problem}")
                 labels.append(level)
-            _one_type(where, labels, "level names")
+            one_type(where, labels, "level names")
             dupes = sorted(shown(x, 40) for x, n in Counter(labels).items() if n > 1)
             if dupes:
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
@@ -1118,7 +729,7 @@ class Study(BaseModel):
         another I/O scheduler): results with and without them are not one study.
         """
         data = self._without_default_design(self.model_dump(mode="json", exclude=set(_NOT_HASHED)))
-        return hashlib.sha256(_canonical(data)).hexdigest()[:16]
+        return hashlib.sha256(canonical_json(data)).hexdigest()[:16]
 
     @property
     def quick_name(self) -> str:
@@ -1146,7 +757,7 @@ class Study(BaseModel):
         data = self.model_dump(mode="json", exclude_none=True, exclude={"test_factors", "test_settings"})
         data["name"] = self.quick_name
         data["factors"] = {
-            name: [lv for lv in levels if _level_label(lv) in self.test_factors[name]]
+            name: [lv for lv in levels if level_label(lv) in self.test_factors[name]]
             if name in self.test_factors else levels
             for name, levels in data["factors"].items()
         }
@@ -1160,17 +771,6 @@ class Study(BaseModel):
         return yaml.safe_dump(self.spec_dict(), sort_keys=False, default_flow_style=None)
 
     # -- expansion ------------------------------------------------------------------------
-
-    def _base_options(self) -> dict[str, Any]:
-        opts: dict[str, Any] = {"time_based": True, "runtime": _num(self.runtime)}
-        if self.ramp_time:
-            opts["ramp_time"] = _num(self.ramp_time)
-        if self.size is not None:
-            opts["size"] = self.size
-        opts["group_reporting"] = 1
-        opts.update(self.fixed)
-        return opts
-
     def expand(self, *, max_runs: int | None = None) -> RunPlan:
         """The full factorial grid × repetitions × set-ups, in a seeded random run order.
 
@@ -1210,218 +810,7 @@ class Study(BaseModel):
             More runs than ``max_runs`` (:meth:`check_max_runs`).
         """
         self.check_max_runs(max_runs)
-        names = list(self.factors)
-        grids = [self.factors[n] for n in names]
-        concurrent = set(self.concurrent)
-        if any(isinstance(lv, dict) and "target" in lv for f in self.concurrent for lv in self.factors[f]):
-            concurrent.add("target")  # the target a concurrent factor picks differs within its group
-        # unit key -> group key -> [(rank, run_id, rep, factors, options)]
-        units: dict[tuple, dict[tuple, list]] = {}
-        for rank, combo in enumerate(itertools.product(*grids)):
-            factors: dict[str, Any] = {}
-            options = self._base_options()
-            for name, level in zip(names, combo, strict=True):
-                if isinstance(level, dict):
-                    factors[name] = level["name"]
-                    for k, v in level.items():
-                        if k == "name":
-                            continue
-                        if k == "target":
-                            factors.setdefault("target", v)
-                        else:
-                            options[k] = v
-                else:
-                    factors[name] = level
-                    if name in KNOWN_OPTIONS:
-                        options[name] = level
-            arm = tuple((f, factors[f]) for f in self.setup_factors)
-            rest = tuple((k, _canonical(v)) for k, v in factors.items() if k not in concurrent)
-            for setup in range(1, self.setups + 1):
-                for rep in range(1, self.repetitions + 1):
-                    key = {"study": self.name, "options": options, "factors": factors, "repetition": rep}
-                    if self.setups > 1:
-                        key["setup"] = setup
-                    run_id = hashlib.sha256(_canonical(key)).hexdigest()[:12]
-                    units.setdefault((setup, arm), {}).setdefault((rep, rest), []).append(
-                        (rank, run_id, rep, dict(factors), dict(options)))
-
-        def unit_rank(key: tuple) -> tuple:
-            setup, arm = key
-            h = hashlib.sha256(f"{self.seed}:set-up:{setup}:".encode() + _canonical([list(a) for a in arm])).hexdigest()
-            return (setup if self.blocks and self.setups > 1 else 0, h)
-
-        ordered = []
-        for ukey in sorted(units, key=unit_rank):
-            setup, arm = ukey
-            groups = [sorted(g) for g in units[ukey].values()]
-            groups.sort(key=lambda g: (g[0][2] if self.blocks else 0,
-                                       hashlib.sha256(f"{self.seed}:{min(m[1] for m in g)}".encode()).hexdigest()))
-            for g in groups:
-                for _, run_id, rep, factors, options in g:
-                    block = (setup if self.setups > 1 else rep) if self.blocks else None
-                    ordered.append((run_id, rep, setup, block, factors, options))
-        run_points = tuple(
-            RunPoint(run_id=rid, repetition=rep, run_order=i, factors=f, options=o, setup=setup, block=block)
-            for i, (rid, rep, setup, block, f, o) in enumerate(ordered)
-        )
-        ids = [p.run_id for p in run_points]
-        if len(set(ids)) != len(ids):  # pragma: no cover - distinct levels make distinct ids
-            raise StudyError(f"study {self.name}: two runs got the same run_id; make factor levels distinct")
-        return RunPlan(study=self.name, spec_hash=self.spec_hash, points=run_points,
-                       setup_factors=tuple(self.setup_factors),
-                       concurrent=tuple(self.concurrent) + (("target",) if "target" in concurrent
-                                                            and "target" not in self.concurrent else ()))
-
-
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else float(x)
-
-
-@dataclass(frozen=True)
-class RunPoint:
-    """One fio run of a plan.
-
-    Attributes
-    ----------
-    run_id : str
-        12-hex stable hash (see :meth:`Study.expand`).
-    repetition : int
-        1-based repetition of this grid point.
-    run_order : int
-        0-based position in the randomised run order.
-    factors : dict
-        Factor name -> level (mapping levels by their ``name``).
-    options : dict
-        Every fio option of the run except ``filename`` (fixed, factor, and runner options).
-    """
-
-    run_id: str
-    repetition: int
-    run_order: int
-    factors: dict[str, Any]
-    options: dict[str, Any]
-    setup: int = 1
-    block: int | None = None
-
-    def to_dict(self, study: str) -> dict[str, Any]:
-        """What ``point.json`` holds (``setup``/``block`` only when the design has them)."""
-        out: dict[str, Any] = {
-            "study": study, "run_id": self.run_id, "repetition": self.repetition,
-            "run_order": self.run_order, "factors": self.factors, "options": self.options,
-        }
-        if self.setup != 1 or self.block is not None:
-            out["setup"] = self.setup
-        if self.block is not None:
-            out["block"] = self.block
-        return out
-
-
-@dataclass(frozen=True)
-class SetUpUnit:
-    """The runs of one build of a testbed: one set-up of one arm.
-
-    Attributes
-    ----------
-    setup : int
-        1-based set-up number (the build of this arm).
-    block : int or None
-        Block of the unit (``blocks: true``), else None.
-    arm : dict
-        Level of each of the study's ``setup_factors`` (empty: the build holds every level).
-    points : tuple of RunPoint
-        Its runs, in run order.
-    groups : tuple of tuple of RunPoint
-        The same runs cut into concurrency groups (one point each without ``concurrent``).
-    """
-
-    setup: int
-    block: int | None
-    arm: dict[str, Any]
-    points: tuple[RunPoint, ...]
-    groups: tuple[tuple[RunPoint, ...], ...]
-
-    @property
-    def run_ids(self) -> tuple[str, ...]:
-        """Run ids of the unit, in run order."""
-        return tuple(p.run_id for p in self.points)
-
-    def describe(self) -> str:
-        """``set-up 2 (datastore=ext4)``."""
-        arm = ", ".join(f"{k}={v}" for k, v in self.arm.items())
-        return f"set-up {self.setup}" + (f" ({arm})" if arm else "")
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """The runs of a study in run order.
-
-    Attributes
-    ----------
-    study : str
-    spec_hash : str
-    points : tuple of RunPoint
-    """
-
-    study: str
-    spec_hash: str
-    points: tuple[RunPoint, ...]
-    setup_factors: tuple[str, ...] = ()
-    #: The study's ``concurrent`` factors (plus ``target`` when their levels pick the target).
-    concurrent: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    def groups(self, points=None) -> tuple[tuple[RunPoint, ...], ...]:
-        """``points`` (default: the plan) cut into concurrency groups: adjacent runs of one set-up and
-        repetition that differ only in the ``concurrent`` factors. Without ``concurrent``, one run each."""
-        out: list[list[RunPoint]] = []
-        last = None
-        for p in self.points if points is None else points:
-            key = (p.setup, p.repetition,
-                   tuple((k, repr(v)) for k, v in p.factors.items() if k not in self.concurrent))
-            if self.concurrent and out and key == last:
-                out[-1].append(p)
-            else:
-                out.append([p])
-            last = key
-        return tuple(tuple(g) for g in out)
-
-    def units(self) -> tuple[SetUpUnit, ...]:
-        """The plan cut into set-up units (adjacent runs of one set-up of one arm), in run order."""
-        out: list[list[RunPoint]] = []
-        last = None
-        for p in self.points:
-            key = (p.setup, tuple(repr(p.factors.get(f)) for f in self.setup_factors))
-            if out and key == last:
-                out[-1].append(p)
-            else:
-                out.append([p])
-            last = key
-        return tuple(SetUpUnit(setup=u[0].setup, block=u[0].block if len({p.block for p in u}) == 1 else None,
-                               arm={f: u[0].factors[f] for f in self.setup_factors},
-                               points=tuple(u), groups=self.groups(u)) for u in out)
-
-    def __iter__(self) -> Iterator[RunPoint]:
-        return iter(self.points)
-
-    @property
-    def run_ids(self) -> tuple[str, ...]:
-        """Run ids in run order."""
-        return tuple(p.run_id for p in self.points)
-
-    def to_frame(self):
-        """One row per run: ``run_id``, ``repetition``, ``run_order`` (``setup``, ``block`` when the design has
-        set-ups or blocks) and a column per factor.
-
-        Returns
-        -------
-        pandas.DataFrame
-        """
-        design = any(p.setup != 1 or p.block is not None for p in self.points)
-        rows = [{"run_id": p.run_id, "repetition": p.repetition, "run_order": p.run_order,
-                 **({"setup": p.setup, "block": p.block} if design else {}), **p.factors} for p in self.points]
-        return pd.DataFrame(rows)
+        return build_plan(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1434,7 +823,7 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
         if isinstance(x, int):
             parts.append(f"[{x}]")
         else:
-            parts.append(("." if parts else "") + _key_text(x))
+            parts.append(("." if parts else "") + key_text(x))
     return "".join(parts)
 
 

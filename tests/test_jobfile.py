@@ -14,8 +14,9 @@ from storagebench._jobfile import (
     verify_fio_parse,
     verify_rendered,
 )
+from storagebench._plan import RunPoint
 from storagebench._safety import lint_jobfile
-from storagebench._study import RunPoint, load_study
+from storagebench._study import load_study
 from storagebench.errors import JobFileError, UnsafeJobFileError
 
 SPEC = {

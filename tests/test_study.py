@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from storagebench._study import RW_VALUES, load_study
+from storagebench._specvalues import RW_VALUES
+from storagebench._study import load_study
 from storagebench.errors import StudyError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,7 +337,7 @@ def test_a_true_boolean_is_rendered_as_1_and_fio_reads_it(tmp_path, fio_bin):
 
 
 def test_safe_name_from_free_text():
-    from storagebench._study import safe_name
+    from storagebench._specvalues import safe_name
 
     assert safe_name("4K; 70% Read; 100% random") == "4K_70pct_Read_100pct_random"
     assert safe_name("..\n[global]") == "global"

@@ -403,7 +403,9 @@ def rw_base(value: Any) -> str:
     return base
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
+    """Whether a flag option is set: a bare line (``None``), ``True``, or any text but ``0``, ``false``,
+    ``no``, ``off`` and the empty string (``unlink``, ``fill_device``)."""
     if value is None or value is True:
         return True
     if value is False:
@@ -443,7 +445,7 @@ def modifying_reason(options: Mapping[str, Any]) -> str | None:
     if str(options.get("zonemode") or "none").strip().lower() not in ("none", ""):
         return f"zonemode={options['zonemode']} (zone resets discard data)"
     for name in ("unlink", "unlink_each_loop"):
-        if name in options and _truthy(options[name]):
+        if name in options and truthy(options[name]):
             return name
     return None
 
