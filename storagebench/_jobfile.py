@@ -107,7 +107,7 @@ def render_jobfile(
     Parameters
     ----------
     point : RunPoint
-        One point of a :class:`~storagebench._study.RunPlan`.
+        One point of a :class:`~storagebench._plan.RunPlan`.
     study : Study, optional
         Names the file in its header comment and tells fixed options from factor options.
     target : str or path-like, optional

@@ -502,7 +502,7 @@ def run_study(
         inside it); 0 reads them back to back. Default :func:`quiet_window_for`: 1 % of a
         run's runtime + ramp_time, between 0.02 and 0.5 s.
     testbed : callable, optional
-        Builds the testbed of one set-up: called with a :class:`storagebench._study.SetUpUnit`
+        Builds the testbed of one set-up: called with a :class:`storagebench._plan.SetUpUnit`
         (set-up number, block, arm levels, runs), it returns a context manager that builds the
         devices, yields a :class:`SetUp` (targets, devices it may write, what it made) and tears
         them down on exit. Required when the study has ``setups > 1``. Each set-up unit of the

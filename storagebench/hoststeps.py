@@ -4,8 +4,8 @@ Each step is an object with ``show()`` (the state now, changes nothing), ``apply
 change, returns what it did) and ``to_dict()`` (the record kept in a run's provenance). Each is
 tested for its *effect*: pages really leave the page cache, sysfs really shows the scheduler.
 
-A study asks for them with ``host_steps`` (:data:`storagebench._study.HOST_STEPS`, read by
-:func:`storagebench._study.parse_host_steps`: the spec's grammar is the study's, re-exported here);
+A study asks for them with ``host_steps`` (:data:`storagebench._specvalues.HOST_STEPS`, read by
+:func:`storagebench._specvalues.parse_host_steps`: the spec's grammar is the study's, re-exported here);
 the runner applies them before each run (each concurrency group) with :class:`HostSteps`, records
 what they did in the run's ``provenance.json`` (``host_steps``) and puts a changed scheduler back
 after the run, when it fails too. A sweep killed before it could put a scheduler back leaves a

@@ -16,7 +16,7 @@ The protocol: a study module defines
     A context manager that builds the testbed of one set-up and yields a
     :class:`storagebench._runner.SetUp` (targets, devices it may write, what it made, notes); it tears
     everything down on exit (also on an error or Ctrl-C). ``study`` is the :class:`~storagebench._study.Study`
-    being run, ``unit`` the :class:`~storagebench._study.SetUpUnit` (set-up number, block, and the levels
+    being run, ``unit`` the :class:`~storagebench._plan.SetUpUnit` (set-up number, block, and the levels
     of the spec's ``setup_factors`` this build serves). Preconditioning (every target's region written
     twice, SNIA PTS) is done by the registry after the build, for every study alike.
 ``analyse(data, *, confidence=0.95, **parameters)``
@@ -374,7 +374,7 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
         write: bool = True) -> TestbedOutcome:
     """Build, measure, tear down and analyse a testbed study.
 
-    Each set-up unit of the plan (:meth:`storagebench._study.RunPlan.units`) gets a build of its own
+    Each set-up unit of the plan (:meth:`storagebench._plan.RunPlan.units`) gets a build of its own
     (``setups`` per arm, in blocks when the spec says ``blocks``); the runner records each build in
     ``testbed.json`` and resumes exactly (see :func:`storagebench._runner.run_study`).
 
