@@ -37,9 +37,14 @@ COMMAND = ".venv/bin/python runners/store_checked_outputs.py"
 
 
 def sidecar_path(notebook: str | Path) -> Path:
-    """``tests/notebook_outputs/<path under notebooks/>.json`` of a notebook of ``notebooks/``."""
-    rel = Path(notebook).resolve().relative_to(NOTEBOOKS)
-    return (SIDECAR_DIR / rel).with_suffix(".json")
+    """``tests/notebook_outputs/<path under notebooks/>.json`` of a notebook of ``notebooks/``.
+
+    Raises ``ValueError`` for a notebook elsewhere (only the templates have sidecars).
+    """
+    path = Path(notebook).resolve()
+    if not path.is_relative_to(NOTEBOOKS):
+        raise ValueError(f"{notebook} is not a notebook of {NOTEBOOKS}: only the templates have stored outputs")
+    return (SIDECAR_DIR / path.relative_to(NOTEBOOKS)).with_suffix(".json")
 
 
 def is_checked(cell) -> bool:
@@ -66,10 +71,10 @@ def store(notebook: str | Path) -> int:
     """
     from storagebench.publish import execute_notebook
 
+    path = sidecar_path(notebook)
     notebook = Path(notebook).resolve()
     nb = nbformat.read(str(notebook), as_version=4)
     checked = [c.id for c in nb.cells if is_checked(c)]
-    path = sidecar_path(notebook)
     if not checked:
         path.unlink(missing_ok=True)
         return 0
@@ -87,7 +92,20 @@ def store(notebook: str | Path) -> int:
     return len(checked)
 
 
+def main(argv: list[str]) -> int:
+    from storagebench.errors import StorageBenchError
+
+    for arg in argv:
+        try:
+            n = store(Path(arg))
+        except (ValueError, OSError, StorageBenchError) as exc:  # a notebook elsewhere, missing, or failing
+            print(f"{arg}: not stored: {exc}", file=sys.stderr)
+            return 1
+        print(f"{arg}: " + (f"{n} checked cell(s) stored in {sidecar_path(arg).relative_to(ROOT)}" if n
+                            else "no checked cell (no sidecar)"))
+    return 0
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    for arg in sys.argv[1:]:
-        print(f"{arg}: {store(Path(arg))} checked cell(s) stored in {sidecar_path(arg).relative_to(ROOT)}")
+    sys.exit(main(sys.argv[1:]))
