@@ -55,8 +55,8 @@ class SidecarNotebook(IPyNbFile):
 
     def collect(self):
         expected = sidecars.read_expected(self.path)
-        self.notebook = self.path.relative_to(self.config.rootpath).as_posix()
-        self.sidecar = sidecars.sidecar_path(self.path).relative_to(self.config.rootpath).as_posix()
+        self.notebook = self.path.resolve().relative_to(sidecars.ROOT).as_posix()  # as the command takes it
+        self.sidecar = sidecars.sidecar_path(self.path).relative_to(sidecars.ROOT).as_posix()
         for item in super().collect():
             cell, missing = item.cell, None
             if item.options["check"]:

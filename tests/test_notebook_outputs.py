@@ -43,7 +43,7 @@ def test_every_stored_output_belongs_to_a_checked_cell():
     runner = _load_runner()
     sidecars = {p for p in runner.SIDECAR_DIR.rglob("*") if p.is_file()}
     assert {runner.sidecar_path(p) for p in TEMPLATES} >= sidecars, "a sidecar without its notebook"
-    assert len(sidecars) == 6  # analyze, compare, sweep and the three published-data studies
+    assert sidecars, f"no sidecar in {runner.SIDECAR_DIR}"
     for path in TEMPLATES:
         checked = [c.id for c in nbformat.read(path, as_version=4).cells if runner.is_checked(c)]
         stored = list(runner.read_expected(path))
