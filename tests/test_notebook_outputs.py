@@ -42,13 +42,15 @@ def test_every_stored_output_belongs_to_a_checked_cell():
     (A checked cell without an entry fails in the notebook's own nbval run, naming the command.)"""
     runner = _load_runner()
     sidecars = {p for p in runner.SIDECAR_DIR.rglob("*") if p.is_file()}
-    assert {runner.sidecar_path(p) for p in TEMPLATES} >= sidecars, "a sidecar without its notebook"
     assert sidecars, f"no sidecar in {runner.SIDECAR_DIR}"
+    orphans = sidecars - {runner.sidecar_path(p) for p in TEMPLATES}
+    assert not orphans, f"sidecars without a notebook: {sorted(str(p.relative_to(ROOT)) for p in orphans)}"
     for path in TEMPLATES:
         checked = [c.id for c in nbformat.read(path, as_version=4).cells if runner.is_checked(c)]
         stored = list(runner.read_expected(path))
-        assert stored == [i for i in checked if i in stored], f"stale or out-of-order entries for {path.name}"
-        assert runner.sidecar_path(path).exists() == bool(checked)
+        refresh = f"{runner.COMMAND} {path.relative_to(ROOT)}"
+        assert stored == [i for i in checked if i in stored], f"stale or out-of-order entries: {refresh}"
+        assert runner.sidecar_path(path).exists() == bool(checked), refresh
 
 
 def _notebook(path: Path, cells: list[str]) -> None:
