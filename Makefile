@@ -22,7 +22,8 @@ demo: venv sysdeps
 	$(VENV)/bin/storagebench demo
 
 # The test suite (tests/) and every notebook of notebooks/ run top to bottom on its small committed-data
-# defaults with nbval (pyproject.toml: testpaths and --nbval-lax); the browser test saves its
+# defaults with nbval (pyproject.toml: testpaths and --nbval-lax; the expected stdout of the checked cells
+# is in tests/notebook_outputs/, written by runners/store_checked_outputs.py); the browser test saves its
 # screenshots under results/screenshots/.
 test: venv sysdeps sysdeps-test
 	$(PY) -m pytest -q
