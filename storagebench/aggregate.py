@@ -292,8 +292,8 @@ def fairness(host_rows: pd.DataFrame, metric: str = "iops",
 
 def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = "iops",
                     by: Sequence[str] = ("pattern",), factors: Sequence[str] | None = None,
-                    confidence: float = 0.95, min_gain: float = 0.0, geometric: bool = False) -> pd.DataFrame:
-    """Mean of ``metric`` per ``x`` level with its CI, and the gain over the previous level.
+                    confidence: float = 0.95, min_gain: float = 0.0, geometric: bool = True) -> pd.DataFrame:
+    """Geometric mean of ``metric`` per ``x`` level with its CI, and the gain over the previous level.
 
     The rows of one (group, ``x`` level) cell are its replicates: repetitions of the same runs. A factor
     that varies within a cell (the load generator that measured the same configuration, another
@@ -319,15 +319,17 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         Smallest gain that counts, as a fraction (0.05 = 5 %): a step "adds" when the lower CI
         bound of the ratio exceeds ``1 + min_gain``.
     geometric : bool
-        ``mean``, ``ci_low``, ``ci_high`` as the geometric mean with the Student t CI of the log values,
-        back-transformed: for a skewed positive metric (a p99 latency) whose arithmetic t interval would
-        reach below 0 with few runs. The gain columns are on the log scale either way.
+        ``True`` (default): ``mean``, ``ci_low``, ``ci_high`` are the geometric mean with the Student t CI
+        of the log values, back-transformed: the scale of the gain columns (a ratio of geometric means),
+        and the point the figures draw (:func:`storagebench.stats.per_point`); an arithmetic t interval of
+        a skewed positive metric (a p99 latency) can reach below 0 with few runs. ``False``: the
+        arithmetic mean with its Student t CI. ``attrs["estimate"]`` of the result names which.
 
     Returns
     -------
     pandas.DataFrame
-        Per group and level: ``by``, ``x``, ``n``, ``mean``, ``ci_low``, ``ci_high`` (Student t,
-        :func:`storagebench.stats.mean_ci`), and versus the previous level ``gain_ratio``,
+        Per group and level: ``by``, ``x``, ``n``, ``mean``, ``ci_low``, ``ci_high`` (Student t on the
+        log values, or on the values with ``geometric=False``: :func:`storagebench.stats.mean_ci`), and versus the previous level ``gain_ratio``,
         ``gain_ci_low``, ``gain_ci_high`` (ratio of geometric means with the Welch CI on log values,
         :func:`storagebench.stats.compare`), ``gain_p`` (of the same test) and ``adds`` (the step adds significantly
         more than ``min_gain``; None when the step has no CI: fewer than 2 runs on a side). The first
@@ -384,7 +386,9 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
                            adds=bool(c.ci_low > 1.0 + min_gain) if np.isfinite(c.ci_low) else None)
             rows.append(row)
             prev = lv
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["estimate"] = "geometric mean" if geometric else "mean"
+    return out
 
 
 def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[str] = ("pattern",)) -> pd.DataFrame:
@@ -486,6 +490,9 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
     _need(saturation, [*by, f"saturation_{x}", "saturated", f"knee_{x}"], "saturation")
     level = f"{confidence:.0%}"
     gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
+    estimate_words = summary.attrs.get("estimate", "mean")
+    estimate = ("Student t CI of the log values over runs (a geometric mean)" if estimate_words == "geometric mean"
+                else "Student t CI of the mean over runs")
     out = []
     sat_rows = {tuple(r[c] for c in by): r for _, r in saturation.iterrows()}
     groups = summary.groupby(by, observed=True, sort=True) if by else [((), summary)]
@@ -530,11 +537,11 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                          f"step to {_level_words(nxt[x], x)} did not ({step(nxt)}).")
         knee = sat[f"knee_{x}"]
         if pd.notna(knee) and knee > first[x]:  # a "knee" at the first level is no bend of a rising curve
-            sentence += f" Kneedle's knee of the mean curve: {_level_words(knee, x)}."
+            sentence += f" Kneedle's knee of the {estimate_words} curve: {_level_words(knee, x)}."
         out.append(Finding(
             sentence, estimate=float(at["mean"]), ci=(at["ci_low"], at["ci_high"]), confidence=confidence,
             n=int(g["n"].min()), unit_of_replication=f"fio runs per ({', '.join([*by, x])}) point", unit=metric,
-            method=(f"Student t CI of the mean over runs; each step the ratio of geometric means with Welch's t on log "
+            method=(f"{estimate}; each step the ratio of geometric means with Welch's t on log "
                     f"values (stats.compare); a step adds when its {level} CI lies above {1 + min_gain:g}; Kneedle "
                     "(Satopää et al. 2011) for the knee"),
             key=f"saturation:{name}"))
