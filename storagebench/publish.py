@@ -295,7 +295,9 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
         Jupyter kernel; default: the notebook's own kernelspec (``python3``).
     cwd : str or path, optional
         Working directory of the kernel; default: the template's directory, so relative
-        default paths in the parameters cell work the same as in JupyterLab.
+        default paths in the parameters cell work the same as in JupyterLab. papermill changes this
+        process's working directory to it while the notebook runs: run notebooks in parallel in
+        processes (as ``run_batch`` does), or pass absolute paths from threads.
     progress_bar : bool
         papermill's progress bar (on stderr).
     start_timeout : float

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from storagebench.publish import execute_notebook, notebook_parameters
+from storagebench.publish import NOTEBOOK_DIR, execute_notebook, notebook_parameters
 from storagebench.published import load_published
 from storagebench.stats import compare
 
@@ -74,7 +74,10 @@ def executed(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 
     d = tmp_path_factory.mktemp("notebooks")
     with ThreadPoolExecutor(max_workers=len(RUNS)) as pool:
-        futures = {k: pool.submit(execute_notebook, nb, d / f"{k}.ipynb", params(d)) for k, (nb, params) in RUNS.items()}
+        # absolute paths: papermill changes the process's working directory while a notebook runs (to the
+        # notebook's own), so a relative name resolved in another thread could miss
+        futures = {k: pool.submit(execute_notebook, NOTEBOOK_DIR / nb, d / f"{k}.ipynb", params(d))
+                   for k, (nb, params) in RUNS.items()}
         return {k: (f.result(), d) for k, f in futures.items()}
 
 
