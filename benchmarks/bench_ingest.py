@@ -31,9 +31,9 @@ before a change) on the same files, in a child process that measures its own bar
 the same round-robin, so both ratios come from one run.
 
 (c) The decoder alone, on each corpus (how the typed decoder was chosen): bare ``orjson.loads``,
-    storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest.fio._DECODER`: every value
+    storagebench's ``msgspec`` typed decoder (:data:`storagebench.ingest._fiodoc.DECODER`: every value
     ingest reads type- and range-checked while decoded), the same with the json+ bins left as raw
-    JSON (:data:`~storagebench.ingest.fio._RAW_DECODER`, what ingest decodes: the bins of a whole batch
+    JSON (:data:`~storagebench.ingest._fiodoc.RAW_DECODER`, what ingest decodes: the bins of a whole batch
     are then parsed and checked at once by ``RowSink.parse_bins``, part of (a)'s time) and pydantic v2
     ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
     time, best of ``--repeat``.
@@ -364,11 +364,11 @@ def _pydantic_adapter():
 
 
 def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
-    from storagebench.ingest.fio import _DECODER, _RAW_DECODER
+    from storagebench.ingest._fiodoc import DECODER, RAW_DECODER
 
     datas = [p.read_bytes() for p in paths]
-    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed, bins as dicts (_DECODER)", _DECODER.decode),
-               ("msgspec typed, bins left raw (ingest's)", _RAW_DECODER.decode)]
+    methods = [("bare orjson.loads", orjson.loads), ("msgspec typed, bins as dicts (DECODER)", DECODER.decode),
+               ("msgspec typed, bins left raw (ingest's)", RAW_DECODER.decode)]
     try:
         methods.append(("pydantic v2 validate_json (strict model)", _pydantic_adapter().validate_json))
     except ImportError:

@@ -1,4 +1,4 @@
-"""json+ bins parsed from their raw text for a whole batch (storagebench.ingest.fio.RowSink.parse_bins)
+"""json+ bins parsed from their raw text for a whole batch (storagebench.ingest._fiorows.RowSink.parse_bins)
 give exactly the tables and errors of the typed dict decoding, on real fio json+ outputs and on edits
 of their bins text: what fio writes is taken on the fast path, anything else goes back to the decoder."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import storagebench.ingest as ing
-from storagebench.ingest import fio as F
+from storagebench.ingest import _fiorows as F
 
 FIO = Path(__file__).parent / "fixtures" / "fio"
 TABLES = ("runs", "histograms", "all_clients", "timeseries", "run_totals")
@@ -195,7 +195,7 @@ def test_a_file_failing_after_its_bins_leaves_none_of_them(tmp_path):
 def test_block_by_block_steps_give_the_same(tmp_path, monkeypatch, label, text, fast):
     """parse_bins reads the text a few hundred KiB at a time: with one block per step, the edited
     block in the middle of a batch is found (or taken) all the same."""
-    monkeypatch.setattr(F, "_BINS_STEP", 1)
+    monkeypatch.setattr(F, "BINS_STEP", 1)
     for i, name in enumerate(("numjobs4_nogroup.json", "randrw_both.json")):
         shutil.copy(FIO / name, tmp_path / f"{i * 2}_{name}")
     (tmp_path / "1_edited.json").write_text(text)

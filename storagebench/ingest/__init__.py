@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from .. import schema
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
-from . import fio as _fio
+from . import _fiorows
 from . import loadgen as _loadgen
 from .diskspd import parse_diskspd
 from .fio import (
@@ -441,7 +441,7 @@ class _Collector(RowSink):
         """Add one file's rows. ``data`` (its bytes) and ``file_id`` (:func:`file_run_id` of them) may
         have been read already; a directory entry of unknown kind is sniffed here."""
         path = item.path
-        if self._pending >= _fio._BINS_STEP:  # the raw bins of the files before this one
+        if self._pending >= _fiorows.BINS_STEP:  # the raw bins of the files before this one
             self.parse_step()
         new_factors = self._check_factors(item.identity, path) if item.identity is not None else ()
         if item.kind == "other":

@@ -1,0 +1,658 @@
+"""One fio output → row tuples of ``runs`` and ``all_clients`` and the json+ histogram blocks.
+
+:func:`emit_rows` appends a file's rows to a :class:`RowSink`: per job entry x direction the factor
+columns (:mod:`storagebench.ingest._fiofactors`), the metrics in the schema's units (:func:`_metrics`:
+fio 2.x units, values set to NaN with a note), and the json+ ``clat_ns.bins``, which the sink parses
+from their raw JSON text many files at a time (:meth:`RowSink.parse_bins`, the fast path of ingest) and
+turns into the ``histograms`` DataFrame (:func:`histogram_frame`). Internal to :mod:`storagebench.ingest`;
+the public names are re-exported by :mod:`storagebench.ingest.fio`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import operator
+import re
+import warnings
+from datetime import datetime, timezone
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import IngestError
+from ..errors import display_path as _display_path
+from ..fio.hosts import host_label
+from ..schema import DIRECTIONS
+from ._fiodoc import (
+    ALL_CLIENTS,
+    DECODER,
+    MAX_VALUE,
+    PCT_KEYS,
+    PCT_VALUES,
+    RAW_DECODER,
+    decode_or_none,
+    read_fio_json,
+)
+from ._fiofactors import UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
+from ._runmeta import NO_POINT, NO_PROVENANCE, TS_MAX, check_point, check_provenance, iso_utc
+
+_NAN = math.nan
+_UTC = timezone.utc
+_U = msgspec.UNSET  # a field fio did not print
+_Raw = msgspec.Raw
+_NO_EXTRA: dict = {}
+
+
+# ---- the row tuple ----------------------------------------------------------------------------------
+
+#: Fields of one row tuple, in the order :func:`emit_rows` builds it (the ``runs`` schema order;
+#: ``tests/test_ingest_fio.py`` checks that the two agree).
+RUN_FIELDS: tuple[str, ...] = (
+    "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
+    "rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "target",
+    "iops", "bw_bytes_per_s", "io_bytes", "total_ios", "runtime_s", "lat_mean_ns", "lat_stdev_ns", "lat_min_ns",
+    "lat_max_ns", "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns", *(col for _, col in PCT_KEYS),
+    "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
+    "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
+)
+_RUN_FIELD_SET = frozenset(RUN_FIELDS)
+#: Keys of a runner's ``point.json`` beside the factors that become columns of ``runs`` when present:
+#: the set-up and block of the run in the study's design (``storagebench._study.DESIGN_COLUMNS``).
+_DESIGN_KEYS = ("setup", "block")
+_PCT_STR = tuple(key for key, _ in PCT_KEYS)
+
+
+def file_run_id(data: bytes) -> str:
+    """Stable run id of a loose file: the first 12 hex digits of the SHA-256 of its bytes."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+# ---- json+ bins: the raw-text fast path, the sink, the histograms table -----------------------------
+
+#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")`` (JSON whitespace, quotes
+#: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
+#: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
+_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
+#: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
+_POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
+
+
+#: bytes of json+ bins text parsed at a time by :meth:`RowSink.parse_bins` (its temporaries then stay in
+#: the CPU cache and are reused: 47 -> 39 ms and no page faults on the multijob corpus, against one piece)
+BINS_STEP = 512 << 10
+
+
+def _parse_bins_text(raws: list[bytes]) -> tuple | None:
+    """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
+    they are not the text :meth:`RowSink.parse_bins` takes (see there)."""
+    text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
+    a = np.frombuffer(text, dtype=np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
+        return None  # not an object (an object inside one leaves an empty number between separators)
+    quotes = np.flatnonzero(a == 0x22)
+    if len(quotes) % 2:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
+            # a number per quote (per key and per count, when the checks below pass): allocated once;
+            # fewer numbers raise, more are found by the key check (a key holding a separator)
+            values = np.fromstring(text.translate(_BINS_TEXT, b' \t\r\n"{'), dtype=np.int64,
+                                   sep=",", count=len(quotes))
+    except (ValueError, DeprecationWarning):
+        return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
+    opening, closing = quotes[0::2], quotes[1::2]
+    after = a[closing + 1]
+    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+        return None  # a string that is not a key (a string count)
+    keys, counts = values[0::2], values[1::2]
+    # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
+    # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
+    # the part before; with every string a key this is also the only way to more numbers than quotes)
+    width = closing - opening - 1
+    if len(width) and not (1 <= width.min() and width.max() <= 18
+                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+        return None
+    if len(counts) and int(counts.max()) >= MAX_VALUE:
+        return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
+    n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
+    if not n.all():
+        return None
+    step = np.diff(keys) <= 0
+    step[(np.cumsum(n) - n)[1:] - 1] = False  # a block's first key may be below the last one of the block before
+    if step.any():
+        return None  # keys not increasing: a repeated key, which a dict keeps once
+    return keys, counts, n  # every other number: views, made contiguous once all blocks are parsed
+
+
+class RowSink:
+    """What :func:`emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
+    ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
+    and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
+
+    def __init__(self, raw_bins: bool = False) -> None:
+        self.runs: list[tuple] = []
+        self.runs_extra: list[dict] = []
+        self.all_clients: list[tuple] = []
+        self.all_extra: list[dict] = []
+        self.hist_blocks: list[tuple] = []
+        #: json+ bins of each block (checked when decoded), as int64 arrays: bin values (ns) and counts.
+        #: Made right after the file is decoded, while its dict is in the CPU cache (~2x faster than
+        #: walking every file's dict at the end, and the dicts are freed at once)
+        self.hist_keys: list = []
+        self.hist_counts: list = []
+        #: per block: fio's clat_ns.N (-1: not printed, or not a fio block), and (row index in ``runs``,
+        #: JSON path) for the note
+        self.hist_n: list[int] = []
+        self.hist_checks: list[tuple | None] = []
+        #: per block: the raw JSON of its bins (:class:`msgspec.Raw`, the fast decoder's, ``raw_bins``) until
+        #: a step of :meth:`parse_bins` has made them arrays, else None
+        self.hist_raw: list = []
+        #: decode json+ bins raw and parse them in steps (:meth:`parse_bins`); False: as dicts
+        self.raw_bins = raw_bins
+        self._parsed = 0  # blocks before this one are parsed (or not raw)
+        self._pending = 0  # bytes of raw bins not parsed yet
+        self._steps: list[tuple] = []  # (block indices, keys, counts, bins per block) of each step
+        self._failed = False  # some raw bins are not the text parse_bins takes: read the batch again
+        #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
+        self._flat: tuple | None = None
+
+    def parse_step(self) -> None:
+        """Parse the raw bins of the files added since the last step (:func:`_parse_bins_text`).
+
+        Called between files (a file's rows are all there or all rolled back: never half a file), once
+        ~``BINS_STEP`` bytes of bins are waiting, so that their text is parsed while it is still in the
+        CPU cache and only a few files' bytes are kept alive; :meth:`parse_bins` parses the rest.
+        """
+        at = [k for k in range(self._parsed, len(self.hist_raw)) if self.hist_raw[k] is not None]
+        if at and not self._failed:
+            try:
+                part = _parse_bins_text([self.hist_raw[k] for k in at])
+            except Exception:  # noqa: BLE001 - never a file's fault: the batch is read again with the decoder
+                part = None
+            if part is None:
+                self._failed = True
+            else:
+                self._steps.append((at, *part))
+        for k in at:
+            self.hist_raw[k] = None  # the file's bytes are freed
+        self._parsed = len(self.hist_raw)
+        self._pending = 0
+
+    def parse_bins(self) -> bool:
+        """Turn the raw json+ bins of every block into int64 arrays (bin values in ns, counts).
+
+        The JSON text of the blocks is joined and parsed, a step of a few hundred KiB at a time
+        (:meth:`parse_step`), by one ``numpy.fromstring`` once whitespace, quotes and ``{`` are deleted
+        and ``:`` and ``}`` made separators. The values are taken only when the text is what
+        :data:`~storagebench.ingest._fiodoc.DECODER` reads as ``dict[int, int]`` with these same numbers,
+        which is checked on the text: each block one object (an object inside it leaves an empty
+        number), every string a key (followed by ``:`` or `` :``) whose characters are decimal digits
+        without a leading zero, every value a JSON integer (no sign, fraction or exponent), each number
+        at most 2**63-2, one number per key and value, and the keys of a block increasing (a repeated
+        key would collapse in a dict). fio writes exactly this; so does ``json.dump`` of fio's output.
+
+        Returns
+        -------
+        bool
+            False when some block is not such text: nothing is changed, and the batch must be read
+            again with :data:`~storagebench.ingest._fiodoc.DECODER` (``raw_bins=False``), which gives the
+            dict semantics or the file's error.
+        """
+        self.parse_step()
+        if self._failed:
+            return False
+        steps, self._steps = self._steps, []
+        if not steps:
+            return True
+        at = [k for step in steps for k in step[0]]
+        keys, counts, n = (np.concatenate(x) if len(x) > 1 else np.ascontiguousarray(x[0])
+                           for x in zip(*(step[1:] for step in steps), strict=True))
+        if len(at) == len(self.hist_blocks):  # every block (fio's json+ only): the arrays in one piece
+            self._flat = (keys, counts)
+            self.hist_blocks = [(*b[:5], m) for b, m in zip(self.hist_blocks, n.tolist(), strict=True)]
+            return True
+        block_start = np.cumsum(n) - n
+        for j, k in enumerate(at):
+            b0, b1 = block_start[j], block_start[j] + n[j]
+            self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
+            self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
+        return True
+
+    def check_bins(self, counts, n_bins=None) -> None:
+        """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
+        sum per batch: ``counts`` is the flat count array of :meth:`histograms`). fio's bins and N
+        count the same completions; they differ in an interim ``--status-interval`` report (a
+        completion landing between the two reads) or in an edited file."""
+        if not self.hist_blocks:
+            return
+        if n_bins is None:
+            n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+        starts = np.zeros(len(n_bins), dtype=np.int64)
+        np.cumsum(n_bins[:-1], out=starts[1:])
+        sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
+        expected = np.array(self.hist_n, dtype=np.int64)
+        for k in np.flatnonzero((expected >= 0) & (sums != expected)):
+            n = self.hist_n[k]
+            row, loc = self.hist_checks[k]
+            note = f"{_at(loc)}.clat_ns.bins add up to {int(sums[k])} completions, clat_ns.N is {n}"
+            old = self.runs[row]
+            self.runs[row] = (*old[:-1], f"{old[-1]}; {note}" if old[-1] else note)
+
+    def histograms(self):
+        """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
+        if self._failed or self._steps or any(r is not None for r in self.hist_raw[self._parsed:]):
+            raise RuntimeError("json+ bins not parsed: call parse_bins first (and read the batch again if it "
+                               "returns False)")
+        keys, counts = self._flat or (np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
+        frame = histogram_frame(self.hist_blocks, keys, counts)
+        self.check_bins(counts, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64,
+                                            count=len(self.hist_blocks)))
+        return frame
+
+
+def histogram_frame(blocks: list[tuple], bins, counts):
+    """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
+    the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
+
+    ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
+    Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
+        (not yet validated).
+    """
+    run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
+    n = np.array(n_bins, dtype=np.int64)
+    cols = {}
+    for name, values in (("run_id", run_id), ("host", host), ("job", job), ("job_index", job_index),
+                         ("direction", direction)):
+        if name == "job_index":
+            cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
+            continue
+        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
+    total = int(n.sum())
+    cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
+    cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)
+    return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
+
+
+#: rows of the one chunk a constant string column of the ``histograms`` table repeats
+_CONST_CHUNK = 1 << 16
+
+
+def _repeat_strings(values: tuple, repeats: tuple, n):
+    """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
+    the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
+    ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
+    as fast as ``take``, which copies string by string."""
+    total = int(n.sum())
+    if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
+        first = values[0].encode()
+        if total > _CONST_CHUNK and len(first) * _CONST_CHUNK < 2**31:
+            # one chunk of the value, the same object many times: the column's buffers are not repeated
+            piece = _repeat_strings((values[0],), (_CONST_CHUNK,), np.array([_CONST_CHUNK]))
+            full, rest = divmod(total, _CONST_CHUNK)
+            return pa.chunked_array([piece] * full + ([piece.slice(0, rest)] if rest else []))
+        encoded = [first]
+        data = first * total
+    else:
+        encoded = [v.encode() for v in values]
+        first = encoded[0]
+        data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
+    if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
+        return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
+    width = len(first)
+    if len(set(map(len, encoded))) == 1:
+        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
+    else:
+        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
+        offsets = np.zeros(total + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+    return pa.StringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+# ---- the metrics of one direction block (units, impossible values) ----------------------------------
+
+#: JSON names of the 17 secondary metrics of a row, for notes: (block, field) in row order.
+_SECONDARY = (("lat", "mean"), ("lat", "stddev"), ("lat", "min"), ("lat", "max"), ("clat", "mean"),
+              ("clat", "stddev"), ("slat", "mean"), *(("clat", f"percentile.{k}") for k in _PCT_STR))
+_LAT4 = operator.attrgetter("mean", "stddev", "min", "max")
+
+
+def _old_units(version: str) -> bool | None:
+    """fio < 3 (µs latency blocks ``lat``/``clat``/``slat``): True; fio >= 3 (``*_ns``): False; unknown: None."""
+    if version.startswith(("fio-1.", "fio-2.")):
+        return True
+    if version.startswith("fio-"):
+        return False
+    return None
+
+
+_OLD_UNITS: dict[str, bool | None] = {}  # _old_units, memoised per version string
+_VERSION = re.compile(r"fio-(\d+)\.(\d+)")
+
+
+def _prints_bw_bytes(version: str) -> bool:
+    """fio >= 3.4 always prints ``bw_bytes``; fio 2.x and 3.0-3.3 print only ``bw`` (KiB/s)."""
+    m = _VERSION.match(version)
+    return bool(m) and (int(m[1]), int(m[2])) >= (3, 4)
+
+
+#: a float must be below 2**63 (float(2**63 - 1) == 2**63, so ``<=`` would let 2**63 through)
+_LIMIT = 2.0**63
+
+
+def _lat_problem(block: Any) -> str:
+    """Why a latency block's statistics contradict each other ("" when they do not): fio's mean
+    of the samples lies within [min, max], their standard deviation is at most max - min, and it
+    is 0 only when every sample is the same (min == max)."""
+    lo, hi, mean, sd = block.min, block.max, block.mean, block.stddev
+    if lo == lo and hi == hi and lo > hi:
+        return f"min {lo} > max {hi}"
+    if mean == mean and lo == lo and hi == hi and not lo <= mean <= hi:
+        return f"mean {mean!r} outside [min {lo}, max {hi}]"
+    if sd == sd and lo == lo and hi == hi and sd > hi - lo:
+        return f"stddev {sd!r} > max - min ({hi - lo})"
+    if sd == 0 and lo == lo and hi == hi and lo < hi:
+        return f"stddev 0 while min {lo} < max {hi}"
+    return ""
+
+
+def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> tuple[tuple, list[str]]:
+    """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from one
+    direction block, in the schema's units, and the notes on values set to NaN (module docstring).
+
+    ``loc`` is ``(where, index, direction)``: the JSON path ``jobs[0].read`` of the block, made into
+    text only when a note or an error needs it (the usual block needs none)."""
+    notes: list[str] = []
+    if old is None:  # no version: the blocks say which units
+        old = d.clat_ns is _U and d.lat_ns is _U and d.slat_ns is _U and not (
+            d.clat is _U and d.lat is _U and d.slat is _U)
+    if old:
+        lat, clat, slat, suffix, f = d.lat, d.clat, d.slat, "", 1000.0
+    else:
+        lat, clat, slat, suffix, f = d.lat_ns, d.clat_ns, d.slat_ns, "_ns", 1.0
+    if d.bw_bytes is not _U:
+        bw = float(d.bw_bytes)
+    elif d.bw is not _U and not _prints_bw_bytes(version):
+        bw = d.bw * 1024.0
+        notes.append(f"{_at(loc)}.bw_bytes: not printed by this fio; bw_bytes_per_s = bw (KiB/s) x 1024")
+    else:
+        raise IngestError(f"{_at(loc)}.bw_bytes: missing ({version or 'fio'} always prints it)", path=path)
+    io = d.io_bytes
+    if old and d.io_kbytes is _U:  # fio 2.x: "io_bytes" holds KiB
+        io *= 1024
+        if io > MAX_VALUE:
+            raise IngestError(f"{_at(loc)}.io_bytes = {d.io_bytes} KiB: more than 2**63-1 bytes", path=path)
+    total = d.total_ios
+    if total is _U:
+        if not old:
+            raise IngestError(f"{_at(loc)}.total_ios: missing (fio 3 always prints it)", path=path)
+        total = -1  # fio 2.1 does not count I/Os
+    if lat is not _U and clat is not _U and slat is not _U and clat.percentile is not _U:
+        if f == 1.0:
+            sec = (*_LAT4(lat), clat.mean, clat.stddev, slat.mean, *PCT_VALUES(clat.percentile))
+        else:
+            sec = (*(v * f for v in _LAT4(lat)), clat.mean * f, clat.stddev * f, slat.mean * f,
+                   *(v * f for v in PCT_VALUES(clat.percentile)))
+    else:
+        where = _at(loc)
+        nan4 = (_NAN,) * 4
+        pct = clat.percentile if clat is not _U else _U
+        sec = (*((v * f for v in _LAT4(lat)) if lat is not _U else nan4),
+               *((clat.mean * f, clat.stddev * f) if clat is not _U else (_NAN, _NAN)),
+               slat.mean * f if slat is not _U else _NAN,
+               *((v * f for v in PCT_VALUES(pct)) if pct is not _U else (_NAN,) * len(_PCT_STR)))
+        for name, block in (("lat", lat), ("clat", clat), ("slat", slat)):
+            if block is _U:
+                notes.append(f"{where}.{name}{suffix}: missing (its columns are NaN)")
+        if clat is not _U and pct is _U:
+            did = clat.N if clat.N is not _U else max(total, 0) + d.io_bytes
+            if did:  # fio leaves the percentiles out when the direction completed no I/O
+                notes.append(f"{where}.clat{suffix}.percentile: missing (clat_p*_ns are NaN)")
+    total_sec = sum(sec)  # NaN if a value is missing
+    if total_sec == total_sec and min(sec) >= 0.0 and max(sec) < _LIMIT:  # the usual case: all in range ...
+        # ... and the statistics consistent (every block is there: no value above is NaN)
+        if lat.min <= lat.mean <= lat.max and lat.stddev <= lat.max - lat.min \
+                and clat.min <= clat.mean <= clat.max and clat.stddev <= clat.max - clat.min \
+                and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min \
+                and (lat.stddev or lat.min == lat.max) and (clat.stddev or clat.min == clat.max) \
+                and (slat.stddev or slat.min == slat.max):
+            return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
+    where = _at(loc)
+    out = list(sec)
+    blocks = {"lat": lat, "clat": clat, "slat": slat}
+    missing_pct = []
+    for i, v in enumerate(sec):
+        if 0.0 <= v < _LIMIT:
+            continue
+        out[i] = _NAN
+        name, key = _SECONDARY[i]
+        if blocks[name] is _U or (key.startswith("percentile") and blocks[name].percentile is _U):
+            continue  # noted above
+        if v != v:
+            if key.startswith("percentile."):
+                missing_pct.append(key.split(".", 1)[1])
+            else:
+                notes.append(f"{where}.{name}{suffix}.{key}: missing (NaN)")
+        else:
+            raw = v / f
+            notes.append(f"{where}.{name}{suffix}.{key} = {raw!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+    if missing_pct:
+        notes.append(f"{where}.clat{suffix}.percentile: no {', '.join(missing_pct)} (NaN)")
+    for name, block in blocks.items():  # contradicting statistics: the block's mean/stddev/min/max are NaN
+        problem = _lat_problem(block) if block is not _U else ""
+        if problem:
+            for i, (n, key) in enumerate(_SECONDARY):
+                if n == name and not key.startswith("percentile"):
+                    out[i] = _NAN
+            notes.append(f"{where}.{name}{suffix}: {problem} (impossible; its mean, stddev, min, max stored NaN)")
+    return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
+
+
+def _at(loc: tuple) -> str:
+    """``(where, index, direction)`` as the JSON path ``jobs[0].read`` (direction ``""``: ``jobs[0]``)."""
+    where, idx, name = loc
+    return f"{where}[{idx}].{name}" if name else f"{where}[{idx}]"
+
+
+def _cpu(value: float, where: str, notes: list[str]) -> float:
+    """A job's ``usr_cpu``/``sys_cpu`` (%), or NaN with a note; called only when it is not in range."""
+    if 0.0 <= value < _LIMIT:
+        return value
+    if value != value:
+        notes.append(f"{where}: missing (NaN)")
+    else:
+        notes.append(f"{where} = {value!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+    return _NAN
+
+
+#: a fio JSON time stamp is after 2000-01-01 (fio's JSON output is from 2012 on) and fits datetime64[ns]
+_FIO_TS_MIN = 946_684_800.0
+
+
+def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
+    """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
+    ms = doc.timestamp_ms
+    ts = ms / 1000.0 if ms == ms else doc.timestamp
+    if ts != ts:
+        return None  # fio 2.1 and client output print no time stamp
+    elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
+    longest = max(elapsed, default=0)
+    start = ts - longest
+    if not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
+        name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
+        notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
+                     "started_at NaT")
+        return None
+    return datetime.fromtimestamp(start, tz=_UTC)
+
+
+# ---- one file's rows --------------------------------------------------------------------------------
+
+
+def emit_rows(
+    sink: RowSink,
+    data: bytes,
+    path: str,
+    identity: Any = None,
+    provenance: Any = None,
+    file_id: str | None = None,
+) -> None:
+    """Parse one fio output and append its rows to ``sink`` (see
+    :func:`~storagebench.ingest.fio.parse_fio_output`).
+
+    The rows are appended as the file is read: a file that raises part-way leaves rows behind,
+    which the caller drops (:meth:`storagebench.ingest._Collector.rollback`;
+    :func:`~storagebench.ingest.fio.parse_fio_output` uses a fresh sink). ``file_id`` is
+    :func:`file_run_id` of ``data`` when the caller has it already.
+    This is the hot path of ingest: strings for notes and errors are only made when needed.
+    """
+    doc = None
+    if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
+        try:
+            # json+ bins raw when the sink parses them (many files at a time); DECODER's document and
+            # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
+            # reported as DECODER reports it (the first in the file, which may be in the bins)
+            doc = (RAW_DECODER if sink.raw_bins else DECODER).decode(data)
+        except msgspec.DecodeError:
+            doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
+        except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            doc = decode_or_none(data, path)
+    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
+        partial = False
+    else:
+        fd = read_fio_json(data, path)
+        doc, partial = fd.doc, fd.partial
+    point = NO_POINT if identity is None else check_point(identity, path)
+    prov = NO_PROVENANCE if provenance is None else check_provenance(provenance, path)
+    run_id = point.run_id or file_id or file_run_id(data)
+    factors = point.factors
+    extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else _NO_EXTRA
+    if point.setup is not None or point.block is not None:  # the plan's design: columns like factors
+        extra = {**extra, **{k: v for k in _DESIGN_KEYS if (v := getattr(point, k)) is not None}}
+    gopts = doc.global_options
+    if type(gopts) is not dict:
+        gopts = global_options(doc)
+    if point.options:  # a runner run: point.json's options are what every host ran (see module doc)
+        gopts = {**gopts, **{k: v for k, v in point.options.items() if v is not None}}
+    gkey = tuple(gopts.items())  # unhashable (a list from point.json): job_factor_fields copes
+    has_gopts = doc.global_options is not _U
+    client_mode = doc.client_stats is not _U and doc.jobs is _U
+    entries = doc.client_stats if client_mode else doc.jobs
+    where = "client_stats" if client_mode else "jobs"
+    doc_notes: list[str] = []
+    started = iso_utc(prov.started_at, path) if prov.started_at else _started_at(doc, entries, doc_notes)
+    head = (point.study, run_id, point.repetition, point.run_order)
+    fio_version = doc.fio_version or prov.fio_version or ""
+    old = _OLD_UNITS.get(fio_version)
+    if old is None and fio_version not in _OLD_UNITS:
+        if len(_OLD_UNITS) > 256:
+            _OLD_UNITS.clear()
+        old = _OLD_UNITS[fio_version] = _old_units(fio_version)
+    kernel = prov.kernel or ""
+    source = path if path.isascii() else _display_path(path)
+    local_hostname = prov.hostname or ""
+    runs, runs_extra, hist_blocks = sink.runs, sink.runs_extra, sink.hist_blocks
+    seen: dict[tuple[str, str], int] = {}
+    json_plus = False  # some block has json+ bins ...
+    no_bins: list[tuple[int, tuple]] = []  # ... then these rows that did I/O without any get a note
+    for idx, entry in enumerate(entries):
+        name = entry.jobname
+        if client_mode:
+            hostname = entry.hostname or ""
+            host = host_label(hostname, entry.port if entry.port is not _U else "")  # sock:/path for sockets
+        else:
+            host = "local"
+            hostname = local_hostname
+        is_all = client_mode and name == ALL_CLIENTS
+        if is_all:
+            host = ALL_CLIENTS
+        key = (host, name)
+        job_index = seen.get(key, 0)
+        seen[key] = job_index + 1
+        if has_gopts or entry.job_options is not _U:
+            rw, fields, fnotes = job_factor_fields(gopts, gkey, entry.job_options or {})
+        else:  # fio < 2.2 prints no options: the factors are unknown, not fio's defaults
+            rw, fields, fnotes = UNKNOWN_FIELDS
+        read, write, trim = entry.read, entry.write, entry.trim
+        if entry.mixed is not _U and read is _U and write is _U and trim is _U:
+            # unified_rw_reporting=1: fio reports one "mixed" block (with =both, "mixed" is the sum of
+            # the read/write/trim blocks also printed, and is skipped so nothing counts twice)
+            todo = ((0, "mixed", entry.mixed),)
+        else:
+            if read is _U or write is _U or (trim is _U and old is False):
+                gone = [dn for dn, d in (("read", read), ("write", write), ("trim", trim))
+                        if d is _U and (dn != "trim" or old is False)]
+                raise IngestError(f"{where}[{idx}] ({name!r}): no {' or '.join(gone)} block (fio prints read, "
+                                  f"write{' and trim' if old is False else ''} for every job)", path=path)
+            todo = [(i, dn, d) for i, dn, d in ((0, "read", read), (1, "write", write), (2, "trim", trim))
+                    if d is not _U and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
+            if not todo:
+                main = main_direction(rw)
+                d = getattr(entry, main)
+                if d is _U:
+                    raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})",
+                                      path=path)
+                todo = ((DIRECTIONS.index(main), main, d),)
+        jnotes = [*doc_notes, *fnotes] if (doc_notes or fnotes) else []
+        usr, sys_ = entry.usr_cpu, entry.sys_cpu
+        if not (0.0 <= usr < _LIMIT and 0.0 <= sys_ < _LIMIT):
+            usr = _cpu(usr, f"{where}[{idx}].usr_cpu", jnotes)
+            sys_ = _cpu(sys_, f"{where}[{idx}].sys_cpu", jnotes)
+        prefix = (*head, host, name, job_index)
+        tail = (usr, sys_, entry.error, partial, fio_version, started, hostname, kernel, source)
+        for i, dname, d in todo:
+            metrics, mnotes = _metrics(d, (where, idx, dname), old, fio_version, path)
+            note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""
+            row = (*prefix, dname, "fio", *fields[i], *metrics, *tail, note)
+            if is_all:
+                sink.all_clients.append(row)
+                sink.all_extra.append(extra)
+                continue
+            runs.append(row)
+            runs_extra.append(extra)
+            clat = d.clat_ns
+            bins = _U if clat is _U else clat.bins
+            raw = None
+            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (RowSink.parse_bins)
+                raw = bins
+                if len(raw) < 64:
+                    small = bytes(raw)
+                    if small[:1] == b"{" and b'"' not in small:  # {}: an object without a key
+                        raw = bins = None  # (a longer empty one is left to the decoder by parse_bins)
+            if not bins:
+                if (d.total_ios or 0) > 0:
+                    no_bins.append((len(runs) - 1, (where, idx, dname)))
+                continue
+            json_plus = True
+            if raw is None:
+                n = len(bins)
+                sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
+                sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
+            else:
+                n = -1  # known once parsed
+                sink.hist_keys.append(None)
+                sink.hist_counts.append(None)
+            sink.hist_raw.append(raw)
+            if raw is not None:
+                sink._pending += len(raw)
+            hist_blocks.append((run_id, host, name, job_index, dname, n))
+            sink.hist_n.append(-1 if clat.N is _U else clat.N)
+            sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
+    if json_plus and no_bins:
+        for row, loc in no_bins:
+            note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
+            r = runs[row]
+            runs[row] = (*r[:-1], f"{r[-1]}; {note}" if r[-1] else note)
