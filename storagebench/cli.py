@@ -130,26 +130,29 @@ def cli_errors(*, interrupted: str = _RESUME, error_code: int = 1) -> Callable:
     def wrap(func: Callable) -> Callable:
         @functools.wraps(func)
         def run(*args, **kwargs):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", StorageBenchWarning)
-                try:
-                    return func(*args, **kwargs)
-                except StorageBenchError as exc:
-                    _error(str(exc), error_code)
-                except KeyboardInterrupt:
-                    typer.secho(f"storagebench: interrupted; {interrupted}", err=True, fg="yellow")
-                    raise typer.Exit(130) from None
-                except OSError as exc:
-                    if exc.errno not in _OS_WORDS:
-                        raise
-                    where = exc.filename or "?"
-                    _error(f"{_OS_WORDS[exc.errno]}: {where}" + (f" -> {exc.filename2}" if exc.filename2 else ""))
-                finally:
-                    for w in caught:
-                        if issubclass(w.category, StorageBenchWarning):
-                            typer.secho(f"storagebench: warning: {w.message}", err=True, fg="yellow")
-                        else:
-                            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            caught: list = []
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", StorageBenchWarning)
+                    try:
+                        return func(*args, **kwargs)
+                    except StorageBenchError as exc:
+                        _error(str(exc), error_code)
+                    except KeyboardInterrupt:
+                        typer.secho(f"storagebench: interrupted; {interrupted}", err=True, fg="yellow")
+                        raise typer.Exit(130) from None
+                    except OSError as exc:
+                        if exc.errno not in _OS_WORDS:
+                            raise
+                        where = exc.filename or "?"
+                        _error(f"{_OS_WORDS[exc.errno]}: {where}" + (f" -> {exc.filename2}" if exc.filename2 else ""))
+            finally:
+                # shown after the recording ends: inside it, showwarning appends to the list being shown
+                for w in caught:
+                    if issubclass(w.category, StorageBenchWarning):
+                        typer.secho(f"storagebench: warning: {w.message}", err=True, fg="yellow")
+                    else:
+                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         return run
     return wrap
 

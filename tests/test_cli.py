@@ -158,3 +158,29 @@ def test_readme_publish_and_compare_examples_run_on_the_demo_table(tmp_path, mon
     page = (results / "demo-compare" / "report.html").read_text()
     assert 'id="findings"' in page and "iodepth" in page and "numjobs" in page
     assert "demo-compare" in (results / "index.html").read_text()
+
+
+def test_a_warning_of_another_library_is_shown_once_and_the_command_ends(tmp_path):
+    """A UserWarning raised inside a command is shown by Python's own display, once, after the command.
+    (It used to be shown while warnings were still being recorded: each display was recorded again, and
+    the loop over the record never ended.) Run in a subprocess with a time limit, so a regression is a
+    failed test, not a hung suite."""
+    code = (
+        "import warnings, typer\n"
+        "from typer.testing import CliRunner\n"
+        "from storagebench.cli import cli_errors\n"
+        "from storagebench.errors import StorageBenchWarning\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "@cli_errors()\n"
+        "def go():\n"
+        "    warnings.warn('from another library', UserWarning, stacklevel=1)\n"
+        "    warnings.warn('ours', StorageBenchWarning, stacklevel=1)\n"
+        "    typer.echo('done')\n"
+        "res = CliRunner().invoke(app, [])\n"
+        "print(res.exit_code, repr(res.output))\n"
+    )
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("0 ") and "done" in proc.stdout and "storagebench: warning: ours" in proc.stdout
+    assert proc.stdout.count("UserWarning: from another library") == 1  # CliRunner mixes stderr into output
