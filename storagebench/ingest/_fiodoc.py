@@ -37,7 +37,6 @@ _NAN = math.nan
 #: Largest value fio can print in a count, size, time or rate: fio keeps them in 64-bit integers
 #: and storagebench stores them in int64 / float64 columns (2**63 - 1).
 MAX_VALUE = 2**63 - 1
-_MAXF = float(MAX_VALUE)
 
 
 # ---- the typed fio document (msgspec) ---------------------------------------------------------------
@@ -123,13 +122,6 @@ class _Doc(Struct, gc=False):
     global_options: Union[_Options, list[_Options], _Unset] = msgspec.field(name="global options", default=_U)
     jobs: Union[list[_Job], _Unset] = _U
     client_stats: Union[list[_Job], _Unset] = _U
-
-
-class _Names(Struct, gc=False):
-    """Just the job names of a document (the other documents of a ``--status-interval`` file)."""
-
-    jobs: Union[list[dict[str, Any]], _Unset] = _U
-    client_stats: Union[list[dict[str, Any]], _Unset] = _U
 
 
 DECODER = msgspec.json.Decoder(_Doc)
