@@ -154,6 +154,16 @@ def test_edited_bins_give_what_the_dict_decoding_gives(tmp_path, label, text, fa
     assert len(fast_res.runs) >= 2  # the good files' rows are there
 
 
+def test_bins_adding_up_past_int64_are_noted_as_such(tmp_path):
+    """A count of 2**63 - 2 is a valid int64, but the bins of the block then add up past 2**63 - 1: the
+    note says so (the int64 sum wrapped to a negative number), and the run's percentiles are NaN."""
+    (tmp_path / "x.json").write_text(_edit_value(BASE, str(2**63 - 2)))
+    res = ing.ingest_paths([tmp_path])
+    notes = [n for n in res.runs["note"].dropna() if "bins add up" in n]
+    assert notes == [f"jobs[0].read.clat_ns.bins add up to more than {2**63 - 1} completions, clat_ns.N is 2048"]
+    assert res.run_totals[["clat_p50_ns", "clat_p99_ns"]].isna().all().all()
+
+
 def test_a_bad_file_in_a_batch_of_ingest_to_parquet(tmp_path):
     """The batch with the edited file is read again, the other batches not; the tables equal the dict
     decoding's and the factor kinds of the first reading do not leak into the second."""

@@ -239,11 +239,15 @@ class RowSink:
         starts = np.zeros(len(n_bins), dtype=np.int64)
         np.cumsum(n_bins[:-1], out=starts[1:])
         sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
+        # the int64 sum wraps past 2**63 - 1 (an edited count): the float64 sum says where it did
+        over = (np.add.reduceat(counts.astype(np.float64), starts) >= 2.0**63 if len(counts)
+                else np.zeros(len(n_bins), bool))
         expected = np.array(self.hist_n, dtype=np.int64)
-        for k in np.flatnonzero((expected >= 0) & (sums != expected)):
+        for k in np.flatnonzero((expected >= 0) & ((sums != expected) | over)):
             n = self.hist_n[k]
             row, loc = self.hist_checks[k]
-            note = f"{_at(loc)}.clat_ns.bins add up to {int(sums[k])} completions, clat_ns.N is {n}"
+            total = f"more than {2**63 - 1}" if over[k] else str(int(sums[k]))
+            note = f"{_at(loc)}.clat_ns.bins add up to {total} completions, clat_ns.N is {n}"
             old = self.runs[row]
             self.runs[row] = (*old[:-1], f"{old[-1]}; {note}" if old[-1] else note)
 
