@@ -638,8 +638,7 @@ def _state_records() -> list[dict]:
             continue
         except ValueError:
             continue
-        if (isinstance(rec, dict) and isinstance(rec.get("path"), str) and re.fullmatch(r"/dev/zram\d+", rec["path"])
-                and type(rec.get("pid")) is int):
+        if isinstance(rec, dict) and isinstance(rec.get("path"), str) and type(rec.get("pid")) is int:
             rec["_key"] = f.stem
             out.append(rec)
     return out
@@ -683,7 +682,8 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
             if m:
                 add("mount", mnt, int(m.group(1)))
     for rec in _state_records():
-        if rec.get("kind") == "zram" and Path(f"/sys/block/zram{rec.get('id')}").exists():
+        if (rec.get("kind") == "zram" and re.fullmatch(r"/dev/zram\d+", rec["path"])
+                and rec["path"] == f"/dev/zram{rec.get('id')}" and Path(f"/sys/block/zram{rec.get('id')}").exists()):
             add("zram", rec["path"], int(rec.get("pid", -1)))
     return sorted(found.values(), key=lambda r: (r["kind"], r["path"]))
 
