@@ -16,7 +16,6 @@ import math
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import threading
@@ -313,22 +312,10 @@ def _check_safety(point: RunPoint, study: Study, store: StudyStore, tgt: str, ho
     return {**common, **rec}
 
 
-_CREATED = "created_targets.json"
-_CREATED_LOCK = threading.Lock()
-
-
 def _own_files(store: StudyStore) -> set[tuple[int, int, int]]:
-    """Regular files this study's runs created (fio laid them out): ``(major, minor, inode)``."""
-    try:
-        data = orjson.loads((store.root / _CREATED).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return set()
-    out = set()
-    for entry in data if isinstance(data, list) else []:
-        ident = entry.get("identity") if isinstance(entry, dict) else None
-        if isinstance(ident, list) and len(ident) == 3 and all(isinstance(x, int) for x in ident):
-            out.add(tuple(ident))
-    return out
+    """Regular files this study's runs created (fio laid them out): ``(major, minor, inode)``
+    (:meth:`StudyStore.own_files`: the list is read through the root-action gate and checked against the files)."""
+    return store.own_files()
 
 
 def _existing_files(target: str) -> set[str]:
@@ -337,29 +324,7 @@ def _existing_files(target: str) -> set[str]:
 
 def _note_created(store: StudyStore, target: str, existed: set[str]) -> None:
     """Remember files fio created for this study, so a later run may grow them (see safety's size rule)."""
-    new = []
-    for p in split_filenames(target):
-        if p in existed:
-            continue
-        try:
-            st = os.stat(p)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            new.append({"path": p, "identity": [os.major(st.st_dev), os.minor(st.st_dev), st.st_ino]})
-    if not new:
-        return
-    path = store.root / _CREATED
-    # the runs of a concurrency group finish in threads of this process: one read-modify-write at a time
-    # (a shared temp name raced: one thread's rename left the other an ENOENT, and an update could be lost)
-    with _CREATED_LOCK:
-        try:
-            old = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            old = []
-        tmp = path.with_name(f".{_CREATED}.tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_bytes(orjson.dumps([*old, *new], option=orjson.OPT_INDENT_2))
-        os.replace(tmp, path)
+    store.note_created(p for p in split_filenames(target) if p not in existed)
 
 
 _FIO_PARSED: set[str] = set()
@@ -604,8 +569,8 @@ def run_study(
     try:
         with store.lock():
             store.ensure_spec(study, overwrite=overwrite)
-            stale = store.stop_stale_runs()
-            store.cleanup_stale()
+            stale = store.stop_stale_runs(fio_bin=fio_exe)
+            store.cleanup_stale(fio_bin=fio_exe)
             restored = tuple(restore_journal(store.root / _HOST_STEPS_JOURNAL))  # a killed sweep's schedulers
             return _sweep(study, plan, store, stale, completed, restored, target=target, targets=targets,
                           fio_exe=fio_exe,

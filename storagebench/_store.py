@@ -15,6 +15,12 @@
       tidy/                    parquet tables (ingest)
       report.html
 
+Records in this tree that root acts on (``.fio-process.json``, ``host_steps_journal.json``,
+``created_targets.json``) are data, never instructions: they are read through the root-action gate
+(:func:`storagebench._recorded.read_recorded`) and what they say is checked against live state
+before anything is done. The tree's directories are made 0755 whatever the umask, and a sweep refuses
+a study directory that is another user's or writable by group or others (:meth:`StudyStore.lock`).
+
 A run is complete when ``raw/<run_id>/`` exists. It appears in one ``rename(2)`` of a
 directory whose files and which itself were ``fsync``\\ ed first, so a sweep killed at any
 moment (Ctrl-C, SIGKILL, power loss) leaves either the whole run or nothing of it.
@@ -32,6 +38,8 @@ import json
 import os
 import shutil
 import socket
+import stat
+import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -41,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
+from ._recorded import RecordRefusedError, check_dir, make_dirs, read_recorded, warn_refused, write_recorded
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
@@ -53,6 +62,9 @@ __all__ = ["StudyStore", "pid_alive", "utc_stamp"]
 
 _TMP_PREFIX = ".tmp-"
 LOCK_NAME = ".sweep.lock"
+#: Files fio created for this study's runs (a later run may lay them out again: safety's size rule).
+CREATED_NAME = "created_targets.json"
+_CREATED_LOCK = threading.Lock()
 FileContent = Union[str, bytes, Path]
 
 
@@ -80,13 +92,25 @@ def _fsync_file(path: Path) -> None:
 def _write_file(path: Path, content: FileContent) -> None:
     if isinstance(content, Path):
         if content.resolve() != path.resolve():
-            shutil.copyfile(content, path)
+            shutil.copyfile(content, path, follow_symlinks=True)
         return
     data = content.encode() if isinstance(content, str) else content
-    with open(path, "wb") as fh:
+    # never through a symlink planted at the name (a copied tree may hold one at a temp file's name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with open(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _publishable(staging: Path) -> None:
+    """A measured run's directory as it is kept: 0755, its files without group or world write (fio and the
+    runner create them under whatever umask the user has)."""
+    for f in staging.iterdir():
+        st = f.lstat()
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o022:
+            os.chmod(f, stat.S_IMODE(st.st_mode) & ~0o022)
+    os.chmod(staging, 0o755)
 
 
 def pid_alive(pid: int) -> bool:
@@ -129,8 +153,14 @@ class StudyLock:
         OSError
             The lock file cannot be created (read-only, full ...).
         """
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: the lock file is truncated and written below, never through a planted symlink
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid not in (0, os.geteuid()):
+                raise RecordRefusedError(
+                    f"lock file {self.path} was not used: it is not a regular file of yours with one link; "
+                    "remove it if no sweep runs", path=str(self.path), reason="not a regular file of yours")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _lock_holder(fd)
@@ -202,10 +232,14 @@ class StudyStore:
         ------
         ResultsBusyError
             Another sweep holds it (the message names its pid).
+        RecordRefusedError
+            The study's directory is another user's or writable by group or others: records root acts
+            on are kept there (:func:`storagebench._recorded.check_dir`).
         OSError
             The directory or lock file cannot be created.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)
+        check_dir(self.root, what="study directory")
         self._lock = StudyLock(self.root / LOCK_NAME)
         return self._lock.acquire()
 
@@ -260,6 +294,78 @@ class StudyStore:
         """``testbed.json``: the set-up records of a testbed study."""
         return self.root / "testbed.json"
 
+    @property
+    def created_path(self) -> Path:
+        """``created_targets.json``: files fio created for this study's runs (:meth:`own_files`)."""
+        return self.root / CREATED_NAME
+
+    # -- files the study's runs created ----------------------------------------------------
+
+    def _created_entries(self) -> list[dict[str, Any]]:
+        """The entries of ``created_targets.json`` as written, read through the root-action gate
+        (refused: a warning, and none)."""
+        try:
+            data = read_recorded(self.created_path, tree=self.root, what="list of created targets")
+            entries = [] if data is None else orjson.loads(data)
+        except RecordRefusedError as exc:
+            warn_refused(exc, stacklevel=3)
+            return []
+        except orjson.JSONDecodeError:
+            warn_refused(RecordRefusedError(f"list of created targets {self.created_path} was not acted on: it is "
+                                            "not JSON", path=str(self.created_path), reason="not JSON"), stacklevel=3)
+            return []
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+    def own_files(self) -> set[tuple[int, int, int]]:
+        """Regular files this study's runs created (fio laid them out), as ``(major, minor, inode)``.
+
+        What the list says is checked against the files: an entry counts only while its ``path`` is a
+        regular file owned by root or by you whose identity is the recorded one (a planted entry naming
+        another file's identity, or a file that replaced the created one, counts for nothing). The list
+        itself goes through the root-action gate.
+
+        Returns
+        -------
+        set of (int, int, int)
+        """
+        out = set()
+        for entry in self._created_entries():
+            path, ident = entry.get("path"), entry.get("identity")
+            if not (isinstance(path, str) and os.path.isabs(path) and isinstance(ident, list) and len(ident) == 3
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in ident)):
+                continue
+            try:
+                st = os.stat(path)
+            except (OSError, ValueError):
+                continue
+            if (stat.S_ISREG(st.st_mode) and st.st_uid in (0, os.geteuid())
+                    and (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) == tuple(ident)):
+                out.add(tuple(ident))
+        return out
+
+    def note_created(self, paths: Iterable[str]) -> None:
+        """Add files fio has just created for a run to ``created_targets.json`` (mode 0600, atomically).
+
+        Parameters
+        ----------
+        paths : iterable of str
+            Absolute paths; those that are not regular files now are skipped.
+        """
+        new = []
+        for p in paths:
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                new.append({"path": p, "identity": [os.major(st.st_dev), os.minor(st.st_dev), st.st_ino]})
+        if not new:
+            return
+        # the runs of a concurrency group finish in threads of this process: one read-modify-write at a time
+        with _CREATED_LOCK:
+            old = self._created_entries()
+            write_recorded(self.created_path, orjson.dumps([*old, *new], option=orjson.OPT_INDENT_2), mode=0o600)
+
     # -- spec -----------------------------------------------------------------------------
 
     def ensure_spec(self, study: Study, *, overwrite: bool = False) -> None:
@@ -296,10 +402,9 @@ class StudyStore:
             os.rename(self.root, aside)
             if self.locked:  # the lock file went aside too: the same lock object now locks the new directory
                 self._lock.release()  # type: ignore[union-attr]
-                self.root.mkdir(parents=True, exist_ok=True)
+                make_dirs(self.root)
                 self._lock.acquire()  # type: ignore[union-attr]
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.raw_dir.mkdir(exist_ok=True)
+        make_dirs(self.raw_dir)
         text = f"# spec_hash: {study.spec_hash}\n" + study.to_yaml()
         tmp = self.root / f".study.yaml.tmp-{os.getpid()}"
         _write_file(tmp, text)
@@ -321,8 +426,8 @@ class StudyStore:
             return []
         out = []
         for p in sorted(self.raw_dir.iterdir()):
-            if not p.name.startswith(_TMP_PREFIX):
-                continue
+            if not p.name.startswith(_TMP_PREFIX) or p.is_symlink() or not p.is_dir():
+                continue  # a symlink planted here is never followed (nor removed: it is not a run of ours)
             pid_text = p.name.rsplit("-", 1)[-1]
             pid = int(pid_text) if pid_text.isdigit() else None
             if pid == os.getpid():
@@ -332,13 +437,21 @@ class StudyStore:
             out.append(p)
         return out
 
-    def stop_stale_runs(self) -> list[dict[str, Any]]:
+    def stop_stale_runs(self, *, fio_bin: str = "fio") -> list[dict[str, Any]]:
         """Stop fio processes that a killed sweep left running into this study.
 
         A sweep killed outright leaves its run's staging directory with fio's process record
         (:data:`storagebench.fio.process.RECORD_NAME`). Normally the sweep's watchdog has already
-        killed fio and its workers; when it could not (it was killed too), this stops every
-        process whose command line names that run's job file (and nothing else).
+        killed fio and its workers; when it could not (it was killed too), this stops the processes
+        that live state shows to be that run's fio (:func:`storagebench.fio.process.stop_recorded`:
+        the fio binary, the recorded start time and boot, the recorded argv naming the run's job file).
+        A record that fails the root-action gate or names anything else is not acted on: a
+        :class:`storagebench.errors.StorageBenchWarning` names it and why.
+
+        Parameters
+        ----------
+        fio_bin : str
+            The fio the sweep runs (what a recorded ``exe`` must be).
 
         Returns
         -------
@@ -354,12 +467,16 @@ class StudyStore:
         """
         stopped = []
         for p in self._stale_staging():
-            rec = process.stop_recorded(p / process.RECORD_NAME)
+            try:
+                rec = process.stop_recorded(p / process.RECORD_NAME, tree=self.root, fio_bin=fio_bin)
+            except RecordRefusedError as exc:
+                warn_refused(exc)
+                continue
             if rec is not None:
                 stopped.append({"staging": str(p), **rec})
         return stopped
 
-    def cleanup_stale(self) -> list[Path]:
+    def cleanup_stale(self, *, fio_bin: str = "fio") -> list[Path]:
         """Remove ``raw/.tmp-*`` directories left by sweeps that died, after stopping what they
         left running (:meth:`stop_stale_runs`).
 
@@ -371,7 +488,7 @@ class StudyStore:
         list of Path
             The directories removed.
         """
-        self.stop_stale_runs()
+        self.stop_stale_runs(fio_bin=fio_bin)
         removed = []
         for p in self._stale_staging():
             shutil.rmtree(p, ignore_errors=True)
@@ -379,12 +496,15 @@ class StudyStore:
         return removed
 
     def staging_dir(self, run_id: str) -> Path:
-        """A fresh ``raw/.tmp-<run_id>-<pid>/`` for a run being measured."""
-        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        """A fresh ``raw/.tmp-<run_id>-<pid>/`` for a run being measured: mode 0700 while it is (its job
+        file is read by fio as root; nobody else may reach it, whatever the umask), 0755 once committed."""
+        make_dirs(self.raw_dir)
         tmp = self.raw_dir / f"{_TMP_PREFIX}{run_id}-{os.getpid()}"
-        if tmp.exists():
+        if tmp.is_symlink():
+            tmp.unlink()  # not ours: a run is never measured through a planted link
+        elif tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir()
+        make_dirs(tmp, mode=0o700)
         return tmp
 
     def sync_files(self, files) -> None:
@@ -423,6 +543,7 @@ class StudyStore:
             ``raw/<run_id>/`` already exists (another sweep completed it).
         """
         done = {Path(p) for p in synced}
+        _publishable(staging)
         files = [f for f in staging.iterdir() if f.is_file() and f not in done]
         # fsync the files and the staging directory concurrently: the filesystem's journal
         # commits them together (one commit instead of one per file on ext4/xfs)
@@ -492,12 +613,13 @@ class StudyStore:
             The attempt's directory.
         """
         dest_parent = self.failed_dir / run_id
-        dest_parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(dest_parent)
         dest = dest_parent / utc_stamp()
         if staging is not None and staging.exists():
+            _publishable(staging)
             os.rename(staging, dest)
         else:
-            dest.mkdir()
+            make_dirs(dest)
         for name, content in (files or {}).items():
             _write_file(dest / name, content)
         if isinstance(error, Mapping):
@@ -551,7 +673,9 @@ class StudyStore:
         if not todo:
             return None
         dest = self.aside_dir / utc_stamp()
-        dest.mkdir(parents=True)
+        make_dirs(self.aside_dir)
+        os.mkdir(dest, 0o755)
+        os.chmod(dest, 0o755)
         _write_file(dest / "reason.json", orjson.dumps(
             {"reason": reason, "run_ids": todo, "moved_at": datetime.now(timezone.utc).isoformat(), **info},
             option=orjson.OPT_INDENT_2))

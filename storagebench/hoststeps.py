@@ -11,6 +11,16 @@ what they did in the run's ``provenance.json`` (``host_steps``) and puts a chang
 after the run, when it fails too. A sweep killed before it could put a scheduler back leaves a
 journal that the next sweep of the study reads first (:func:`restore_journal`).
 
+The journal lies in the results tree, which is shared and copied: it is data, never an instruction.
+Each change is recorded twice: in the journal, and in a state record of its own in this user's
+private state directory outside any results tree (:func:`storagebench._recorded.state_dir`,
+``/run/storagebench/schedulers/<nonce>.json`` for root, 0700; ``/run`` is emptied at boot). A
+scheduler is put back only for a journal entry that passes the root-action gate, whose state record
+exists and says the same (device, ``major:minor``, kind, sysfs directory, loop backing file, the
+scheduler set and the one before, boot, user, this journal), and whose device is, live, still that
+device showing the scheduler the run set. A copied or planted journal names no state record, so it
+changes nothing.
+
 Page-cache residency is measured with ``mincore(2)`` over a read-only ``mmap`` of the file
 (the same call util-linux ``fincore`` makes): :func:`resident_bytes`.
 """
@@ -22,6 +32,7 @@ import ctypes.util
 import mmap
 import os
 import re
+import secrets
 import stat
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +42,9 @@ from typing import Any
 
 import orjson
 
+from ._devices import loop_devices
 from ._hostinfo import sysfs_block_dir
+from ._recorded import RecordRefusedError, boot_id, read_recorded, state_dir, warn_refused, write_recorded
 from ._safety import check_scheduler_device
 from ._study import HOST_STEPS, SCHEDULERS, parse_host_steps  # the study key's grammar (re-exported)
 from .errors import HostError, StudyError, shown
@@ -302,6 +315,7 @@ class SetScheduler:
             raise HostError(f"scheduler for {self.device} must be one of {available}, got {self.name!r}")
         self.previous: str | None = None
         self._record: dict[str, Any] = {}
+        self._state: Path | None = None  # its state record while the change is journalled (HostSteps)
 
     def show_parsed(self) -> tuple[str, list[str]]:
         """``(current, available)`` from sysfs."""
@@ -467,6 +481,10 @@ class HostSteps:
                 step.restore()
             except HostError as exc:
                 errors.append(str(exc))
+                continue
+            if step._state is not None:
+                step._state.unlink(missing_ok=True)
+                step._state = None
         if self.journal is not None and not errors:
             self.journal.unlink(missing_ok=True)
         if errors:
@@ -476,11 +494,18 @@ class HostSteps:
         if self.journal is None:
             return
         current, _ = step.show_parsed()
-        entry = {"device": step.device, "devno": _devno(step.device), "set": step.name, "previous": current}
-        old = _read_journal(self.journal)
-        tmp = self.journal.with_name(f".{self.journal.name}.tmp-{os.getpid()}")
-        tmp.write_bytes(orjson.dumps([*old, entry], option=orjson.OPT_INDENT_2))
-        os.replace(tmp, self.journal)
+        facts = _device_facts(step.device)
+        if facts is None:
+            raise HostError(f"host_steps scheduler: {step.device} is not a block device with a sysfs directory")
+        nonce = secrets.token_hex(16)
+        journal = Path(os.path.abspath(self.journal))
+        entry = {"format": JOURNAL_FORMAT, "nonce": nonce, "device": step.device, **facts, "set": step.name,
+                 "previous": current, "boot_id": boot_id(), "uid": os.geteuid(), "journal": str(journal)}
+        state = state_dir(_STATE_NAME) / f"{nonce}.json"
+        write_recorded(state, orjson.dumps(entry), mode=0o600)  # first: a journal entry never lacks its record
+        step._state = state
+        write_recorded(journal, orjson.dumps([*_journal_entries(journal), entry], option=orjson.OPT_INDENT_2),
+                       mode=0o600)
 
 
 def _cacheable(path: str) -> bool:
@@ -499,51 +524,155 @@ def _devno(device: str) -> str | None:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISBLK(st.st_mode) else None
 
 
-def _read_journal(path: Path) -> list[dict[str, Any]]:
+#: Format of a journal entry; entries without ``format`` (an older storagebench's) are never acted on.
+JOURNAL_FORMAT = 2
+_STATE_NAME = "schedulers"
+_NONCE = re.compile(r"[0-9a-f]{32}")
+
+
+def _device_facts(device: str) -> dict[str, Any] | None:
+    """What identifies a block device for good, now: ``devno`` of the node, ``sysfs`` (the whole disk's
+    resolved sysfs directory, where ``queue/`` is), ``kind`` (``loop``, ``nvme``, ``vd`` ... from the sysfs
+    name) and ``backing`` (a loop device's backing file as ``[major, minor, inode]``, else ``None``)."""
+    devno = _devno(device)
+    if devno is None:
+        return None
+    major, minor = (int(x) for x in devno.split(":"))
+    sysdir = sysfs_block_dir(major, minor, whole_disk=True)
+    if not (sysdir / "queue").is_dir():
+        return None
+    m = re.match(r"[a-z]+", sysdir.name)
+    kind = "loop" if (sysdir / "loop").is_dir() else (m.group(0) if m else sysdir.name)
+    backing = None
+    if kind == "loop":
+        disk_devno = (sysdir / "dev").read_text().strip() if (sysdir / "dev").exists() else ""
+        for loop in loop_devices():
+            if loop.devno == disk_devno and loop.backing is not None:
+                backing = list(loop.backing)
+    return {"devno": devno, "kind": kind, "sysfs": str(sysdir), "backing": backing}
+
+
+def _journal_entries(path: Path) -> list[dict[str, Any]]:
+    """The entries of a journal this user's sweeps wrote (through the gate; refused or not JSON: none)."""
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        data = read_recorded(path, what="host-steps journal")
+        doc = [] if data is None else orjson.loads(data)
+    except (RecordRefusedError, orjson.JSONDecodeError):
         return []
-    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+    return [e for e in doc if isinstance(e, dict)] if isinstance(doc, list) else []
 
 
-def restore_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def _set_aside(path: Path, why: str) -> None:
+    """Rename a refused journal out of the way (kept, never read again): ``<name>.refused-<time>``."""
+    dest = path.with_name(f"{path.name}.refused-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}")
+    try:
+        os.rename(path, dest)
+    except OSError:
+        return
+    warn_refused(RecordRefusedError(f"the refused host-steps journal was renamed to {dest} ({why})",
+                                    path=str(path), reason=why), stacklevel=3)
+
+
+def _restore_entry(entry: Mapping[str, Any], journal: Path) -> tuple[bool, str]:
+    """Put back one journalled scheduler when the run's own record and live state confirm it; ``(restored, note)``."""
+    nonce = entry.get("nonce")
+    if entry.get("format") != JOURNAL_FORMAT or not (isinstance(nonce, str) and _NONCE.fullmatch(nonce)):
+        return False, ("an entry without a state record of the run that made the change (written by an older "
+                       "storagebench, or not by a sweep): left alone; put the scheduler back by hand if needed")
+    try:
+        sdir = state_dir(_STATE_NAME)
+        state_path = sdir / f"{nonce}.json"
+        data = read_recorded(state_path, tree=sdir, what="scheduler state record")
+    except RecordRefusedError as exc:
+        return False, f"{exc}: left alone"
+    if data is None:
+        return False, (f"no sweep of yours recorded this change ({state_path} does not exist: a copied or planted "
+                       "journal, or the host restarted since): left alone")
+    try:
+        state = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        state = None
+    keys = ("device", "devno", "kind", "sysfs", "backing", "set", "previous", "boot_id", "uid", "journal")
+    if not isinstance(state, dict):
+        return False, f"its state record {state_path} is not a JSON object: left alone"
+    differs = [k for k in keys if state.get(k) != entry.get(k)]
+    if differs:
+        return False, (f"the journal entry does not say what the run's own record {state_path} says "
+                       f"({', '.join(differs)}): left alone")
+    if state["journal"] != str(journal) or state["uid"] != os.geteuid():
+        return False, "the change was recorded for another results directory or user: left alone"
+    state_path.unlink(missing_ok=True)  # from here on the entry is settled, whatever the device says
+    if state["boot_id"] != boot_id():
+        return False, "the change was made before the host restarted (another boot id): left alone"
+    device, previous = state["device"], state["previous"]
+    if not isinstance(device, str) or not isinstance(previous, str):
+        return False, "not a journal entry: left alone"
+    live = _device_facts(device)
+    recorded = {k: state.get(k) for k in ("devno", "kind", "sysfs", "backing")}
+    if live != recorded:
+        return False, "the device is gone or is another device now (device number, sysfs or backing file): left alone"
+    try:
+        step = SetScheduler(device, previous)
+        current, _ = step.show_parsed()
+        if current != state["set"]:
+            return False, f"its scheduler is {current} now, not what the sweep set: left alone"
+        step._write(previous)
+    except HostError as exc:
+        return False, f"{exc}: left alone"
+    return True, ""
+
+
+def _said(value: Any) -> Any:
+    """A journal's value for a message: a short printable string as it is, anything else as a bounded repr."""
+    return value if isinstance(value, str) and value.isprintable() and len(value) <= 200 else shown(value)
+
+
+def restore_journal(path: str | os.PathLike[str], *, tree: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """Put back the schedulers a killed sweep changed and could not restore (its :class:`HostSteps` journal).
 
-    A device is touched only when it is still the same device (``major:minor``) and still shows the
-    scheduler the sweep set: a device since removed, reused or changed by someone else is left alone.
-    The journal is removed afterwards.
+    The journal is data (see the module's doc): it is read through the root-action gate
+    (:func:`storagebench._recorded.read_recorded`: a regular file owned by root or you, not writable by
+    others, in directories likewise). An entry is acted on only when its state record (written by the
+    sweep that made the change, in this user's private state directory) exists and says the same, the
+    change was made during this boot, and the device is live still the same device (``major:minor``, the
+    sysfs directory, the kind, a loop device's backing file) showing the scheduler the sweep set; anything
+    else is left alone with a note. The journal is removed afterwards; a refused one is renamed to
+    ``<name>.refused-<time>`` (kept, never read again) and named in a warning.
 
     Parameters
     ----------
     path : path
         The journal (absent: nothing to do).
+    tree : path, optional
+        The results tree it lies in (every directory from there down is checked); default its directory.
 
     Returns
     -------
     list of dict
         One record per entry: ``device``, ``previous``, ``set``, ``restored`` (bool) and ``note``.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))
+    try:
+        data = read_recorded(path, tree=tree, what="host-steps journal")
+    except RecordRefusedError as exc:
+        warn_refused(exc)
+        _set_aside(path, exc.reason)
+        return []
+    if data is None:
+        return []
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, list):
+        warn_refused(RecordRefusedError(f"host-steps journal {path} was not acted on: it is not a JSON list",
+                                        path=str(path), reason="not a JSON list"))
+        _set_aside(path, "not a JSON list")
+        return []
     out = []
-    for entry in reversed(_read_journal(path)):
-        device, previous = entry.get("device"), entry.get("previous")
-        rec = {"device": device, "previous": previous, "set": entry.get("set"), "restored": False, "note": ""}
-        if not isinstance(device, str) or not isinstance(previous, str):
-            rec["note"] = "not a journal entry"
-        elif _devno(device) is None or _devno(device) != entry.get("devno"):
-            rec["note"] = "the device is gone or is another device now"
-        else:
-            try:
-                step = SetScheduler(device, previous)
-                current, _ = step.show_parsed()
-                if current != entry.get("set"):
-                    rec["note"] = f"its scheduler is {current} now, not what the sweep set: left alone"
-                else:
-                    step._write(previous)
-                    rec["restored"] = True
-            except HostError as exc:
-                rec["note"] = str(exc)
-        out.append(rec)
+    for entry in reversed([e for e in doc if isinstance(e, dict)]):
+        restored, note = _restore_entry(entry, path)
+        out.append({"device": _said(entry.get("device")), "previous": _said(entry.get("previous")),
+                    "set": _said(entry.get("set")), "restored": restored, "note": note})
     path.unlink(missing_ok=True)
     return out

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ._recorded import RecordRefusedError, make_dirs, read_recorded, warn_refused, write_recorded
 from ._safety import check_run
 from ._store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 from .errors import FioError, TestbedError
@@ -158,10 +159,8 @@ def require_testbed() -> None:
 
 
 def _state_write(key: str, record: dict) -> None:
-    _STATE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = _STATE_DIR / f".{key}.tmp"
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, _STATE_DIR / f"{key}.json")
+    make_dirs(_STATE_DIR, mode=0o700)
+    write_recorded(_STATE_DIR / f"{key}.json", json.dumps(record).encode(), mode=0o600)
 
 
 def _state_remove(key: str) -> None:
@@ -629,8 +628,17 @@ def _state_records() -> list[dict]:
     if not _STATE_DIR.is_dir():
         return out
     for f in _STATE_DIR.glob("*.json"):
-        with contextlib.suppress(OSError, ValueError):
-            rec = json.loads(f.read_text())
+        # a record names a device cleanup_stale removes: the root-action gate first (never a symlink,
+        # another user's file or one others can write), then the device it names is checked live
+        try:
+            data = read_recorded(f, tree=_STATE_DIR, what="testbed state record")
+            rec = json.loads(data) if data is not None else None
+        except RecordRefusedError as exc:
+            warn_refused(exc)
+            continue
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("path"), str) and type(rec.get("pid")) is int:
             rec["_key"] = f.stem
             out.append(rec)
     return out
@@ -674,7 +682,8 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
             if m:
                 add("mount", mnt, int(m.group(1)))
     for rec in _state_records():
-        if rec.get("kind") == "zram" and Path(f"/sys/block/zram{rec.get('id')}").exists():
+        if (rec.get("kind") == "zram" and re.fullmatch(r"/dev/zram\d+", rec["path"])
+                and rec["path"] == f"/dev/zram{rec.get('id')}" and Path(f"/sys/block/zram{rec.get('id')}").exists()):
             add("zram", rec["path"], int(rec.get("pid", -1)))
     return sorted(found.values(), key=lambda r: (r["kind"], r["path"]))
 

@@ -7,13 +7,15 @@ starts (``{"op": "add", "id": N, "marker": M, "exe": "fio"}``) and one when the 
 are gone (``{"op": "del", "id": N}``). When storagebench exits, however it exits (SIGKILL and
 the OOM killer included), the kernel closes the write end and this process reads EOF: it then
 SIGKILLs every process whose command line is a registered run's (``argv[0]`` named ``exe`` and
-``marker`` one of its arguments), until none is left, and exits.
+``marker`` one of its arguments), that runs as this user and whose ``/proc/PID/exe`` is fio's binary
+(``exe_id``: ``[st_dev, st_ino]``, when storagebench knew it), until none is left, and exits.
 
 Why the command line: fio forks one process per job and each calls ``setsid()`` (fio
 ``backend.c``, ``thread_main``: ``if (!o->use_thread) setsid();``), so fio's workers are in
 neither fio's process group nor its session; a fork without exec keeps fio's argv, which names
 a file unique to the run (its job file in the run's staging directory). A process is killed only
-when both checks hold, so a pid reused by anything else is left alone.
+when every check holds, so a pid reused by anything else, a program merely named ``fio`` (a symlink
+called fio to another binary) and another user's process are left alone.
 
 Standard library only: this file must run without storagebench's dependencies (``-S``) and
 fast (about 15 ms to start).
@@ -48,8 +50,26 @@ def _state(pid: str) -> str:
     return text[text.rfind(b")") + 2:text.rfind(b")") + 3].decode()
 
 
+def _identity(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _ours(pid: str, exe_id) -> bool:
+    """The process runs as this user and, when fio's binary is known, is that binary."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+            return False
+    except OSError:
+        return False
+    return exe_id is None or _identity(f"/proc/{pid}/exe") == list(exe_id)
+
+
 def _marked(entries: list) -> list:
-    wanted = [(e["marker"].encode(), e["exe"].encode()) for e in entries]
+    wanted = [(e["marker"].encode(), e["exe"].encode(), e.get("exe_id")) for e in entries]
     me = str(os.getpid())
     found = []
     for pid in os.listdir("/proc"):
@@ -59,7 +79,8 @@ def _marked(entries: list) -> list:
         if not argv:
             continue
         name = os.path.basename(argv[0])
-        if any(name == exe and marker in argv for marker, exe in wanted) and _state(pid) not in ("Z", "X"):
+        if (any(name == exe and marker in argv and _ours(pid, ident) for marker, exe, ident in wanted)
+                and _state(pid) not in ("Z", "X")):
             found.append(int(pid))
     return found
 
@@ -95,7 +116,10 @@ def main() -> int:
         try:
             msg = json.loads(line)
             if msg["op"] == "add":
-                entries[msg["id"]] = {"marker": str(msg["marker"]), "exe": str(msg["exe"])}
+                ident = msg.get("exe_id")
+                ok = isinstance(ident, list) and len(ident) == 2 and all(type(x) is int for x in ident)
+                entries[msg["id"]] = {"marker": str(msg["marker"]), "exe": str(msg["exe"]),
+                                      "exe_id": ident if ok else None}
             elif msg["op"] == "del":
                 entries.pop(msg["id"], None)
         except (ValueError, KeyError, TypeError):

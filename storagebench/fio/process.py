@@ -30,15 +30,23 @@ holds the marker (:func:`run_processes`); nothing else is ever signalled.
    Each run is registered before fio starts. When storagebench dies, even by SIGKILL, the kernel
    closes the pipe; the watchdog reads EOF and SIGKILLs the processes of every run still
    registered. It runs in a session of its own, so a terminal's signals do not reach it.
-4. With ``record_path`` a record of the run (fio's pid and group, argv, marker) is written next to
-   its output while it runs; a later sweep that finds it left by a killed sweep stops what is
-   still running (:func:`stop_recorded`), for the case where the watchdog was killed too.
+4. With ``record_path`` a record of the run (fio's pid, start time and boot, the fio binary, argv,
+   marker, uid) is written next to its output while it runs (mode 0600); a later sweep that finds
+   it left by a killed sweep stops what is still running (:func:`stop_recorded`), for the case
+   where the watchdog was killed too. The record is data, never an instruction: it is read through
+   the root-action gate (:func:`storagebench._recorded.read_recorded`), and a process is killed only
+   when live state confirms it is that run's fio (its ``/proc/PID/exe`` is the fio binary, its start
+   time and boot match, its argv is the recorded one, it runs as the recorded user).
+
+Every kill here and in the watchdog also checks ``/proc/PID/exe`` against fio's binary when it is
+known, so a process merely *named* fio (a symlink called ``fio`` to another program) is left alone.
 
 Also here: what fio said on stderr (:func:`fio_message`), the fatal messages fio prints without
 an error status (:func:`fatal_lines`), runs that completed no I/O (:func:`zero_io_jobs`), and the
 fio processes of others on this host (:func:`other_fio_processes`, for the quiet-host check).
 
-This module imports nothing from storagebench but :mod:`storagebench.errors`.
+This module imports nothing from storagebench but :mod:`storagebench.errors` and
+:mod:`storagebench._recorded` (the root-action gate).
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .._recorded import RecordRefusedError, boot_id, read_recorded, write_recorded
 from ..errors import FioError, FioNotFoundError
 
 __all__ = [
@@ -78,6 +87,10 @@ __all__ = [
     "fatal_lines",
     "zero_io_jobs",
     "RECORD_NAME",
+    "RECORD_FORMAT",
+    "start_ticks",
+    "exe_identity",
+    "read_record",
 ]
 
 #: What to install when fio is missing.
@@ -90,6 +103,8 @@ KILL_GRACE_S = 5.0
 GONE_WITHIN_S = 30.0
 #: File name of a run's record (see :func:`spawn`'s ``record_path``).
 RECORD_NAME = ".fio-process.json"
+#: Format of that record; records without ``format`` (older storagebench) are refused, never acted on.
+RECORD_FORMAT = 2
 
 _WATCHDOG_PY = Path(__file__).with_name("_watchdog.py")
 
@@ -250,6 +265,41 @@ def _stat(pid: str) -> tuple[str, str, int, int, int] | None:
         return None
 
 
+def start_ticks(pid: int | str) -> int | None:
+    """When process ``pid`` started: ``/proc/PID/stat`` field 22, clock ticks since boot (``None``: gone).
+
+    With the boot id (:func:`storagebench._recorded.boot_id`) it names one process for good: a pid is
+    reused, a (boot, pid, start time) is not.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    f = text[text.rfind(b")") + 2:].split()
+    try:
+        return int(f[19])  # field 22 of proc(5); f[0] is field 3 (state)
+    except (IndexError, ValueError):
+        return None
+
+
+def exe_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of an executable (``/proc/PID/exe`` works: it is followed to the binary, even a
+    deleted one); ``None`` when it cannot be read (gone, or another user's process without root)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _proc_uid(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid  # the process's effective uid
+    except OSError:
+        return None
+
+
 def _argv(pid: str) -> tuple[str, ...]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -309,7 +359,7 @@ def _alive(pid: int) -> bool:
     return False
 
 
-def run_processes(marker: str, exe_name: str = "fio") -> list[ProcInfo]:
+def run_processes(marker: str, exe_name: str = "fio", exe_id: tuple[int, int] | None = None) -> list[ProcInfo]:
     """The live processes of one fio run: ``argv[0]`` named ``exe_name`` and ``marker`` one of its arguments.
 
     Parameters
@@ -318,22 +368,26 @@ def run_processes(marker: str, exe_name: str = "fio") -> list[ProcInfo]:
         An argument unique to the run (its job file's path, ``--output=PATH``, ``--server=ADDR``).
     exe_name : str
         Name of fio's executable (``os.path.basename`` of its path).
+    exe_id : (int, int), optional
+        :func:`exe_identity` of fio's binary: a process whose ``/proc/PID/exe`` is another program
+        (a symlink named ``fio``, an interpreter) is not the run's.
 
     Returns
     -------
     list of ProcInfo
         fio's main process and its workers (zombies excluded).
     """
-    return [p for p in _fio_procs(exe_name) if marker in p.argv]
+    return [p for p in _fio_procs(exe_name) if marker in p.argv
+            and (exe_id is None or exe_identity(f"/proc/{p.pid}/exe") == exe_id)]
 
 
 def stop_processes(marker: str, exe_name: str = "fio", *, root_pid: int | None = None, grace_s: float = 0.0,
-                   gone_within_s: float = GONE_WITHIN_S) -> list[int]:
+                   gone_within_s: float = GONE_WITHIN_S, exe_id: tuple[int, int] | None = None) -> list[int]:
     """Stop every process of a run (see :func:`run_processes`) and wait until none is left.
 
     Parameters
     ----------
-    marker, exe_name
+    marker, exe_name, exe_id
         As in :func:`run_processes`.
     root_pid : int, optional
         Only ``root_pid``, the processes of its session or process group (``root_pid`` is a
@@ -361,7 +415,7 @@ def stop_processes(marker: str, exe_name: str = "fio", *, root_pid: int | None =
     known: set[int] = set() if root_pid is None else {root_pid}
 
     def scan() -> list[ProcInfo]:
-        procs = run_processes(marker, exe_name)
+        procs = run_processes(marker, exe_name, exe_id)
         if root_pid is None:
             return procs
         grew = True
@@ -424,7 +478,7 @@ class _Watchdog:
         self._fd: int | None = None
         self._pid: int | None = None
         self._next = 0
-        self._live: dict[int, tuple[str, str]] = {}
+        self._live: dict[int, tuple[str, str, list[int] | None]] = {}
 
     def _start(self) -> None:
         r, w = os.pipe()  # both close-on-exec: no fio, no other child inherits the write end
@@ -449,8 +503,8 @@ class _Watchdog:
         for attempt in (0, 1):
             if self._fd is None:
                 self._start()
-                replay = b"".join((json.dumps({"op": "add", "id": k, "marker": m, "exe": e}) + "\n").encode()
-                                  for k, (m, e) in self._live.items() if msg.get("id") != k)
+                replay = b"".join((json.dumps({"op": "add", "id": k, "marker": m, "exe": e, "exe_id": i})
+                                   + "\n").encode() for k, (m, e, i) in self._live.items() if msg.get("id") != k)
                 if replay:
                     os.write(self._fd, replay)  # type: ignore[arg-type]
             try:
@@ -470,12 +524,13 @@ class _Watchdog:
                 os.waitpid(self._pid, os.WNOHANG)
             self._pid = None
 
-    def register(self, marker: str, exe_name: str) -> int:
+    def register(self, marker: str, exe_name: str, exe_id: tuple[int, int] | None = None) -> int:
         with self._lock:
             self._next += 1
             token = self._next
-            self._live[token] = (marker, exe_name)
-            self._send({"op": "add", "id": token, "marker": marker, "exe": exe_name})
+            ident = None if exe_id is None else list(exe_id)
+            self._live[token] = (marker, exe_name, ident)
+            self._send({"op": "add", "id": token, "marker": marker, "exe": exe_name, "exe_id": ident})
             return token
 
     def unregister(self, token: int) -> None:
@@ -486,7 +541,7 @@ class _Watchdog:
 
     def markers(self) -> list[tuple[str, str]]:
         with self._lock:
-            return list(self._live.values())
+            return [(m, e) for m, e, _ in self._live.values()]
 
     @property
     def pid(self) -> int | None:
@@ -521,9 +576,7 @@ def live_markers() -> list[tuple[str, str]]:
 
 
 def _write_record(path: Path, rec: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    tmp.write_bytes(json.dumps(rec, indent=1).encode())
-    os.replace(tmp, path)
+    write_recorded(path, json.dumps(rec, indent=1).encode(), mode=0o600)
 
 
 class FioProcess:
@@ -541,11 +594,12 @@ class FioProcess:
     """
 
     def __init__(self, popen: subprocess.Popen, argv: list[str], marker: str, exe_name: str,
-                 token: int | None, record_path: Path | None):
+                 token: int | None, record_path: Path | None, exe_id: tuple[int, int] | None = None):
         self.popen = popen
         self.argv = argv
         self.marker = marker
         self.exe_name = exe_name
+        self.exe_id = exe_id
         self.record_path = record_path
         self._token = token
         self._closed = False
@@ -557,7 +611,7 @@ class FioProcess:
 
     def processes(self) -> list[ProcInfo]:
         """The live processes of this run (fio's main process and its workers)."""
-        return run_processes(self.marker, self.exe_name)
+        return run_processes(self.marker, self.exe_name, self.exe_id)
 
     def wait(self, timeout_s: float | None = None) -> int:
         """Block until fio's main process exits; its exit status.
@@ -614,7 +668,7 @@ class FioProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
         try:
-            killed = stop_processes(self.marker, self.exe_name)
+            killed = stop_processes(self.marker, self.exe_name, exe_id=self.exe_id)
         finally:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=GONE_WITHIN_S)
@@ -633,7 +687,7 @@ class FioProcess:
         """
         if self._closed:
             return []
-        left = stop_processes(self.marker, self.exe_name) if self.popen.poll() is not None else []
+        left = stop_processes(self.marker, self.exe_name, exe_id=self.exe_id) if self.popen.poll() is not None else []
         if self.popen.poll() is None:  # close() before fio ended: stop it
             return self.stop()
         if self._token is not None:
@@ -679,9 +733,11 @@ def spawn(
     cwd : path, optional
         fio's working directory.
     record_path : path, optional
-        Write the run's record there while it runs (JSON: ``pid``, ``pgid``, ``argv``,
-        ``marker``, ``exe_name``, ``parent_pid``, ``started_at_unix_s``); removed by
-        :meth:`FioProcess.close`. See :func:`stop_recorded`.
+        Write the run's record there while it runs (JSON, mode 0600, :data:`RECORD_FORMAT`:
+        ``pid``, ``pgid``, ``start_ticks`` and ``boot_id`` (who fio is for good), ``exe`` and
+        ``exe_id`` (fio's binary: real path, ``[st_dev, st_ino]``), ``uid``, ``argv``, ``marker``,
+        ``exe_name``, ``parent_pid`` and ``parent_start_ticks`` (this process),
+        ``started_at_unix_s``); removed by :meth:`FioProcess.close`. See :func:`stop_recorded`.
     die_with_parent : bool
         Tie fio to this process: the parent-death signal and the watchdog (guards 1 and 3 of the
         module's doc). ``False`` for test servers that must outlive the command that started them.
@@ -705,7 +761,10 @@ def spawn(
     if marker not in argv:
         raise ValueError(f"marker {marker!r} must be one of the arguments {argv}")
     exe_name = exe_name or os.path.basename(argv[0])
-    token = _WATCHDOG.register(marker, exe_name) if die_with_parent else None  # before fio exists: no gap
+    # fio's binary, when argv[0] is fio itself (not a wrapper such as ``ip netns exec``): what every kill checks
+    exe_path = shutil.which(argv[0]) if os.path.basename(argv[0]) == exe_name else None
+    exe_id = None if exe_path is None else exe_identity(exe_path)
+    token = _WATCHDOG.register(marker, exe_name, exe_id) if die_with_parent else None  # before fio exists: no gap
     prefix = _pdeathsig_prefix() if die_with_parent else []
     preexec = _die_with_parent if die_with_parent and not prefix and _prctl() else None
     try:
@@ -720,12 +779,15 @@ def spawn(
             _WATCHDOG.unregister(token)
         raise
     rec_path = None if record_path is None else Path(record_path)
-    fp = FioProcess(popen, argv, marker, exe_name, token, rec_path)
+    fp = FioProcess(popen, argv, marker, exe_name, token, rec_path, exe_id)
     if rec_path is not None:
         try:
-            _write_record(rec_path, {"pid": popen.pid, "pgid": popen.pid, "argv": argv, "marker": marker,
-                                     "exe_name": exe_name, "parent_pid": os.getpid(),
-                                     "started_at_unix_s": round(time.time(), 6)})
+            _write_record(rec_path, {
+                "format": RECORD_FORMAT, "pid": popen.pid, "pgid": popen.pid, "start_ticks": start_ticks(popen.pid),
+                "boot_id": boot_id(), "exe": None if exe_path is None else os.path.realpath(exe_path),
+                "exe_id": None if exe_id is None else list(exe_id), "uid": os.geteuid(), "argv": argv,
+                "marker": marker, "exe_name": exe_name, "parent_pid": os.getpid(),
+                "parent_start_ticks": start_ticks(os.getpid()), "started_at_unix_s": round(time.time(), 6)})
         except BaseException:
             fp.stop(grace_s=0.0)
             raise
@@ -771,45 +833,247 @@ def run(cmd: Sequence[str], *, timeout_s: float | None, marker: str | None = Non
 # records left by a killed sweep
 
 
-def read_record(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """A run's record written by :func:`spawn` (``None`` when absent or unreadable)."""
-    try:
-        rec = json.loads(Path(path).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(rec, dict) and isinstance(rec.get("marker"), str) and isinstance(rec.get("exe_name"), str)):
-        return None
-    return rec
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def stop_recorded(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """Stop what is left of a run whose record is at ``path`` (a killed sweep's), if anything.
+def read_record(path: str | os.PathLike[str], *, tree: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+    """A run's record written by :func:`spawn`, read through the root-action gate.
 
-    A process is stopped only when it is the run's (``argv[0]`` named the recorded fio and the
-    recorded marker, the run's own job file, one of its arguments): a pid reused since is left
-    alone. SIGKILL, then a wait until none is left.
+    Parameters
+    ----------
+    path : path
+    tree : path, optional
+        The results tree it lies in (every directory from there down is checked); default its directory.
 
     Returns
     -------
     dict or None
-        ``None`` when nothing of the run was running; else ``marker``, ``recorded_pid``,
-        ``parent_pid`` (the sweep that started it) and ``processes`` (:meth:`ProcInfo.to_json`
-        of each process stopped).
+        ``None`` when there is no record.
 
     Raises
     ------
+    RecordRefusedError
+        The file fails the gate (:func:`storagebench._recorded.read_recorded`: a symlink, another user's,
+        writable by others ...), is not JSON, or is not a record of :data:`RECORD_FORMAT` with every field
+        :func:`stop_recorded` checks (a record of an older storagebench holds no start time, so what it names
+        cannot be told from a process that reused its pid).
+    """
+    data = read_recorded(path, tree=tree, what="fio process record")
+    if data is None:
+        return None
+    where = str(path)
+
+    def refuse(reason: str) -> RecordRefusedError:
+        return RecordRefusedError(f"fio process record {where} was not acted on: {reason}", path=where, reason=reason)
+
+    try:
+        rec = json.loads(data)
+    except ValueError:
+        raise refuse("it is not JSON") from None
+    if not isinstance(rec, dict):
+        raise refuse("it is not a JSON object")
+    if rec.get("format") != RECORD_FORMAT:
+        raise refuse(f"it is of format {rec.get('format', 'none')!r}, not {RECORD_FORMAT}: written by an older "
+                     "storagebench, it holds no start time, binary or boot of fio, so its processes cannot be told "
+                     "from others; nothing was stopped (stop a leftover fio yourself if one runs)")
+    argv = rec.get("argv")
+    ident = rec.get("exe_id")
+    fields_ok = (_int(rec.get("pid")) and rec["pid"] > 0 and _int(rec.get("start_ticks")) and _int(rec.get("uid"))
+                 and isinstance(rec.get("boot_id"), str) and isinstance(rec.get("exe"), str)
+                 and isinstance(ident, list) and len(ident) == 2 and all(_int(x) for x in ident)
+                 and isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                 and isinstance(rec.get("marker"), str) and rec["marker"] in argv
+                 and isinstance(rec.get("exe_name"), str) and _int(rec.get("parent_pid")))
+    if not fields_ok:
+        raise refuse("it lacks a field or holds a value of the wrong type (pid, start_ticks, boot_id, exe, exe_id, "
+                     "uid, argv, marker in argv, exe_name, parent_pid)")
+    return rec
+
+
+def _marker_file(marker: str) -> str:
+    """The path a marker names (``--output=PATH`` -> PATH)."""
+    return marker.split("=", 1)[1] if marker.startswith("--") and "=" in marker else marker
+
+
+def _verified(rec: Mapping[str, Any], pid: int) -> bool:
+    """Process ``pid`` is the recorded run's: its binary, argv, user, boot and start time (see :func:`stop_recorded`)."""
+    ticks = start_ticks(pid)
+    if ticks is None:
+        return False
+    if pid == rec["pid"]:
+        if ticks != rec["start_ticks"]:
+            return False  # the pid was reused
+    elif ticks < rec["start_ticks"]:
+        return False  # older than the run's fio: not one of its workers
+    return (exe_identity(f"/proc/{pid}/exe") == tuple(rec["exe_id"]) and _proc_uid(pid) == rec["uid"]
+            and _argv(str(pid)) == tuple(rec["argv"]))
+
+
+def stop_recorded(path: str | os.PathLike[str], *, tree: str | os.PathLike[str] | None = None,
+                  fio_bin: str = "fio") -> dict[str, Any] | None:
+    """Stop what is left of a run whose record is at ``path`` (a killed sweep's), if anything.
+
+    The record is data: it is read through the root-action gate (:func:`read_record`), and it is acted on
+    only when it is about this host, this boot and this user, and about a stale run of the record's own
+    directory:
+
+    * its ``boot_id`` is this boot's, its ``uid`` is yours, its ``exe`` is the fio binary
+      (``os.path.realpath`` of :func:`find_fio` ``(fio_bin)``) and the binary is still that file;
+    * its marker (the run's job file, or ``--output=`` of a client run) is a file in the record's own
+      directory;
+    * the sweep that wrote it (``parent_pid`` with ``parent_start_ticks``) is gone.
+
+    A process is then stopped only when live state says it is the run's: its ``/proc/PID/exe`` is that fio
+    binary, it runs as the recorded user, its argv is the recorded argv (which names the job file), and its
+    start time (``/proc/PID/stat`` field 22) is the recorded one (fio's main process) or later (a worker
+    fio forked; a worker's start time is never earlier than its parent's). Each is checked again on a pidfd
+    just before SIGKILL, so a pid reused in between is not signalled; then a wait until none is left.
+
+    Parameters
+    ----------
+    path : path
+        The record (:data:`RECORD_NAME`).
+    tree : path, optional
+        The results tree it lies in (see :func:`read_record`).
+    fio_bin : str
+        The fio the sweep runs (a name on ``PATH`` or a path).
+
+    Returns
+    -------
+    dict or None
+        ``None`` when nothing of the run was running; else ``marker``, ``recorded_pid``, ``parent_pid`` (the
+        sweep that started it) and ``processes`` (:meth:`ProcInfo.to_json` of each process stopped).
+
+    Raises
+    ------
+    RecordRefusedError
+        The record fails the gate or names something that is not a stale run of this user's (the message
+        names the file and why; nothing was signalled).
     FioError
         A process of the run survived SIGKILL for :data:`GONE_WITHIN_S` s.
     """
-    rec = read_record(path)
+    rec = read_record(path, tree=tree)
     if rec is None:
         return None
-    procs = run_processes(rec["marker"], rec["exe_name"])
-    if not procs:
+    where = str(path)
+
+    def refuse(reason: str) -> RecordRefusedError:
+        return RecordRefusedError(f"fio process record {where} was not acted on: {reason}", path=where, reason=reason)
+
+    if rec["boot_id"] != boot_id():
+        raise refuse("it was written during another boot or on another host (its boot_id is not this boot's): "
+                     "nothing it names runs here")
+    if rec["uid"] != os.geteuid():
+        raise refuse(f"it names a run of uid {rec['uid']}, not yours ({os.geteuid()})")
+    try:
+        fio = os.path.realpath(find_fio(fio_bin))
+    except FioNotFoundError:
+        raise refuse(f"there is no fio binary ({fio_bin!r}) to compare its exe with") from None
+    if rec["exe"] != fio or exe_identity(fio) != tuple(rec["exe_id"]):
+        raise refuse(f"it names the program {rec['exe']!r}, not the fio binary {fio}")
+    if os.path.dirname(os.path.abspath(_marker_file(rec["marker"]))) != os.path.dirname(os.path.abspath(path)):
+        raise refuse(f"its marker {rec['marker']!r} is not a file of the record's own directory")
+    if _int(rec.get("parent_start_ticks")) and start_ticks(rec["parent_pid"]) == rec["parent_start_ticks"]:
+        raise refuse(f"the sweep that wrote it (pid {rec['parent_pid']}) is still running: its run is not stale")
+    found: dict[int, ProcInfo] = {}
+    deadline = None
+    while True:
+        procs = _run_of_record(rec)
+        for p in procs:
+            found.setdefault(p.pid, p)
+            _kill_verified(rec, p.pid)
+        if not procs:
+            break
+        if deadline is None:
+            deadline = time.monotonic() + GONE_WITHIN_S
+        elif time.monotonic() > deadline:
+            raise FioError(f"fio processes {[p.pid for p in procs]} of {rec['marker']} are still alive "
+                           f"{GONE_WITHIN_S:g} s after SIGKILL (state {[p.state for p in procs]})")
+        time.sleep(0.01)
+    if not found:
         return None
-    stop_processes(rec["marker"], rec["exe_name"])
-    return {"marker": rec["marker"], "recorded_pid": rec.get("pid"), "parent_pid": rec.get("parent_pid"),
-            "processes": [p.to_json() for p in procs]}
+    return {"marker": rec["marker"], "recorded_pid": rec["pid"], "parent_pid": rec["parent_pid"],
+            "processes": [p.to_json() for p in found.values()]}
+
+
+def _shm_creators() -> dict[int, int]:
+    """SysV shared-memory segments of this IPC namespace: shmid -> pid of the process that created it
+    (``/proc/sysvipc/shm``; a segment outlives its creator while others have it attached)."""
+    out = {}
+    try:
+        with open("/proc/sysvipc/shm") as fh:
+            next(fh, None)
+            for line in fh:
+                f = line.split()
+                with contextlib.suppress(IndexError, ValueError):
+                    out[int(f[1])] = int(f[4])
+    except OSError:
+        pass
+    return out
+
+
+def _shm_ids(pid: int) -> set[int]:
+    """The SysV segments process ``pid`` has attached (``/SYSV...`` lines of ``/proc/PID/maps``: the inode is the shmid)."""
+    out = set()
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            for line in fh:
+                if "/SYSV" in line:
+                    with contextlib.suppress(IndexError, ValueError):
+                        out.add(int(line.split()[4]))
+    except OSError:
+        pass
+    return out
+
+
+def _run_of_record(rec: Mapping[str, Any]) -> list[ProcInfo]:
+    """The live processes of a recorded run: fio's main process (the recorded pid and start time), and the
+    workers it forked.
+
+    A worker is told by what fio's main process made: fio keeps its jobs' state in a SysV shared-memory
+    segment that the main process creates and every worker it forks has attached, and the kernel keeps the
+    creator's pid with the segment (``/proc/sysvipc/shm`` ``cpid``) after that process died. So a worker is a
+    process with the recorded binary, user and argv, started no earlier than the main process, that has a
+    segment created by the recorded pid attached. When that pid is alive now but is not the recorded process
+    (reused), only processes older than the reuser count (the reuser's own workers are younger)."""
+    pid = rec["pid"]
+    same = [p for p in _fio_procs(os.path.basename(rec["argv"][0])) if p.argv == tuple(rec["argv"])]
+    main_ok = _verified(rec, pid)
+    now = start_ticks(pid)  # the recorded main process as a zombie keeps its start time: not a reuser
+    reuser = now if not main_ok and now is not None and now != rec["start_ticks"] else None
+    out = []
+    creators = None
+    for p in same:
+        if p.pid == pid:
+            if main_ok:
+                out.append(p)
+            continue
+        if not _verified(rec, p.pid):
+            continue
+        if creators is None:
+            creators = _shm_creators()
+        if not any(creators.get(i) == pid for i in _shm_ids(p.pid)):
+            continue
+        ticks = start_ticks(p.pid)
+        if reuser is not None and (ticks is None or ticks >= reuser):
+            continue
+        out.append(p)
+    return out
+
+
+def _kill_verified(rec: Mapping[str, Any], pid: int) -> None:
+    """SIGKILL ``pid`` through a pidfd after checking it once more (a pid reused in between is left alone)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return  # gone (or no pidfd: Linux < 5.3, where a verified pid is not signalled blind)
+    try:
+        if _verified(rec, pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+    finally:
+        os.close(fd)
 
 
 def other_fio_processes(exclude_markers: Iterable[str] = ()) -> list[ProcInfo]:
