@@ -524,18 +524,20 @@ def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str
             why = (f"; it is the backing file of {', '.join('/dev/' + b for b in backed)}, whose data that destroys"
                    if backed else "")
             raise _layout_refusal(what, label, st.st_size, lay, why)
-        if reason is not None:
+        if reason is not None and backed:
+            devs = {lp.name: lp.devno for lp in ctx.loops}
+            unnamed = [f"/dev/{b}" for b in backed if devs.get(b, "") not in devnos]
+            if unnamed:
+                names = ", ".join(f"/dev/{b}" for b in backed)
+                raise UnsafeTargetError(
+                    f"refusing {reason} on {label}: it is the backing file of {names}, so writing it changes what "
+                    f"{'they hold' if len(backed) > 1 else 'that device holds'} behind the device's back; write the "
+                    "device itself, detach it (losetup -d) if nothing needs it, or pass "
+                    + " ".join(f"--allow-device {d}" for d in unnamed) + " to override"
+                )
             for loop in backed:
-                dev = f"/dev/{loop}"
-                devno = next((lp.devno for lp in ctx.loops if lp.name == loop), "")
-                if devno not in devnos:
-                    raise UnsafeTargetError(
-                        f"refusing {reason} on {label}: it is the backing file of {dev}, so writing it changes "
-                        f"what {dev} holds behind the device's back; write {dev} itself, detach it "
-                        f"(losetup -d {dev}) if nothing needs it, or pass --allow-device {dev} to override"
-                    )
-                _check_device(dev, reason, ctx, devnos,
-                              label=f"{label} (the backing file of {dev}, found by inode {st.st_ino})",
+                _check_device(f"/dev/{loop}", reason, ctx, devnos,
+                              label=f"{label} (the backing file of /dev/{loop}, found by inode {st.st_ino})",
                               whole_device_ok=True)
         return
     if stat.S_ISCHR(st.st_mode):
