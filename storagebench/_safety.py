@@ -477,7 +477,8 @@ def _layout_refusal(what: str, label: str, size: int, r: FileRegion, why: str) -
         f"refusing {what} on {label}: the file holds {size:,} bytes but the job needs {r.fio_end:,} "
         f"({_region_text(r)}), so fio would lay it out again: it unlinks the file and writes it from the start, "
         f"even for a read-only job{why}; use a file at least that large, a new path, or a size/offset inside "
-        "the file (a percentage above 100 is not a percentage to fio 3.33)"
+        "the file" + (" (a percentage above 100 is not a percentage to fio 3.33)"
+                      if "percentage above 100" in r.basis else "")
     )
 
 
