@@ -33,6 +33,8 @@ __all__ = [
     "device_report",
     "rdev_of",
     "swap_entries",
+    "file_owner",
+    "block_size_bytes",
 ]
 
 _SWAPS = "/proc/swaps"
@@ -58,12 +60,19 @@ class LoopInfo:
         ``(major, minor, inode)`` of the backing file: the filesystem's device and the inode, from
         the ``LOOP_GET_STATUS64`` ioctl (``lo_device``, ``lo_inode``; needs read access to the
         device, i.e. root) or else from ``stat`` of the recorded path.
+    offset : int
+        Where the device starts in its backing file, in bytes (``/sys/block/loopN/loop/offset``).
+    size_bytes : int or None
+        The device's size in bytes (``/sys/block/loopN/size`` × 512): its window in the backing
+        file is ``[offset, offset + size_bytes)``.
     """
 
     name: str
     devno: str
     backing_file: str
     backing: tuple[int, int, int] | None
+    offset: int = 0
+    size_bytes: int | None = None
 
 
 _LOOP_GET_STATUS64 = 0x4C05
@@ -114,7 +123,15 @@ def loop_devices() -> list[LoopInfo]:
                 ident = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
             except OSError:
                 ident = None
-        out.append(LoopInfo(d.name, _read(d / "dev"), path, ident))
+        try:
+            offset = int(_read(d / "loop" / "offset") or 0)
+        except ValueError:
+            offset = 0
+        try:
+            size_bytes: int | None = int(_read(d / "size")) * 512
+        except ValueError:
+            size_bytes = None
+        out.append(LoopInfo(d.name, _read(d / "dev"), path, ident, offset, size_bytes))
     return out
 
 
@@ -167,14 +184,19 @@ class DeviceReport:
         Kernel name (``loop3``, ``vda1``).
     related : tuple of str
         Kernel names of the device, its partitions, holders, loop devices backed by it, and other
-        loop devices over the same backing file.
+        loop devices over the same backing file (at any offset).
     mounts, swaps : tuple of str
         Mounts / active swap areas on related devices.
     root : bool
         A related device backs ``/``.
     holders, partitions : tuple of str
     signatures : tuple of dict
-        ``wipefs --no-act --json`` entries (``device``, ``offset``, ``type``, ``uuid``, ``label``).
+        ``wipefs --no-act --json`` entries (``device``, ``offset``, ``type``, ``uuid``, ``label``) of
+        every related device and of the backing file of a related loop device where no loop device
+        starts at its byte 0, each with ``owner`` (``"major:minor"``, or ``"file:major:minor:inode"``
+        for a backing file: what ``allow_devices`` must name to lift it), ``owner_path`` (the node
+        or file to name) and ``where`` (how it relates to the device: ``"another loop device over
+        /x.img (bytes 0-67,108,864 of it; /dev/loop4 covers bytes 1,048,576-...)"``).
     """
 
     path: str
@@ -202,30 +224,50 @@ class DeviceReport:
             out.append("it is held by " + ", ".join(self.holders) + " (device-mapper/LVM/md on top)")
         return out
 
-    def data_reasons(self) -> list[str]:
-        """Reasons that ``allow_devices`` lifts (partition table, signatures)."""
+    def data_problems(self, allowed: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str, str]]:
+        """Data at rest that ``allow_devices`` has not lifted: ``(owner, owner_path, text)`` each.
+
+        A problem is lifted only by naming the object that holds it (``owner``): the device's own
+        partition table by the device, a partition's filesystem by that partition (naming its whole
+        disk is not enough), another loop device's filesystem by that loop device, a signature in a
+        backing file by that file.
+        """
         out = []
-        if self.partitions:
-            out.append("it holds a partition table (partitions " + ", ".join(self.partitions) + ")")
+        if self.partitions and self.devno not in allowed:
+            out.append((self.devno, self.resolved,
+                        "it holds a partition table (partitions " + ", ".join(self.partitions) + ")"))
         for sig in self.signatures:
-            kind = sig.get("type") or "unknown"
-            extra = []
-            if sig.get("uuid"):
-                extra.append(f"UUID {sig['uuid']}")
-            if sig.get("label"):
-                extra.append(f"label {sig['label']!r}")
-            where = sig.get("device") or self.name
-            text = f"{where} holds a {kind} signature at offset {sig.get('offset', '?')}"
-            if kind in ("dos", "gpt", "PMBR", "atari", "sun", "sgi", "bsd", "mac"):
-                text = f"{where} holds a {kind} partition table"
-            elif kind in _KINDS:
-                text = f"{where} holds {_article(kind)} {kind} {_KINDS[kind]}"
-            elif kind != "unknown":
-                text = f"{where} holds {_article(kind)} {kind} filesystem signature"
-            if extra:
-                text += " (" + ", ".join(extra) + ")"
-            out.append(text)
+            owner = sig.get("owner") or self.devno
+            if owner in allowed:
+                continue
+            out.append((owner, sig.get("owner_path") or self.resolved, _signature_text(sig, self.name)))
         return out
+
+    def data_reasons(self) -> list[str]:
+        """Reasons that ``allow_devices`` lifts (partition table, signatures), none lifted."""
+        return [text for _, _, text in self.data_problems()]
+
+
+def _signature_text(sig: dict, default: str) -> str:
+    kind = sig.get("type") or "unknown"
+    extra = []
+    if sig.get("uuid"):
+        extra.append(f"UUID {sig['uuid']}")
+    if sig.get("label"):
+        extra.append(f"label {sig['label']!r}")
+    where = sig.get("device") or default
+    if sig.get("where"):
+        where = f"{where}, {sig['where']},"
+    text = f"{where} holds a {kind} signature at offset {sig.get('offset', '?')}"
+    if kind in ("dos", "gpt", "PMBR", "atari", "sun", "sgi", "bsd", "mac"):
+        text = f"{where} holds a {kind} partition table"
+    elif kind in _KINDS:
+        text = f"{where} holds {_article(kind)} {kind} {_KINDS[kind]}"
+    elif kind != "unknown":
+        text = f"{where} holds {_article(kind)} {kind} filesystem signature"
+    if extra:
+        text += " (" + ", ".join(extra) + ")"
+    return text
 
 
 _KINDS = {
@@ -261,6 +303,14 @@ def _holders(name: str) -> list[str]:
         return sorted(p.name for p in Path(f"/sys/class/block/{name}/holders").iterdir())
     except OSError:
         return []
+
+
+def block_size_bytes(st: os.stat_result) -> int | None:
+    """Size in bytes of the block device ``st`` describes (``/sys/dev/block/MAJ:MIN/size`` × 512), or ``None``."""
+    try:
+        return int(_read(sysfs_block_dir(os.major(st.st_rdev), os.minor(st.st_rdev)) / "size")) * 512
+    except (ValueError, OSError):
+        return None
 
 
 def rdev_of(path: str) -> str | None:
@@ -310,6 +360,17 @@ def _signatures(path: str) -> list[dict]:
              "label": kv.get("LABEL")}]
 
 
+def _window(lp: LoopInfo) -> str:
+    end = f"{lp.offset + lp.size_bytes:,}" if lp.size_bytes is not None else "its end"
+    return f"bytes {lp.offset:,}-{end}"
+
+
+def _overlaps(a: LoopInfo, b: LoopInfo) -> bool:
+    a_end = a.offset + a.size_bytes if a.size_bytes is not None else float("inf")
+    b_end = b.offset + b.size_bytes if b.size_bytes is not None else float("inf")
+    return a.offset < b_end and b.offset < a_end
+
+
 def device_report(path: str | os.PathLike[str], *, probe: bool = True,
                   loops: Sequence[LoopInfo] | None = None) -> DeviceReport:
     """Collect what is on and above a block device.
@@ -319,7 +380,10 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
     path : str or path-like
         A block device node or a symlink to one.
     probe : bool
-        Run ``wipefs`` on the device and its partitions (needs read access, i.e. root).
+        Run ``wipefs`` on every related device (the device, its partitions, loop devices over it,
+        other loop devices over the same backing file at any offset, and their partitions) and on
+        the backing file of a related loop device when no loop device starts at its byte 0 (needs
+        read access, i.e. root).
     loops : sequence of LoopInfo, optional
         :func:`loop_devices`, when the caller has it already.
 
@@ -341,24 +405,35 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
     if not stat.S_ISBLK(st.st_mode):
         raise UnsafeTargetError(f"{path} is not a block device")
     loops = loop_devices() if loops is None else loops
+    by_name = {lp.name: lp for lp in loops}
     major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
     sysdir = sysfs_block_dir(major, minor)
     name = sysdir.name
 
     related: list[str] = []
     holders: list[str] = []
+    notes: dict[str, str] = {}
     todo = [name]
     while todo:
         n = todo.pop()
         if n in related:
             continue
         related.append(n)
-        todo.extend(_partitions(Path(os.path.realpath(f"/sys/class/block/{n}"))))
+        for p in _partitions(Path(os.path.realpath(f"/sys/class/block/{n}"))):
+            notes.setdefault(p, f"a partition of /dev/{n}")
+            todo.append(p)
         for h in _holders(n):
             holders.append(h)
+            notes.setdefault(h, f"stacked on /dev/{n}")
             todo.append(h)
-        todo.extend(_sibling_loops(n, loops))  # a second loop device over the same image
+        for sib in _sibling_loops(n, loops):  # a second loop device over the same image, at any offset
+            me, other = by_name[n], by_name[sib]
+            notes.setdefault(sib, f"another loop device over {other.backing_file} ({_window(other)} of it; "
+                                  f"/dev/{n} covers {_window(me)}"
+                                  f"{', overlapping' if _overlaps(me, other) else ''})")
+            todo.append(sib)
         node = f"/dev/{n}"
+        over: list[str] = []
         try:
             nst = os.stat(node)
         except OSError:
@@ -366,10 +441,13 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
             nst = None
             if devno:
                 want = tuple(int(x) for x in devno.split(":"))
-                todo.extend(lp.name for lp in loops if lp.backing_file
-                            and rdev_of(lp.backing_file) == f"{want[0]}:{want[1]}")
+                over = [lp.name for lp in loops if lp.backing_file
+                        and rdev_of(lp.backing_file) == f"{want[0]}:{want[1]}"]
         if nst is not None:
-            todo.extend(loops_backed_by(nst, loops))
+            over = loops_backed_by(nst, loops)
+        for lp in over:
+            notes.setdefault(lp, f"a loop device over /dev/{n}")
+            todo.append(lp)
     devnos = {n: _devno_of_name(n) for n in related}
     by_devno = {v: k for k, v in devnos.items() if v}
 
@@ -386,11 +464,48 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
     partitions = tuple(_partitions(sysdir))
     signatures: list[dict] = []
     if probe:
-        signatures.extend(_signatures(resolved))
-        for p in partitions:
-            signatures.extend(_signatures(f"/dev/{p}"))
+        for n in related:
+            if n in holders:
+                continue  # in use: refused before anything is probed
+            for sig in _signatures(f"/dev/{n}"):
+                signatures.append({**sig, "device": f"/dev/{n}", "owner": devnos.get(n) or f"/dev/{n}",
+                                   "owner_path": f"/dev/{n}", "where": notes.get(n, "")})
+        signatures.extend(_backing_file_signatures([by_name[n] for n in related if n in by_name], loops))
     return DeviceReport(
         path=path, resolved=resolved, devno=f"{major}:{minor}", name=name, related=tuple(related),
         mounts=tuple(mounts), swaps=tuple(swaps), root=root, holders=tuple(sorted(set(holders))),
         partitions=partitions, signatures=tuple(signatures),
     )
+
+
+def file_owner(st: os.stat_result) -> str:
+    """The ``allow_devices`` token of a regular file (a loop device's backing file): ``"file:major:minor:inode"``."""
+    return "file:{}:{}:{}".format(*file_identity(st))
+
+
+def _backing_file_signatures(related_loops: Sequence[LoopInfo], loops: Sequence[LoopInfo]) -> list[dict]:
+    """Signatures at byte 0 of the backing files of ``related_loops`` that no loop device shows.
+
+    A loop device at an offset sees only its window of the image; a partition table or a filesystem
+    that starts at the image's byte 0 is seen by no loop device unless one starts there. It is
+    probed in the file itself (``wipefs`` reads regular files too).
+    """
+    out: list[dict] = []
+    seen: set[tuple[int, int, int]] = set()
+    for lp in related_loops:
+        if lp.backing is None or lp.backing in seen:
+            continue
+        seen.add(lp.backing)
+        if any(other.backing == lp.backing and other.offset == 0 for other in loops):
+            continue  # that loop device is related too and was probed itself
+        try:
+            st = os.stat(lp.backing_file)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or file_identity(st) != lp.backing:
+            continue
+        windows = ", ".join(f"/dev/{o.name} {_window(o)}" for o in loops if o.backing == lp.backing)
+        for sig in _signatures(lp.backing_file):
+            out.append({**sig, "device": lp.backing_file, "owner": file_owner(st), "owner_path": lp.backing_file,
+                        "where": f"the backing file itself, from its byte 0 (loop devices over it: {windows})"})
+    return out

@@ -24,24 +24,37 @@ network) are refused unless the study names them under ``allow`` (:data:`storage
 A workload *modifies* its target when :func:`storagebench.fio.options.modifying_reason` says so
 (``rw`` writes or trims, a modifying engine, an I/O-log replay, zone resets, ``unlink``).
 
+Which bytes a job touches is worked out once, as fio 3.33 works it out, by
+:func:`storagebench.fio.region.job_region` (``size`` and ``offset`` as percentages of the real
+file or device, a percentage above 100 being a byte count near 2**64 to fio, ``offset_increment``
+per ``numjobs`` clone, ``filesize`` ranges, ``size`` split among the files of ``filename``,
+``fill_device``, ``file_append``; ``io_size`` bounds the I/O, not the region).
+
 Any workload, reads included, is refused on a **regular file** that
 
 * has more than one hard link (another name may be the backing file of a loop device, or a file
   elsewhere that someone needs; storagebench cannot tell which object that name is),
-* is shorter than the region the job needs (``offset + size``, plus ``offset_increment`` for each
-  further clone) and was not created by storagebench: fio would lay the file out again, writing
-  it from the start, even for a read benchmark,
+* would be laid out again: a region ends past the file's end, so fio unlinks the file and writes it
+  from the start, even for a read benchmark (the message names the file, its size, the region's end
+  and the option values that put it there). A file storagebench created for the study may grow; a
+  loop device's backing file never,
 * is the backing file of a loop device that is in use, or an active swap file.
+
+A modifying workload on the backing file of an attached loop device is refused unless that loop
+device is named in ``allow_devices`` (and then gets the device's checks below).
 
 A modifying workload on a **block device** (or a file backing one) is refused when the device, one
 of its partitions, a device stacked on it, a loop device over it, or another loop device over the
-same backing file
+same backing file (at any offset)
 
 * is mounted, is active swap, backs ``/``, or is held by device-mapper/md (*in use*: never
   overridden: unmount or swapoff first);
-* holds a partition table or a signature ``wipefs --no-act --json`` finds, or the job has no
-  explicit ``size`` or asks for ``fill_device`` (*at rest*: overridden by naming that exact device
-  in ``allow_devices``, compared by ``major:minor``).
+* holds a partition table or a signature ``wipefs --no-act --json`` finds, or the job's region is
+  the whole device (no explicit ``size``, ``size=100%``, ``fill_device``) (*at rest*). A loop
+  device's backing file is probed too, from its byte 0, when no loop device starts there. Each such
+  problem is lifted only by naming, in ``allow_devices``, the object that holds it (compared by
+  ``major:minor``, a backing file by inode): naming a whole disk does not lift its partition's
+  filesystem, naming one loop device does not lift another's.
 
 Character devices are refused for modifying workloads (``/dev/sg*`` writes reach a disk) except
 ``/dev/null`` and ``/dev/zero``, unless named in ``allow_devices``. FIFOs, sockets and directories
@@ -64,8 +77,10 @@ from typing import Any
 from ._devices import (
     DeviceReport,
     LoopInfo,
+    block_size_bytes,
     device_report,
     file_identity,
+    file_owner,
     loop_devices,
     loops_backed_by,
     rdev_of,
@@ -76,6 +91,7 @@ from ._jobfile import parse_jobfile
 from .errors import HostError, JobFileError, UnsafeJobFileError, UnsafeTargetError
 from .fio import hosts as fio_hosts
 from .fio import options as fo
+from .fio.region import FileRegion, job_region
 from .records import DeviceInfo
 
 __all__ = [
@@ -141,72 +157,48 @@ def _check_gates(options: Mapping[str, Any], allow: frozenset[str], where: str) 
     return used
 
 
-def _kb_base(options: Mapping[str, Any]) -> int:
-    try:
-        kb = int(str(options.get("kb_base", 1024)).strip())
-    except ValueError:
-        return 1024
-    return kb if kb in (1000, 1024) else 1024
+def needed_bytes(options: Mapping[str, Any], real_size: int | None = None, *, path: str | None = None,
+                 kind: str = "file") -> int | None:
+    """Bytes a job needs in one file: the largest end of its regions there (:func:`storagebench.fio.region.job_region`).
 
+    Parameters
+    ----------
+    options : mapping
+        The job's fio options (any spelling).
+    real_size : int, optional
+        The file's (or device's) size in bytes; ``None`` for a file that does not exist.
+        Percentages (``size=50%``, ``offset=10%``) are taken of it, as fio takes them.
+    path : str, optional
+        The file, one of the job's ``filename`` entries (default: the first, or the only one).
+    kind : {"file", "block", "char"}
 
-def _size_of(value: Any, kb: int) -> int | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    if not text:
-        return None
-    first = re.split(r"[-:]", text, maxsplit=1)[0] if not text.startswith("-") else text
-    last = re.split(r"[-:]", text)[-1]
-    try:
-        a, _ = fo.parse_size_or_percent(first, kb)
-        b, _ = fo.parse_size_or_percent(last, kb) if last != first else (a, None)
-    except ValueError:
-        return None
-    vals = [v for v in (a, b) if v is not None]
-    return max(vals) if vals else None
+    Returns
+    -------
+    int or None
+        ``(offset + io_size) mod 2**64`` as fio 3.33 compares it with the real size, for the
+        clone that ends last; ``None`` when the job does not size that file (I/O-log replay).
 
-
-def needed_bytes(options: Mapping[str, Any]) -> int | None:
-    """Bytes a job needs in an existing file: ``offset + size`` (+ ``offset_increment`` per further clone).
-
-    ``None`` when ``size`` is not given (fio then uses the file's own size and lays nothing out) or
-    is a percentage of the file. Sizes are read by :func:`storagebench.fio.options.parse_size` with
-    the job's ``kb_base``.
+    Raises
+    ------
+    UnsafeTargetError
+        A size or offset fio could not read.
     """
     opts = _canonical(options)
-    kb = _kb_base(opts)
-    size = _size_of(opts.get("size"), kb)
-    filesize = _size_of(opts.get("filesize"), kb)
-    region = max(v for v in (size, filesize, 0) if v is not None)
-    if size is None and filesize is None:
-        return None
-    offset = _size_of(opts.get("offset"), kb) or 0
-    inc = _size_of(opts.get("offset_increment"), kb) or 0
+    names = fo.split_filenames(str(opts["filename"])) if opts.get("filename") not in (None, "") else []
+    path = path if path is not None else (names[0] if names else "file")
+    if path not in names:
+        opts = {**opts, "filename": fo.join_filenames([path])}
     try:
-        numjobs = max(1, int(str(opts.get("numjobs", 1))))
-    except ValueError:
-        numjobs = 1
-    return offset + region + inc * (numjobs - 1)
-
-
-def _explicit_size(options: Mapping[str, Any]) -> bool:
-    """True when ``size``/``filesize`` bounds the region (missing or 0 means the whole device)."""
-    opts = options
-    kb = _kb_base(opts)
-    for key in ("size", "filesize"):
-        text = opts.get(key)
-        if text is None or str(text).strip() == "":
-            continue
-        try:
-            size, percent = fo.parse_size_or_percent(re.split(r"[-:]", str(text).strip())[0], kb)
-        except ValueError:
-            continue
-        if (size or 0) > 0 or (percent is not None and 0 < percent < 100):
-            return True
-    return False
+        regions = job_region(opts, {path: real_size}, kinds={path: kind})
+    except ValueError as exc:
+        raise UnsafeTargetError(f"cannot work out the job's region in {path}: {exc}") from None
+    ends = [r.fio_end for r in regions if r.path == path]
+    return max(ends) if ends else None
 
 
 def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
+    """``major:minor`` of each named device, and ``file:major:minor:inode`` of each named regular file
+    (a loop device's backing file holding a signature that no loop device shows)."""
     out = set()
     if isinstance(allow_devices, (str, bytes)):
         allow_devices = [allow_devices]  # a single path, not its characters
@@ -222,13 +214,15 @@ def _allowed_devnos(allow_devices: Sequence[str]) -> set[str]:
                 f"allow_devices entry {entry!r} does not exist ({exc.strerror}); name a block device "
                 "path or 'major:minor'"
             ) from exc
+        if stat.S_ISREG(st.st_mode):
+            out.add(file_owner(st))
+            continue
         if not (stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode)):
             raise UnsafeTargetError(
                 f"allow_devices entry {entry!r} is not a device; name a block device path or 'major:minor'"
             )
         out.add(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
     return out
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,6 +239,37 @@ class _Ctx:
     forbidden: list[str]
     loops: list[LoopInfo]
     record: list[dict] = field(default_factory=list)
+    regions: dict[str, list[FileRegion]] = field(default_factory=dict)
+
+
+def _what_is(path: str, cwd: str) -> tuple[int | None, str]:
+    """``(real size, kind)`` of one fio filename as fio's ``get_file_sizes`` sees it (size ``None``: missing)."""
+    try:
+        st = os.stat(os.path.realpath(_resolve(path, cwd)))
+    except OSError:
+        return None, "file"
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size, "file"
+    if stat.S_ISBLK(st.st_mode):
+        return block_size_bytes(st), "block"
+    return -1, "char"
+
+
+def _job_regions(names: Sequence[str], opts: Mapping[str, Any], cwd: str) -> dict[str, list[FileRegion]]:
+    """:func:`storagebench.fio.region.job_region` of the job on ``names``, by name."""
+    if not names:
+        return {}
+    sizes, kinds = {}, {}
+    for n in names:
+        sizes[n], kinds[n] = _what_is(n, cwd)
+    try:
+        regions = job_region({**opts, "filename": fo.join_filenames(list(names))}, sizes, kinds=kinds)
+    except ValueError as exc:
+        raise UnsafeTargetError(f"cannot work out which bytes of {', '.join(names)} the job touches: {exc}") from None
+    out: dict[str, list[FileRegion]] = {}
+    for r in regions:
+        out.setdefault(r.path, []).append(r)
+    return out
 
 
 def _resolve(path: str, cwd: str) -> str:
@@ -314,6 +339,12 @@ def check_run(
     if fn is not None and (target is None or str(fn) != os.fspath(target)):
         names.extend(fo.split_filenames(str(fn)))
     devnos = _allowed_devnos(allow_devices)
+    # the regions fio computes: the target's files are one job's files (size is split among them)
+    main = fo.split_filenames(os.fspath(target)) if target is not None else names
+    ctx.regions = _job_regions(main, opts, ctx.cwd)
+    extra = [n for n in names if n not in main]
+    for n, rs in _job_regions(extra, opts, ctx.cwd).items():
+        ctx.regions.setdefault(n, rs)
     for name in names:
         _check_one(name, ctx, devnos, role="filename")
     for key in ("directory", "opendir"):
@@ -434,6 +465,23 @@ def _check_forbidden(name: str, resolved: str, ctx: _Ctx) -> None:
             )
 
 
+def _region_text(r: FileRegion) -> str:
+    clone = f" for clone {r.subjob}" if r.subjob else ""
+    end = f"{r.end:,}" + (" (wrapping past 2**64 to " + f"{r.fio_end:,})" if r.end != r.fio_end else "")
+    bound = "up to " if not r.exact else ""
+    return f"fio's region{clone}: bytes {r.start:,}-{bound}{end}, from {r.basis}"
+
+
+def _layout_refusal(what: str, label: str, size: int, r: FileRegion, why: str) -> UnsafeTargetError:
+    return UnsafeTargetError(
+        f"refusing {what} on {label}: the file holds {size:,} bytes but the job needs {r.fio_end:,} "
+        f"({_region_text(r)}), so fio would lay it out again: it unlinks the file and writes it from the start, "
+        f"even for a read-only job{why}; use a file at least that large, a new path, or a size/offset inside "
+        "the file" + (" (a percentage above 100 is not a percentage to fio 3.33)"
+                      if "percentage above 100" in r.basis else "")
+    )
+
+
 def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str | None = None) -> None:
     reason = reason or ctx.reason
     what = reason or "a read workload"
@@ -449,6 +497,7 @@ def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str
         return  # fio will create a new regular file (or fail to, and say why)
     except OSError as exc:
         raise UnsafeTargetError(f"refusing {what} on {label}: cannot stat it ({exc.strerror})") from exc
+    regions = ctx.regions.get(name, [])
     if stat.S_ISREG(st.st_mode):
         ident = file_identity(st)
         ctx.record.append({"path": name, "resolved": resolved, "kind": "file",
@@ -466,17 +515,31 @@ def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str
                 continue
             if stat.S_ISREG(sst.st_mode) and file_identity(sst) == ident:
                 raise UnsafeTargetError(f"refusing {what} on {label}: it is an active swap file ({s})")
-        for loop in loops_backed_by(st, ctx.loops):
+        backed = loops_backed_by(st, ctx.loops)
+        for loop in backed:  # in use: refused for any workload, reads included
             _check_device(f"/dev/{loop}", reason or "a read workload that may lay the file out", ctx, devnos,
                           label=f"{label} (the backing file of /dev/{loop}, found by inode {st.st_ino})",
-                          whole_device_ok=True, reads_too=True)
-        need = needed_bytes(ctx.options)
-        if need is not None and st.st_size < need and ident not in ctx.own_files:
-            raise UnsafeTargetError(
-                f"refusing {what} on {label}: the file holds {st.st_size:,} bytes but the job needs {need:,} "
-                "(offset + size), so fio would lay it out again, writing it from the start, even to read it; "
-                "use a file at least that large, a new path, or a smaller size"
-            )
+                          whole_device_ok=True, reads_too=True, in_use_only=True)
+        lay = next((r for r in regions if r.lays_out), None)
+        if lay is not None and (ident not in ctx.own_files or backed):
+            why = (f"; it is the backing file of {', '.join('/dev/' + b for b in backed)}, whose data that destroys"
+                   if backed else "")
+            raise _layout_refusal(what, label, st.st_size, lay, why)
+        if reason is not None and backed:
+            devs = {lp.name: lp.devno for lp in ctx.loops}
+            unnamed = [f"/dev/{b}" for b in backed if devs.get(b, "") not in devnos]
+            if unnamed:
+                names = ", ".join(f"/dev/{b}" for b in backed)
+                raise UnsafeTargetError(
+                    f"refusing {reason} on {label}: it is the backing file of {names}, so writing it changes what "
+                    f"{'they hold' if len(backed) > 1 else 'that device holds'} behind the device's back; write the "
+                    "device itself, detach it (losetup -d) if nothing needs it, or pass "
+                    + " ".join(f"--allow-device {d}" for d in unnamed) + " to override"
+                )
+            for loop in backed:
+                _check_device(f"/dev/{loop}", reason, ctx, devnos,
+                              label=f"{label} (the backing file of /dev/{loop}, found by inode {st.st_ino})",
+                              whole_device_ok=True)
         return
     if stat.S_ISCHR(st.st_mode):
         devno = (os.major(st.st_rdev), os.minor(st.st_rdev))
@@ -492,15 +555,34 @@ def _check_one(name: str, ctx: _Ctx, devnos: set[str], *, role: str, reason: str
         ctx.record.append({"path": name, "resolved": resolved, "kind": "block device",
                            "identity": f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", "role": role})
         if reason is not None:
-            _check_device(resolved, reason, ctx, devnos, label=label)
+            _check_device(resolved, reason, ctx, devnos, label=label, regions=regions)
         return
     kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else (
         "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file or device")
     raise UnsafeTargetError(f"refusing {what} on {label}: it is {kind}; fio's filename must be a file or a device")
 
 
+def _whole_device(ctx: _Ctx, regions: Sequence[FileRegion]) -> str | None:
+    """Why the job's region is the whole device, or ``None`` (fio ``fill_device``, or a region from byte 0 to the end)."""
+    if "fill_device" in ctx.options and fo.truthy(ctx.options["fill_device"]):
+        return "fill_device would write the whole device"
+    if not regions:
+        # no region known (the job replays a log, or no size): judge by size alone
+        size = ctx.options.get("size")
+        return None if size not in (None, "") else f"no explicit size (size={size!r}) would cover the whole device"
+    for r in regions:
+        if r.start == 0 and r.fio_end >= r.real_size:
+            size = ctx.options.get("size")
+            if size in (None, "") or str(size).strip() in ("0",):
+                return (f"no explicit size (size={size!r}): the job's region is the whole device "
+                        f"(bytes 0-{r.real_size:,})")
+            return f"the job's region is the whole device ({_region_text(r)}; the device has {r.real_size:,} bytes)"
+    return None
+
+
 def _check_device(name: str, reason: str, ctx: _Ctx, devnos: set[str], *, label: str,
-                  whole_device_ok: bool = False, reads_too: bool = False) -> None:
+                  whole_device_ok: bool = False, reads_too: bool = False, in_use_only: bool = False,
+                  regions: Sequence[FileRegion] = ()) -> None:
     rep = device_report(name, probe=False, loops=ctx.loops)  # in-use checks first: they need no probing
     in_use = rep.in_use_reasons()
     if in_use:
@@ -509,23 +591,25 @@ def _check_device(name: str, reason: str, ctx: _Ctx, devnos: set[str], *, label:
             + f" (related devices: {', '.join(rep.related)}; a device in use is never overridden: unmount / "
             "swapoff it first)"
         )
-    if reads_too and ctx.reason is None:
+    if in_use_only or (reads_too and ctx.reason is None):
         return  # reading a backing file of an idle loop device harms nothing
-    if rep.devno in devnos:
-        return
-    rep = device_report(name, probe=True, loops=ctx.loops)
-    problems = rep.data_reasons()
+    problems: list[tuple[str, str, str]] = []
     if not whole_device_ok:
-        if not _explicit_size(ctx.options):
-            problems.append(
-                f"no explicit size (size={ctx.options.get('size')!r}) would {reason} the whole device"
-            )
-        if "fill_device" in ctx.options and fo.truthy(ctx.options["fill_device"]):
-            problems.append("fill_device would write the whole device")
+        whole = _whole_device(ctx, regions)
+        if whole is not None and rep.devno not in devnos:
+            problems.append((rep.devno, rep.resolved, whole))
+    # every related device is probed (its partitions, loop devices over it, other loop devices over the same
+    # image at any offset, and the image itself where no loop device starts at its byte 0); each problem is
+    # lifted only by naming the object that holds it
+    rep = device_report(name, probe=True, loops=ctx.loops)
+    problems.extend(rep.data_problems(devnos))
     if problems:
+        owners = list(dict.fromkeys(path for _, path, _ in problems))
         raise UnsafeTargetError(
-            f"refusing {reason} on {label}: " + "; ".join(problems)
-            + f"; pass --allow-device {rep.resolved} to override"
+            f"refusing {reason} on {label}: " + "; ".join(text for _, _, text in problems)
+            + "; if that data is not needed, pass " + " ".join(f"--allow-device {o}" for o in owners)
+            + " to override (each object that holds it must be named: naming a whole disk or another loop "
+            "device does not lift a partition's or another device's data)"
         )
 
 
