@@ -98,6 +98,22 @@ def test_spelling_problems_flag_exactly_the_surprising_spellings():
     assert "as 1 byte" in fo.size_spelling_problem("1.5k")
     assert fo.size_spelling_problem("10%") == "a percentage is not allowed here, got '10%'"
     assert fo.size_spelling_problem("10%", percent_ok=True) is None
+    assert fo.size_spelling_problem("100%", percent_ok=True) is None
+    # above 100 fio reads N% as a byte count (parse.h parse_is_percent), which truncated targets (issue 18)
+    for pct in (101, 150, 300):
+        problem = fo.size_spelling_problem(f"{pct}%", percent_ok=True)
+        assert f"{2**64 - 1 - pct:,} bytes" in problem and "at most 100%" in problem, problem
+
+
+def test_a_spec_with_size_above_100_percent_is_refused_when_loaded(tmp_path):
+    from storagebench import load_study
+    from storagebench.errors import StudyError
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: pct\nfactors: {rw: [randread], bs: [4k]}\nsize: '101%'\nruntime: 1\n")
+    with pytest.raises(StudyError, match="at most 100%"):
+        load_study(spec)
+    spec.write_text("name: pct\nfactors: {rw: [randread], bs: [4k]}\nsize: '100%'\nruntime: 1\n")
+    assert load_study(spec).n_runs == 1
     assert fo.time_spelling_problem("2m") is None and fo.time_spelling_problem(1.5) is None
     assert "10 µs" in fo.time_spelling_problem("10sec")
     assert "1,000,000 µs" in fo.time_spelling_problem("1.5")

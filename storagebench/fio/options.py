@@ -617,6 +617,11 @@ def size_spelling_problem(value: Any, kb_base: int = 1024, *, percent_ok: bool =
     if percent is not None:
         if not percent_ok:
             return f"a percentage is not allowed here, got {value!r}"
+        if percent > 100:
+            # parse.h parse_is_percent: fio stores N% as -1ULL - N and takes it as a percentage only for
+            # N <= 100; above, it is a byte count of 2**64-1-N, and fio lays the file out again to that size
+            return (f"fio 3.33 reads {text!r} as a byte count of {2**64 - 1 - percent:,} bytes, not a "
+                    "percentage: a percentage is at most 100%")
         return None if re.fullmatch(r"\d+%", text) else (
             f"fio 3.33 reads {text!r} as {percent}% (only whole percentages); write {percent}%")
     if _PLAIN_SIZE.fullmatch(text) or _HEX_SIZE.fullmatch(text):
