@@ -142,11 +142,19 @@ def render_markdown(source: str) -> Markup:
     nbconvert renders Markdown with raw HTML passed through (``escape=False``) and every link scheme allowed;
     this renders it with nbconvert's own renderer (so math, tables and code look the same) but
     ``escape=True`` and ``allow_harmful_protocols=False``: ``<script>`` in the source is shown as text,
-    ``[x](javascript:...)`` links to ``#harmful-link``.
+    ``[x](javascript:...)`` links to ``#harmful-link``, and an image that is not a ``data:image/`` URI is
+    shown as its alt text.
     """
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    renderer = IPythonRenderer(escape=True, allow_harmful_protocols=False, exclude_anchor_links=True)
+    class Renderer(IPythonRenderer):
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            # a write-up embeds its images: one from anywhere else would only be blocked by the CSP
+            if not _IMAGE_DATA.match(_url_text(url)):
+                return str(escape(text))
+            return super().image(text, url, title)
+
+    renderer = Renderer(escape=True, allow_harmful_protocols=False, exclude_anchor_links=True)
     return Markup(MarkdownWithMath(renderer=renderer).render(str(source)))
 
 

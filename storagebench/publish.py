@@ -635,6 +635,7 @@ def _markdown_outputs_to_html(nb) -> None:
             if "text/markdown" in data and "text/html" not in data:
                 data["text/html"] = str(render_markdown(_text(data["text/markdown"])))
             data.pop("text/markdown", None)
+        cell.outputs = [o for o in cell.outputs if o.get("data", True)]  # nothing left to show
 
 
 #: Output types that are script or run script when shown: never put on a page.
