@@ -17,7 +17,6 @@ recognises these outputs (``sb-figure``, ``sb-table``) when it builds the page.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import itertools
 import re
@@ -28,10 +27,15 @@ import pandas as pd
 from PIL import Image
 
 # matplotlib and IPython are imported inside the functions that draw or display: a table needs neither.
+from ._html import Markup
+from ._html import html as _gate_html
+from ._html import markdown as _gate_markdown
 from .errors import PublishError
 from .tables import P_COLUMNS, column_display, table
 
 __all__ = [
+    "html",
+    "markdown",
     "P_COLUMNS",
     "column_display",
     "table",
@@ -46,15 +50,72 @@ FIGURE_DPI = 200
 
 
 def _html_of(obj: Any) -> str:
+    """HTML of a part of a write-up. A ``str`` is *text* (escaped, shown as it reads); HTML is
+    :class:`markupsafe.Markup` made by :func:`html` (storagebench's own markup with escaped values), a Styler
+    (:func:`table`), a DataFrame or an object with ``_repr_html_``."""
+    if isinstance(obj, Markup):
+        return str(obj)
     if isinstance(obj, str):
-        return obj
+        return str(html('<p class="sb-table-note">{}</p>', obj))
     if hasattr(obj, "to_html") and hasattr(obj, "hide"):  # a Styler
         return obj.to_html()
     if isinstance(obj, pd.DataFrame):
         return table(obj).to_html()
     if hasattr(obj, "_repr_html_"):
         return obj._repr_html_()
-    return f"<pre>{html.escape(str(obj))}</pre>"
+    return str(html("<pre>{}</pre>", obj))
+
+
+class HTMLFragment(Markup):
+    """HTML made by :func:`html`: shown as HTML by IPython, inserted as it is into another fragment."""
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+def html(template: str, *values: Any, **named: Any) -> HTMLFragment:
+    """HTML for a write-up: ``template`` (the notebook's own markup, a literal) with every value escaped.
+
+    The one way a notebook writes HTML with data in it (``docs/SECURITY.md``, section 1): values are text,
+    escaped by :func:`storagebench._html.escape` (markupsafe), unless they are fragments made by this
+    function. ``show.html("<li><strong>{}</strong>: {}</li>", name, method)``.
+
+    Returns
+    -------
+    HTMLFragment
+        A :class:`markupsafe.Markup` that IPython displays as HTML.
+    """
+    return HTMLFragment(_gate_html(template, *values, **named))
+
+
+@dataclass(frozen=True)
+class MarkdownBlock:
+    """Markdown made by :func:`markdown`; IPython displays it as ``text/markdown``."""
+
+    source: str
+
+    def _repr_markdown_(self) -> str:
+        return self.source
+
+    def __repr__(self) -> str:
+        return self.source
+
+
+def markdown(template: str, *values: Any, **named: Any) -> MarkdownBlock:
+    """Markdown for a write-up: ``template`` (the notebook's own Markdown, a literal) with every value shown
+    as plain text.
+
+    The one way a notebook writes Markdown with data in it (``docs/SECURITY.md``, section 1): each value is
+    made literal by :func:`storagebench._html.markdown_text` (punctuation backslash-escaped, line breaks
+    removed), so a target path or a device model shows as it is and can open no tag, link or list. Markdown
+    a library function made (``studies.describe_design``) is passed as the template itself:
+    ``show.markdown(studies.describe_testbed(d))``. Do not put a value inside backticks (a code span shows
+    backslashes). The published page renders every Markdown output with raw HTML escaped
+    (:func:`storagebench._html.render_markdown`).
+    """
+    return MarkdownBlock(str(_gate_markdown(template, *values, **named)) if values or named else str(template))
 
 
 @dataclass(frozen=True)
@@ -66,9 +127,8 @@ class Collapsed:
 
     def _repr_html_(self) -> str:
         # each part scrolls sideways on its own: a 60-column per-run table opened on screen must not widen the page
-        inner = "".join(f'<div class="sb-scroll">{_html_of(p)}</div>' for p in self.parts)
-        return (f'<details class="sb-details"><summary>{html.escape(self.summary)}</summary>'
-                f"{inner}</details>")
+        inner = Markup("").join(html('<div class="sb-scroll">{}</div>', Markup(_html_of(p))) for p in self.parts)
+        return str(html('<details class="sb-details"><summary>{}</summary>{}</details>', self.summary, inner))
 
     def __repr__(self) -> str:
         return f"{self.summary} [{len(self.parts)} collapsed part(s)]"
@@ -152,12 +212,13 @@ class FigureHTML:
 
     def _repr_html_(self) -> str:
         b64 = base64.b64encode(self.data).decode("ascii")
-        prov = f' <span class="sb-provenance">Data: {html.escape(self.provenance)}</span>' if self.provenance else ""
-        return (f'<figure class="sb-figure" id="figure-{self.number}">'
-                f'<img src="data:{self.mime};base64,{b64}" alt="{html.escape(self.alt, quote=True)}" '
-                f'width="{self.width_px}" height="{self.height_px}">'
-                f'<figcaption><span class="sb-fignum">Figure {self.number}.</span> {html.escape(self.caption)}'
-                f"{prov}</figcaption></figure>")
+        if self.mime not in ("image/svg+xml", "image/png"):  # figure_html makes only these
+            raise PublishError(f"a figure is SVG or PNG, got {self.mime!r}")
+        prov = html(' <span class="sb-provenance">Data: {}</span>', self.provenance) if self.provenance else ""
+        return str(html('<figure class="sb-figure" id="figure-{num}"><img src="data:{mime};base64,{b64}" alt="{alt}" '
+                        'width="{w}" height="{h}"><figcaption><span class="sb-fignum">Figure {num}.</span> {caption}'
+                        "{prov}</figcaption></figure>", num=int(self.number), mime=self.mime, b64=b64, alt=self.alt,
+                        w=int(self.width_px), h=int(self.height_px), caption=self.caption, prov=prov))
 
     def __repr__(self) -> str:
         return f"Figure {self.number}. {self.caption}"

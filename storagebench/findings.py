@@ -13,12 +13,12 @@ the sidecar.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._html import Markup, html
 from .errors import PublishError
 
 __all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR",
@@ -329,22 +329,22 @@ class Findings:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        # every sentence, method and title holds data (labels, factor levels, paths): through the HTML gate
         items = []
         previous = None
         for f in self.findings:
             shown = f.method != previous  # a method shared with the finding before: said once
             detail = f.detail(method=shown, limit=METHOD_SHOWN)
             previous = f.method
-            cls = ' class="sb-caveat"' if f.caveat else ""
-            full = (f' title="method: {html.escape(f.method, quote=True)}"'
+            full = (html(' title="method: {}"', f.method)
                     if shown and f.method and short_method(f.method) != f.method else "")
-            items.append(f"<li{cls}>" + ("<strong>Caveat:</strong> " if f.caveat else "") + html.escape(f.sentence)
-                         + (f' <span class="sb-finding-detail"{full}>({html.escape(detail)})</span>' if detail else "")
-                         + "</li>")
-        title = f'<p class="sb-findings-question">{html.escape(self.title)}</p>' if self.title else ""
-        return ('<section class="sb-findings" id="findings" aria-labelledby="sb-findings-heading">'
-                '<h2 id="sb-findings-heading">Findings</h2>' + title
-                + "<ul>" + "".join(items) + "</ul></section>")
+            items.append(html("<li{}>{}{}{}</li>", Markup(' class="sb-caveat"') if f.caveat else "",
+                              Markup("<strong>Caveat:</strong> ") if f.caveat else "", f.sentence,
+                              html(' <span class="sb-finding-detail"{}>({})</span>', full, detail) if detail else ""))
+        title = html('<p class="sb-findings-question">{}</p>', self.title) if self.title else ""
+        return str(html('<section class="sb-findings" id="findings" aria-labelledby="sb-findings-heading">'
+                        '<h2 id="sb-findings-heading">Findings</h2>{}<ul>{}</ul></section>',
+                        title, Markup("").join(items)))
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         return {"text/html": self._repr_html_(), "text/plain": self.text(), MIME_TYPE: self.to_dict()}

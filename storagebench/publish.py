@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
-import html
 import math
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ._html import Markup, html, render_markdown, secure_page, site_href
 from ._store import StudyStore
 
 # papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
@@ -433,6 +433,9 @@ _TEMPLATE = (
     "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
     "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
     "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
+    "{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}\n"
+    "{%- block data_javascript -%}{%- endblock data_javascript -%}\n"
+    "{%- block data_widget_view -%}{%- endblock data_widget_view -%}\n"
     "{%- block notebook_css -%}<style type=\"text/css\">{{ resources.storagebench_css }}</style>"
     "{%- endblock notebook_css -%}\n"
 )
@@ -496,6 +499,12 @@ def _text(value) -> str:
     return value if isinstance(value, str) else "".join(value)
 
 
+def _markdown_plain(text: str) -> str:
+    """A Markdown heading's text as plain text: the backslash escapes of :func:`storagebench._html.markdown_text`
+    undone (the page's ``<title>`` and the sidecar hold text; they are escaped again when written)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
 def notebook_title(nb) -> str:
     """The first ``# heading`` of a notebook ("" when it has none).
 
@@ -509,7 +518,7 @@ def notebook_title(nb) -> str:
         for text in texts:
             m = _H1.search(text)
             if m:
-                return m[1]
+                return _markdown_plain(m[1])
     return ""
 
 
@@ -576,13 +585,15 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     # the page opens with the title, the meta line and the findings; everything else follows
     head: list = []
     h1 = _pop_title(merged.cells)
-    if h1 is not None:
-        head.append(nbformat.v4.new_markdown_cell(h1))
+    if h1 is not None:  # a heading a code cell displayed may hold data: rendered as every Markdown output is
+        title_cell = nbformat.v4.new_code_cell("")
+        title_cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": str(render_markdown(h1))})]
+        head.append(title_cell)
         merged.cells = [c for c in merged.cells if not (c.cell_type == "markdown" and not c.source.strip())]
     if meta:
         meta_cell = nbformat.v4.new_code_cell("")
         meta_cell.outputs = [nbformat.v4.new_output("display_data", data={
-            "text/html": f'<p class="sb-report-meta">{html.escape(meta)}</p>'})]
+            "text/html": str(html('<p class="sb-report-meta">{}</p>', meta))})]
         head.append(meta_cell)
     if len(all_findings):
         cell = nbformat.v4.new_code_cell("")
@@ -590,6 +601,8 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
                                                                       "text/plain": all_findings.text()})]
         head.append(cell)
     merged.cells = head + [c for c in merged.cells if c is not None]
+    _markdown_outputs_to_html(merged)
+    merged.metadata.pop("widgets", None)  # widget state is written as <script> elements: a write-up has no widgets
     _renumber_figures(merged)
     offline = jinja2_loader()
     exporter = HTMLExporter(template_name="lab", extra_loaders=[offline], template_file="storagebench_report.html.j2")
@@ -599,7 +612,35 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     exporter.exclude_anchor_links = True
     exporter.embed_images = True
     body, _ = exporter.from_notebook_node(merged, resources={"storagebench_css": REPORT_CSS})
-    return body, all_findings
+    return secure_page(body, f"the write-up of {[Path(p).name for p in notebooks]}"), all_findings
+
+
+def _markdown_outputs_to_html(nb) -> None:
+    """Render every Markdown output of the code cells with :func:`storagebench._html.render_markdown`.
+
+    A cell's ``display(Markdown(...))`` is built at run time and may hold data; nbconvert would render it with
+    raw HTML passed through. Here it becomes an HTML output with raw HTML escaped and harmful link schemes
+    removed (the Markdown cells of the template, written by its author, are left to nbconvert). Other
+    types of output the page never shows as HTML (``application/javascript``, widget views) are dropped.
+    """
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if not data:
+                continue
+            for mime in [m for m in data if m in _SCRIPT_TYPES]:
+                del data[mime]
+            if "text/markdown" in data and "text/html" not in data:
+                data["text/html"] = str(render_markdown(_text(data["text/markdown"])))
+            data.pop("text/markdown", None)
+        cell.outputs = [o for o in cell.outputs if o.get("data", True)]  # nothing left to show
+
+
+#: Output types that are script or run script when shown: never put on a page.
+_SCRIPT_TYPES = frozenset({"application/javascript", "text/javascript", "application/vnd.jupyter.widget-view+json",
+                           "application/vnd.jupyter.widget-state+json", "text/vnd.mermaid"})
 
 
 def jinja2_loader():
@@ -956,33 +997,34 @@ def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = N
     base = page_path.parent.resolve()
     items = []
     for date, sidecar, data in found:
-        href = os.path.relpath(sidecar.with_suffix(".html").resolve(), base)
+        # the link rule (storagebench._html.site_href): a relative path to a file under the index's directory
+        href = site_href(sidecar.with_suffix(".html").absolute(), base)
         fnd = [f for f in data["findings"] if isinstance(f, dict) and f.get("sentence")]
         fnd = [f for f in fnd if not f.get("caveat")] + [f for f in fnd if f.get("caveat")]
-        caveat = ' class="sb-caveat"'
-        lis = "".join(f"<li{caveat if f.get('caveat') else ''}>"
-                      + ("<strong>Caveat:</strong> " if f.get("caveat") else "")
-                      + html.escape(str(f["sentence"])) + "</li>" for f in fnd[:headline])
+        lis = Markup("").join(html('<li class="sb-caveat"><strong>Caveat:</strong> {}</li>', f["sentence"])
+                              if f.get("caveat") else html("<li>{}</li>", f["sentence"]) for f in fnd[:headline])
         more = len(fnd) - headline
         when = date.replace("T", " ").replace("Z", " UTC") if date else "date unknown"
-        where = html.escape(str(sidecar.parent.relative_to(root)) if sidecar.parent != root else ".")
-        items.append(
-            f'<article class="sb-site-entry"><h2><a href="{html.escape(href, quote=True)}">'
-            f'{html.escape(str(data["title"]))}</a></h2><p class="sb-report-meta">{html.escape(when)} · {where}'
-            + (f" · {html.escape(str(data['provenance'].get('summary')))}"
-               if isinstance(data.get("provenance"), dict) and data["provenance"].get("summary") else "")
-            + "</p>" + (f"<ul>{lis}</ul>" if lis else "<p>No findings recorded.</p>")
-            + (f'<p class="sb-report-meta">{more} more finding(s) in the write-up.</p>' if more > 0 else "")
-            + "</article>")
+        where = str(sidecar.parent.relative_to(root)) if sidecar.parent != root else "."
+        summary = data["provenance"].get("summary") if isinstance(data.get("provenance"), dict) else None
+        title = (html('<a href="{}">{}</a>', href, data["title"]) if href is not None
+                 else html('{} <span class="sb-report-meta">(not linked: {} is not a file under {})</span>',
+                           data["title"], sidecar.with_suffix(".html").name, base.name or str(base)))
+        items.append(html(
+            '<article class="sb-site-entry"><h2>{}</h2><p class="sb-report-meta">{} · {}{}</p>{}{}</article>',
+            title, when, where, html(" · {}", summary) if summary else "",
+            html("<ul>{}</ul>", lis) if lis else Markup("<p>No findings recorded.</p>"),
+            html('<p class="sb-report-meta">{} more finding(s) in the write-up.</p>', more) if more > 0 else ""))
     now = dt.datetime.now(dt.timezone.utc)
-    left_out = "".join(f"<li>{html.escape(s)}</li>" for s in skipped)
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1.0\">"
-            f"<title>storagebench write-ups</title><style>{REPORT_CSS}</style></head><body><main>"
-            f"<h1>storagebench write-ups</h1><p class=\"sb-report-meta\">{len(found)} write-up(s) under this "
-            f"directory; index built {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__}.</p>"
-            + "".join(items)
-            + (f"<h2>Not listed</h2><ul>{left_out}</ul>" if skipped else "")
-            + "</main></body></html>\n")
+    left_out = Markup("").join(html("<li>{}</li>", s) for s in skipped)
+    page = str(html(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1.0">'
+        "<title>storagebench write-ups</title><style>{css}</style></head><body><main>"
+        '<h1>storagebench write-ups</h1><p class="sb-report-meta">{n} write-up(s) under this '
+        "directory; index built {now} UTC with storagebench {version}.</p>{items}{left}</main></body></html>\n",
+        css=Markup(REPORT_CSS), n=len(found), now=f"{now:%Y-%m-%d %H:%M}", version=__version__,
+        items=Markup("").join(items), left=html("<h2>Not listed</h2><ul>{}</ul>", left_out) if skipped else ""))
+    page = secure_page(page, f"the index of {root}")
     _atomic_write(page_path, page)
     return page_path, [s for _, s, _ in found], skipped

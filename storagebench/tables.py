@@ -12,7 +12,6 @@ figures and the point tables take by name: ``"iops"``, ``"lat_mean_ms"``, ``"bw_
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from ._checks import one_of
+from ._html import escape
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
 from .schema import PERCENTILES, percentile_column
@@ -312,10 +312,12 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
                 for a, b in zip(lo_s, hi_s, strict=True)], index=data.index)
             fmts[ci_head] = str
     frame = pd.DataFrame(out)
-    # formatter output is not escaped by pandas: "< 1e-06" and text cells are escaped here
-    safe = {h: (lambda v, f=f: html.escape(str(f(v)), quote=False)) for h, f in fmts.items()}
-    styler = Styler(frame, cell_ids=False, na_rep=na_rep)
-    styler = styler.format(safe).format_index(escape="html", axis=1).hide(axis="index").set_table_attributes('class="sb-table"')
+    # pandas escapes neither a formatter's output nor (by default) headers and captions: every cell ("< 1e-06",
+    # a target path, a factor level), header and the caption go through the HTML gate (storagebench._html.escape)
+    safe = {h: (lambda v, f=f: str(escape(f(v)))) for h, f in fmts.items()}
+    styler = Styler(frame, cell_ids=False, na_rep=str(escape(na_rep)))
+    styler = styler.format(safe).format_index(lambda h: str(escape(h)), axis=1).hide(axis="index")
+    styler = styler.set_table_attributes('class="sb-table"')
     text_cols = [i for i, c in enumerate(frame.columns)
                  if not pd.api.types.is_numeric_dtype(frame[c]) and " CI" not in c]
     styles = [{"selector": f"td.col{i}", "props": "text-align: left;"} for i in text_cols]
@@ -324,5 +326,5 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
     styles += [{"selector": f"th.col_heading.col{i}", "props": "text-align: left;"} for i in text_cols]
     styler = styler.set_table_styles(styles)
     if caption:
-        styler = styler.set_caption(caption)
+        styler = styler.set_caption(str(escape(caption)))
     return styler

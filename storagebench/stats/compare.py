@@ -18,7 +18,6 @@ averaged over within each unit, never counted as replicates).
 
 from __future__ import annotations
 
-import html
 import math
 import os
 import warnings
@@ -33,6 +32,7 @@ import pandas as pd
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
+from .._html import Markup, html
 from ..errors import StatsError, StorageBenchWarning
 from ..schema import RUNS
 from ..tables import table
@@ -312,8 +312,8 @@ class ComparisonTable:
                  f"{ESTIMANDS[self.estimand]}.", f"Design: {self.design}.", f"Family: {self.family}."]
         if methods:
             words.append(f"Method: {methods}.")
-        notes = "".join(f"<p class=\"sb-table-note\">{html.escape(w)}</p>" for w in words)
-        return f'<div class="sb-comparison">{styled.to_html()}{notes}</div>'
+        notes = Markup("").join(html('<p class="sb-table-note">{}</p>', w) for w in words)  # the HTML gate
+        return str(html('<div class="sb-comparison">{}{}</div>', Markup(styled.to_html()), notes))
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (see the class docstring for the columns)."""
