@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated, Callable, List, Optional
 
 import typer
-import yaml
 from typer.core import TyperCommand, TyperGroup
 
 # Only light modules are imported here, so that `--version`, `-h` and a mistyped option answer at once:
@@ -33,7 +32,7 @@ import storagebench as sb
 
 from ._hostinfo import filesystem_of
 from ._version import __version__
-from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path
+from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path, shown
 from .fio.process import fio_version
 from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
@@ -367,24 +366,36 @@ def _study_defaults(notebooks) -> dict:
 
 
 def _parse_params(items: List[str]) -> dict:
-    """``-p name=value`` pairs; values are read as YAML scalars/lists (``4`` -> int, ``[a, b]`` -> list).
+    """``-p name=value`` pairs; values are plain YAML data (``4`` -> int, ``[a, b]`` -> list), never a tag.
 
+    Each value goes through the parameter gate's reader (:func:`storagebench._params.parse_value`): a YAML
+    tag (``!!binary``, ``!!python/...``, ``!x``) is refused, a date stays text, the value is plain JSON-typed
+    data within bounds; its type is checked against the notebook's parameters cell when the notebook runs.
     A string value naming an existing file or directory relative to the current directory is passed as an
     absolute path: the notebook runs in its own directory, where the relative path would mean another file.
     """
+    from ._params import parse_value
+
     params = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name.isidentifier():
-            raise PublishError(f"-p must be NAME=VALUE with NAME a notebook parameter, got {item!r}")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PublishError(f"-p {name}=: value {text!r} is not a YAML value: {exc}") from None
-        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            raise PublishError(f"-p must be NAME=VALUE with NAME a notebook parameter, got {shown(item)}")
+        if name in params:
+            raise PublishError(f"-p {name}= is given twice; give each parameter once")
+        value = parse_value(text, name=name, where="-p")
+        if isinstance(value, str) and value and not Path(value).is_absolute() and _exists(value):
             value = str(Path(value).resolve())
         params[name] = value
     return params
+
+
+def _exists(text: str) -> bool:
+    """``Path(text).exists()`` that is False, not an error, for a name the OS cannot take (too long, NUL)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 @_command("publish")
@@ -509,17 +520,23 @@ def compare_cmd(
 
 
 def _params(items: Optional[List[str]]) -> dict:
-    """``KEY=VALUE`` pairs; values read as YAML scalars (5, 0.5, true, text)."""
+    """``KEY=VALUE`` pairs; values are plain YAML data (5, 0.5, true, text), read by the parameter gate.
+
+    They become the testbed notebook's ``params`` parameter: :func:`storagebench._params.parse_value`
+    refuses a YAML tag and anything that is not plain JSON-typed data.
+    """
+    from ._params import parse_value
+
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise typer.BadParameter(f"must be KEY=VALUE, got {item!r}", param_hint="-p/--param")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"must be KEY=VALUE with KEY a name, got {shown(item)}", param_hint="-p/--param")
         try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise typer.BadParameter(f"{item!r}: the value is not a YAML scalar ({exc})", param_hint="-p/--param") \
-                from None
+            out[key] = parse_value(value, name=key, where="-p")
+        except PublishError as exc:
+            raise typer.BadParameter(str(exc), param_hint="-p/--param") from None
     return out
 
 
