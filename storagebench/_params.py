@@ -261,7 +261,7 @@ def _mismatch(value: Any, node: ast.expr, path: str, depth: int = 0) -> str | No
                     args = []  # tuple[()]
                 if len(value) != len(args):
                     return f"must be a list of {len(args)} ({ast.unparse(node)}){at}, {got}"
-                for i, (v, a) in enumerate(zip(value, args)):
+                for i, (v, a) in enumerate(zip(value, args, strict=True)):
                     why = _mismatch(v, a, f"{path}[{i}]", depth + 1)
                     if why:
                         return why

@@ -267,16 +267,20 @@ def expanded_size(root: Any, *, max_nodes: int = MAX_YAML_NODES, max_depth: int 
 
 
 def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_BYTES,
-                     error: type[StorageBenchError] = StorageBenchError, what: str = "file") -> str:
+                     error: type[StorageBenchError] = StorageBenchError, what: str = "file",
+                     errors: str = "strict") -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes`` bytes.
 
     Opened with ``O_NONBLOCK`` and checked with ``fstat`` before reading, so a fifo or a device
     (``/dev/zero``) is refused instead of blocking or reading forever.
 
+    ``errors="replace"`` reads text that is not UTF-8 (an ``.icf`` saved by Windows) with U+FFFD for
+    the bytes that do not decode, instead of refusing it.
+
     Raises
     ------
     error
-        Cannot be opened, not a regular file, larger than ``max_bytes``, or not UTF-8.
+        Cannot be opened, not a regular file, larger than ``max_bytes``, or not UTF-8 (``errors="strict"``).
     """
     p = Path(path)
     try:
@@ -303,7 +307,7 @@ def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_
     finally:
         os.close(fd)
     try:
-        return b"".join(chunks).decode("utf-8-sig")
+        return b"".join(chunks).decode("utf-8-sig", errors=errors)
     except UnicodeDecodeError as exc:
         raise error(f"{p}: a {what} must be UTF-8 text; byte {exc.start} is not ({exc.reason})") from None
 
@@ -457,7 +461,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping):
         return isinstance(b, Mapping) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return type(a) is type(b) and a == b

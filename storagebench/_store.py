@@ -300,7 +300,7 @@ class StudyStore:
                 self._lock.acquire()  # type: ignore[union-attr]
         self.root.mkdir(parents=True, exist_ok=True)
         self.raw_dir.mkdir(exist_ok=True)
-        text = f"# spec_hash: {study.spec_hash}\n" + study.to_yaml()
+        text = study.to_yaml(comments=[f"spec_hash: {study.spec_hash}"])
         tmp = self.root / f".study.yaml.tmp-{os.getpid()}"
         _write_file(tmp, text)
         os.rename(tmp, self.spec_path)

@@ -32,7 +32,15 @@ import storagebench as sb
 
 from ._hostinfo import filesystem_of
 from ._version import __version__
-from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path, shown
+from .errors import (
+    PublishError,
+    StatsError,
+    StorageBenchError,
+    StorageBenchWarning,
+    StudyError,
+    display_path,
+    shown,
+)
 from .fio.process import fio_version
 from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
@@ -750,13 +758,19 @@ def batch_cmd(
                                          "help_option_names": ["--help"]})
 @cli_errors()
 def translate_cmd(
-    kind: Annotated[str, typer.Argument(help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")],
-    source: Annotated[List[str], typer.Argument(help="the DiskSPD switches and targets (quoted or not), or the .icf path")],
+    ctx: typer.Context,
+    kind: Annotated[Optional[str], typer.Argument(
+        help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")] = None,
+    source: Annotated[Optional[List[str]], typer.Argument(
+        help="the DiskSPD switches and targets (quoted or not), or the .icf path")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="study name (default: translated / the .icf stem)")] = None,
     ioengine: Annotated[str, typer.Option("--ioengine", help="fio engine of the study")] = "libaio",
     out: Annotated[Optional[Path], typer.Option("--out", help="write the study YAML (with the translation) here")] = None,
 ) -> None:
     """Write a fio study from a DiskSPD command line or an Iometer .icf, and print the translation.
+
+    The study is written by PyYAML's emitter, the translation as one-line comments above it, and loaded back
+    before the file is written: text from the source (a target path, the .icf path) can never become a key.
 
     Examples:
 
@@ -764,19 +778,43 @@ def translate_cmd(
 
       storagebench translate icf profile.icf --name iometer_oltp
     """
+    from ._safeyaml import one_line
+
+    source = list(source or [])
+    if kind in (None, "-h", "help"):  # DiskSPD's -h is a switch, so only --help is click's; -h alone asks for help
+        typer.echo(ctx.get_help())
+        return
     if kind == "diskspd":
+        if not source:
+            raise StudyError("translate diskspd takes a DiskSPD command line, e.g. -b4K -o32 -t4 -r C:\\test.dat")
         t = sb.study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
     elif kind == "icf":
         if len(source) != 1:
-            raise StudyError(f"translate icf takes one .icf path, got {source}")
+            raise StudyError(f"translate icf takes one .icf path, got {len(source)}: {one_line(source, limit=200)}")
         t = sb.study_from_icf(source[0], name=name, ioengine=ioengine)
     else:
-        raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
+        raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {one_line(repr(kind), limit=80)}")
+    text = t.to_yaml()  # emitted from data and loaded back to the same study, or a StudyError: nothing written
     typer.echo(t.report())
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(t.to_yaml())
-        typer.echo(f"wrote {out}")
+        _write_new_yaml(out, text)
+        typer.echo(f"wrote {display_path(out)}")
+
+
+def _write_new_yaml(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` atomically (a temporary file beside it, renamed): never half a spec."""
+    import os
+
+    if out.is_dir():
+        raise StudyError(f"--out {display_path(out)} is a directory; name the study file to write (e.g. "
+                         f"{display_path(out / 'translated.yaml')})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
 # ---- end translate -------------------------------------------------------------------------
 
 
