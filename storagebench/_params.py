@@ -45,6 +45,7 @@ import ast
 import json
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -133,6 +134,10 @@ def _copy(value: Any, name: str, where: str, path: str, depth: int, count: list[
                            f"at {path}")
     if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, os.PathLike) and not isinstance(value, str):  # a Path from the API: its text
+        value = os.fspath(value)
+        if not isinstance(value, str):
+            raise _bad(name, where, path, value, "a path that is bytes, not text")
     if isinstance(value, str):
         if len(value) > MAX_TEXT_CHARS:
             raise _bad(name, where, path, value, f"text of {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,}")
@@ -187,7 +192,7 @@ def plain(value: Any, *, name: str, where: str = "") -> Any:
     object
         ``None``, ``bool``, ``int``, ``float``, ``str``, ``list`` or ``dict`` (``str`` keys) of these:
         exact built-in types (subclasses and numpy scalars converted, tuples made lists), through a JSON
-        round trip, sharing nothing with ``value``.
+        round trip, sharing nothing with ``value``. A :class:`os.PathLike` (``pathlib.Path``) becomes its text.
 
     Raises
     ------
