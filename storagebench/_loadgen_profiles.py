@@ -471,7 +471,8 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
                         "DiskSPD: overlapped I/O + I/O completion ports = fio windowsaio" +
                         ("" if ioengine == "windowsaio" else f"; {ioengine} is the asynchronous engine here")))
     size = fixed.pop("_size", None)
-    study = _validated(name=name, description=description or f"Translated from DiskSPD: {cmdline.strip()}",
+    # the command line is foreign text: one printable line in the description (the spec refuses control characters)
+    study = _validated(name=name, description=description or f"Translated from DiskSPD: {one_line(cmdline.strip())}",
                        fixed=fixed, runtime=runtime, ramp_time=ramp, size=size, repetitions=repetitions)
     return Translation("diskspd", cmdline.strip(), study, tuple(maps), tuple(_ds_target(t) for t in targets))
 
@@ -701,7 +702,7 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     maps.append(Mapping("(engine)", f"ioengine={ioengine}", True, "Dynamo issues asynchronous I/O"))
     targets = tuple(dict.fromkeys(t for w in disk_workers for t in w["targets"]))
     study = _validated(name=name or safe_name(p.stem),
-                       description=icf.description or f"Translated from Iometer {p.name}",
+                       description=one_line(icf.description or f"Translated from Iometer {p.name}"),
                        factors=factors, fixed=fixed, runtime=icf.run_time_s, ramp_time=icf.ramp_s, repetitions=repetitions)
     return Translation("iometer", str(p), study, tuple(maps), targets)
 
