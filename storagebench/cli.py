@@ -541,10 +541,7 @@ def _params(items: Optional[List[str]]) -> dict:
         key = key.strip()
         if not sep or not key.isidentifier():
             raise typer.BadParameter(f"must be KEY=VALUE with KEY a name, got {shown(item)}", param_hint="-p/--param")
-        try:
-            out[key] = parse_value(value, name=key, where="-p")
-        except PublishError as exc:
-            raise typer.BadParameter(str(exc), param_hint="-p/--param") from None
+        out[key] = parse_value(value, name=key, where="-p")  # a refused value: PublishError, exit 1 as for publish -p
     return out
 
 
