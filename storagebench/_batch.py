@@ -13,9 +13,11 @@ A parameter file (YAML) lists the sets::
 
 or simply a YAML list of parameter mappings (named ``set-000``, ``set-001`` ...).
 
-Every set is checked against the notebook's ``parameters`` cell (:func:`papermill.inspect_notebook`)
-*before anything runs*: an unknown name or a value of the wrong type is an error naming the set
-and the parameter. Then the sets run in a :class:`concurrent.futures.ProcessPoolExecutor`; a
+The file may come from someone else: it is read bounded (:func:`storagebench._safeyaml.read_text_capped`)
+by :class:`storagebench._safeyaml.PlainLoader` (any YAML tag refused: ``!!binary``, ``!!python/...``), and
+every value goes through the parameter gate (:mod:`storagebench._params`): plain JSON-typed data, then,
+against the notebook's ``parameters`` cell, *before anything runs*: an unknown name or a value (or an
+element of it) of the wrong type is an error naming the set and the parameter. Then the sets run in a :class:`concurrent.futures.ProcessPoolExecutor`; a
 failed set never stops the others; the summary says what ran, what failed (cell index and
 error) and where each output is.
 """
@@ -31,15 +33,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-import yaml
+
+from ._params import check_parameters
+from ._safeyaml import PlainLoader, load_yaml, read_text_capped
 
 # nbformat (with its JSON-schema validator) is imported where a notebook is read, as in publish.
-from .errors import PublishError
+from .errors import PublishError, shown
 from .publish import (
     execute_notebook,
     notebook_parameters,
     notebooks_to_html,
-    parameter_type_ok,
     template_cells,
 )
 
@@ -98,16 +101,16 @@ def load_param_sets(path: "str | os.PathLike[str]") -> tuple[list[ParamSet], str
     Raises
     ------
     PublishError
-        Missing file, bad YAML, an unknown top-level key, a set that is not a mapping, a bad or
-        duplicate set name, or no sets.
+        Missing file, not a regular file or too large, bad YAML, a YAML tag anywhere (``!!binary``,
+        ``!!python/...``, ``!x``), an unknown top-level key, a set that is not a mapping, a bad or
+        duplicate set name, no sets, or a value that is not plain JSON-typed data within bounds
+        (:func:`storagebench._params.plain`; the message names the set and the parameter).
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise PublishError(f"parameter file {str(path)!r} does not exist")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise PublishError(f"parameter file {p} is not valid YAML: {exc}") from exc
+    text = read_text_capped(p, error=PublishError, what="parameter file")
+    doc = load_yaml(text, where=f"parameter file {p}", error=PublishError, loader=PlainLoader)
     notebook = None
     defaults: dict[str, Any] = {}
     if isinstance(doc, Mapping):
@@ -115,62 +118,75 @@ def load_param_sets(path: "str | os.PathLike[str]") -> tuple[list[ParamSet], str
         if unknown:
             raise PublishError(f"{p}: top-level keys must be among ['defaults', 'notebook', 'sets'], got {unknown}")
         notebook = doc.get("notebook")
-        defaults = dict(doc.get("defaults") or {})
+        if notebook is not None and not isinstance(notebook, str):
+            raise PublishError(f"{p}: 'notebook' must be a path, got {shown(notebook)}")
+        defaults = doc.get("defaults") or {}
+        if not isinstance(defaults, Mapping):
+            raise PublishError(f"{p}: 'defaults' must be a mapping of parameters, got {shown(defaults)}")
         items = doc.get("sets")
     else:
         items = doc
     if not isinstance(items, list) or not items:
-        raise PublishError(f"{p}: must list at least one parameter set (a YAML list, or 'sets:'), got {items!r}")
+        raise PublishError(f"{p}: must list at least one parameter set (a YAML list, or 'sets:'), got {shown(items)}")
     sets: list[ParamSet] = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
-            raise PublishError(f"{p}: set {i} must be a mapping of parameters, got {item!r}")
+            raise PublishError(f"{p}: set {i} must be a mapping of parameters, got {shown(item)}")
         if "parameters" in item:
             extra = sorted(set(item) - {"name", "parameters"})
             if extra:
                 raise PublishError(f"{p}: set {i} may only have 'name' and 'parameters', got {extra}")
-            name = str(item.get("name", f"set-{i:03d}"))
+            name = item.get("name", f"set-{i:03d}")
+            if not isinstance(name, str):
+                raise PublishError(f"{p}: set {i}: 'name' must be text, got {shown(name)}")
             params = item["parameters"] or {}
             if not isinstance(params, Mapping):
-                raise PublishError(f"{p}: set {name!r}: parameters must be a mapping, got {params!r}")
+                raise PublishError(f"{p}: set {name!r}: parameters must be a mapping, got {shown(params)}")
         else:
             name, params = f"set-{i:03d}", item
         if not _SET_NAME.match(name):
-            raise PublishError(f"{p}: set name must be letters, digits, '.', '_' or '-', got {name!r}")
+            raise PublishError(f"{p}: set name must be letters, digits, '.', '_' or '-', got {shown(name)}")
         if any(s.name == name for s in sets):
             raise PublishError(f"{p}: set name {name!r} is used twice")
-        sets.append(ParamSet(name, {**defaults, **dict(params)}))
+        merged = {**defaults, **dict(params)}
+        checked = check_parameters(merged, None, where=f"{p.name} set {name!r}")  # plain data: the gate's first half
+        sets.append(ParamSet(name, checked))
     return sets, notebook
 
 
-def validate_param_sets(sets: Sequence[ParamSet], declared: Mapping[str, Mapping[str, Any]]) -> None:
-    """Check every set against a notebook's declared parameters.
+def validate_param_sets(sets: Sequence[ParamSet], declared: Mapping[str, Mapping[str, Any]]) -> list[ParamSet]:
+    """Check every set against a notebook's declared parameters (the parameter gate, set by set).
 
     Parameters
     ----------
     sets : sequence of ParamSet
     declared : mapping
         :func:`papermill.inspect_notebook` output: ``{name: {"inferred_type_name", "default", ...}}``;
-        types are checked by :func:`storagebench.publish.parameter_type_ok`.
+        checked by :func:`storagebench._params.check_parameters` (names declared, values plain JSON-typed
+        data, every element of the declared type).
+
+    Returns
+    -------
+    list of ParamSet
+        The sets with their values as the gate's fresh plain copies.
 
     Raises
     ------
     PublishError
-        Listing, for every bad set, the unknown parameter names (with the declared ones) and the
-        values whose type does not match the annotation.
+        Listing, for every bad set, what the gate refused (an unknown parameter with the declared ones, a
+        value that is not plain data, a value or element of the wrong type).
     """
-    problems = []
+    problems, checked = [], []
     for s in sets:
-        unknown = sorted(set(s.parameters) - set(declared))
-        if unknown:
-            problems.append(f"set {s.name!r}: unknown parameter(s) {unknown}; the notebook declares {sorted(declared)}")
-        for k, v in s.parameters.items():
-            if k in declared:
-                tn = declared[k].get("inferred_type_name") or "None"
-                if not parameter_type_ok(v, tn):
-                    problems.append(f"set {s.name!r}: parameter {k!r} must be {tn}, got {v!r} ({type(v).__name__})")
+        if not isinstance(s, ParamSet):
+            raise PublishError(f"sets must be ParamSet objects (load_param_sets), got {shown(s)}")
+        try:
+            checked.append(ParamSet(s.name, check_parameters(s.parameters, declared)))
+        except PublishError as exc:
+            problems.append(f"set {s.name!r}: {exc}")
     if problems:
         raise PublishError("invalid parameter sets: " + "; ".join(problems))
+    return checked
 
 
 def _html_report(nb_path: Path, html_path: Path) -> None:
@@ -256,7 +272,7 @@ def run_batch(
     if not isinstance(jobs, int) or jobs < 1:
         raise PublishError(f"jobs must be an int >= 1, got {jobs!r}")
     declared = notebook_parameters(notebook)
-    validate_param_sets(sets, declared)
+    sets = validate_param_sets(sets, declared)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     nb = str(Path(notebook).resolve()) if Path(notebook).exists() else str(notebook)

@@ -23,11 +23,13 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ._safeyaml import MAX_YAML_BYTES, dump_yaml, load_yaml, one_line, read_text_capped
 from ._study import Study, load_study, safe_name
-from .errors import StudyError
+from .errors import StudyError, shown
 
 __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
 
@@ -85,21 +87,46 @@ class Translation:
         return tuple(m for m in self.mappings if not m.exact)
 
     def table(self) -> str:
-        """The translation as a text table: source | fio | exact | note."""
-        rows = [(m.source, m.fio or "-", "yes" if m.exact else "NO", m.note) for m in self.mappings]
+        """The translation as a text table: source | fio | exact | note, one line per mapping.
+
+        Every cell is made one printable line (:func:`storagebench._safeyaml.one_line`): a source that holds a
+        newline, a carriage return or a terminal escape shows them escaped, and cannot add rows.
+        """
+        rows = [(one_line(m.source, limit=200), one_line(m.fio or "-", limit=200), "yes" if m.exact else "NO",
+                 one_line(m.note)) for m in self.mappings]
         w0 = max([len("source")] + [len(r[0]) for r in rows])
         w1 = max([len("fio")] + [len(r[1]) for r in rows])
         out = [f"{'source':<{w0}}  {'fio':<{w1}}  exact  note", f"{'-' * w0}  {'-' * w1}  -----  ----"]
-        out += [f"{a:<{w0}}  {b:<{w1}}  {c:<5}  {d}" for a, b, c, d in rows]
+        out += [f"{a:<{w0}}  {b:<{w1}}  {c:<5}  {d}".rstrip() for a, b, c, d in rows]
         return "\n".join(out)
 
-    def to_yaml(self) -> str:
-        """The study spec (YAML), headed by the translation as comments."""
-        head = [f"# Translated from {self.tool}: {self.source}", "#"]
-        head += ["# " + ln for ln in self.table().splitlines()]
+    def comments(self) -> list[str]:
+        """The head comment of the written spec, one item per line: the source, the table, the targets."""
+        head = [f"Translated from {self.tool}: {self.source}", ""]
+        head += self.table().split("\n")
         if self.targets:
-            head += ["#", f"# targets of the source (not copied; pass --target): {', '.join(self.targets)}"]
-        return "\n".join(head) + "\n" + self.study.to_yaml()
+            head += ["", f"targets of the source (not copied; pass --target): {', '.join(self.targets)}"]
+        return head
+
+    def to_yaml(self) -> str:
+        """The study spec (YAML), headed by the translation as comments, checked before it is returned.
+
+        Written by :func:`storagebench._safeyaml.dump_yaml`: PyYAML's emitter fed with the spec as data, each
+        comment one line whatever the source text holds (:func:`storagebench._safeyaml.yaml_comment`), and the
+        text loaded back, with :func:`storagebench._safeyaml.load_yaml` and then :func:`load_study`, to the
+        same data and the same study (:attr:`Study.spec_hash`).
+
+        Raises
+        ------
+        StudyError
+            The written text does not load back to this study (nothing should be written then).
+        """
+        where = f"the study translated from {self.tool}"
+        text = dump_yaml(self.study.spec_dict(), comments=self.comments(), where=where, error=StudyError)
+        again = load_study(load_yaml(text, where=where, error=StudyError))
+        if again.spec_hash != self.study.spec_hash or again.spec_dict() != self.study.spec_dict():
+            raise StudyError(f"{where}: the YAML written does not load back to the same study; nothing written")
+        return text
 
     def report(self) -> str:
         """What ``storagebench translate`` prints: the table, the inexact count, the study YAML."""
@@ -108,28 +135,42 @@ class Translation:
                  f"{n} setting(s) without an exact fio equivalent (marked NO above)." if n else
                  "Every setting has an exact fio equivalent.", ""]
         if self.targets:
-            lines += [f"Targets of the source, not copied into the study: {', '.join(self.targets)}", ""]
+            lines += [one_line(f"Targets of the source, not copied into the study: {', '.join(self.targets)}"), ""]
         return "\n".join(lines) + self.to_yaml()
 
 
 # ---- DiskSPD --------------------------------------------------------------------------------------
 
-_DS_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTb]?)$", re.I)
+_DS_SIZE = re.compile(r"^(\d{1,20}(?:\.\d{1,20})?)([KMGTb]?)$", re.I)
+
+#: Largest integer DiskSPD reads with ``atoi`` into an ``int`` (``-o``, ``-t``, ``-F``, ``-d``, ``-W`` ...).
+DS_INT_MAX = 2**31 - 1
+#: Largest size in bytes: DiskSPD reads sizes into ``UINT64`` (``_GetSizeInBytes``), fio into a signed 64-bit
+#: offset; the block size is a ``DWORD`` (``Target::SetBlockSizeInBytes``).
+DS_SIZE_MAX = 2**63 - 1
+DS_BLOCK_MAX = 2**32 - 1
 
 
-def _ds_size(text: str, block: int, switch: str) -> int:
-    """DiskSPD size: bytes, or K/M/G/T (binary) or b (blocks of -b)."""
+def _ds_size(text: str, block: int, switch: str, *, minimum: int = 0, maximum: int = DS_SIZE_MAX) -> int:
+    """DiskSPD size: bytes, or K/M/G/T (binary) or b (blocks of -b); a whole number of bytes in the bounds."""
     m = _DS_SIZE.match(text.strip())
     if not m:
-        raise StudyError(f"DiskSPD {switch}: must be a size such as 4K, 1M, 64 or 8b (blocks), got {text!r}")
-    num, unit = float(m.group(1)), m.group(2)
+        raise StudyError(f"DiskSPD {switch}: must be a size such as 4K, 1M, 64 or 8b (blocks), got {shown(text)}")
+    num, unit = Fraction(m.group(1)), m.group(2)
     mult = block if unit == "b" else {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit.lower()]
-    return int(num * mult)
+    value = num * mult
+    if value.denominator != 1:
+        raise StudyError(f"DiskSPD {switch}: {shown(text)} is not a whole number of bytes")
+    if not minimum <= value <= maximum:
+        raise StudyError(f"DiskSPD {switch}: a size of {minimum:,}..{maximum:,} bytes, got {shown(text)} "
+                         f"({int(value):,} bytes)")
+    return int(value)
 
 
-def _ds_int(text: str, switch: str, *, minimum: int = 0) -> int:
-    if not text.isdigit() or int(text) < minimum:
-        raise StudyError(f"DiskSPD {switch}: must be an integer >= {minimum}, got {text!r}")
+def _ds_int(text: str, switch: str, *, minimum: int = 0, maximum: int = DS_INT_MAX) -> int:
+    """A DiskSPD integer switch value (``atoi`` into an ``int`` in ``CmdLineParser.cpp``), in the bounds DiskSPD checks."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 12 or not minimum <= int(text) <= maximum:
+        raise StudyError(f"DiskSPD {switch}: must be an integer {minimum}..{maximum}, got {shown(text)}")
     return int(text)
 
 
@@ -189,7 +230,7 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
     block = d["block_size"]
     for sw, val in opts:  # -b first: sizes in blocks depend on it
         if sw == "b":
-            block = _ds_size(val, 65536, "-b")
+            block = _ds_size(val, 65536, "-b", minimum=1, maximum=DS_BLOCK_MAX)
     seen = {sw for sw, _ in opts}
     if "t" in seen and "F" in seen:
         raise StudyError("DiskSPD -t (threads per target) and -F (total threads) cannot be combined")
@@ -214,7 +255,8 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
             maps.append(Mapping(src, f"bs={block}", True))
         elif sw == "r":
             if val.startswith("s"):
-                pct = float(val[1:])
+                # -rs<pct>: a share of random I/Os; diskspd.xsd: "RandomRatio should only ever be between 1 and 99"
+                pct = float(_ds_int(val[1:], "-rs", minimum=1, maximum=99))
                 random = pct
                 maps.append(Mapping(src, f"percentage_random={pct:g}", False,
                                     "DiskSPD 2.1 mixes random and sequential I/Os by this share; fio's "
@@ -225,7 +267,7 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
                                  "write fio's random_distribution=zoned by hand")
             random = 100.0 if random is None else random
             if val:
-                align = _ds_size(val, block, "-r")
+                align = _ds_size(val, block, "-r", minimum=1)  # "Invalid alignment passed to -r" for 0
         elif sw == "s":
             interlocked = val.startswith("i")
             v = val[1:] if interlocked else val
@@ -282,7 +324,7 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
             maps.append(Mapping(src, f"write_iops_log={name}, log_avg_msec={ms}", True,
                                 "per-interval IOPS, as DiskSPD's <Iops> buckets"))
         elif sw == "c":
-            size = _ds_size(val, block, "-c")
+            size = _ds_size(val, block, "-c", minimum=1)
             maps.append(Mapping(src, f"size={size}", True, "DiskSPD creates the file of this size; fio lays it out"))
             fixed.setdefault("_size", size)
         elif sw == "f":
@@ -291,7 +333,7 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
                                                     "TEMPORARY): fio sets no such hint on Linux; windowsaio sets "
                                                     "SEQUENTIAL_SCAN or RANDOM_ACCESS by rw= on its own"))
             else:
-                size = _ds_size(val, block, "-f")
+                size = _ds_size(val, block, "-f", minimum=1)
                 fixed["_size"] = size
                 maps.append(Mapping(src, f"size={size}", True, "use only the first bytes of the target"))
         elif sw == "B":
@@ -299,20 +341,21 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
             fixed["offset"] = off
             maps.append(Mapping(src, f"offset={off}", True))
         elif sw == "T":
-            inc = _ds_size(val, block, "-T")
+            inc = _ds_size(val, block, "-T", minimum=1)  # "Invalid offset passed to -T" for 0
             fixed["offset_increment"] = inc
             maps.append(Mapping(src, f"offset_increment={inc}", True,
                                 "thread n starts at base + n x stride, as fio job n with offset_increment"))
         elif sw == "g":
             if val.endswith("i"):
-                v = _ds_int(val[:-1], "-g")
+                v = _ds_int(val[:-1], "-g", minimum=1)
                 fixed["rate_iops"] = v
                 maps.append(Mapping(src, f"rate_iops={v}", True, "per thread per target; fio rate_iops is per job"))
             else:
-                v = _ds_int(val, "-g")
+                v = _ds_int(val, "-g", minimum=1)  # DiskSPD: -g<n> with n > 0
                 fixed["rate"] = v * 1000
                 maps.append(Mapping(src, f"rate={v * 1000}", True, "bytes per ms per thread -> bytes/s per job"))
         elif sw == "i" or sw == "j":
+            _ds_int(val, f"-{sw}", minimum=1)  # DiskSPD: burst size / think time > 0
             maps.append(Mapping(src, "", False, "I/O bursts (-i/-j): fio's thinktime + thinktime_blocks is the "
                                                 "nearest; not set (DiskSPD waits between bursts, fio after blocks)"))
         elif sw == "Z":
@@ -342,6 +385,7 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
         elif sw == "p":
             maps.append(Mapping(src, "", False, "parallel sequential I/Os from the same offset: no fio equivalent"))
         elif sw == "I":
+            _ds_int(val, "-I", minimum=1, maximum=3)  # DiskSPD: 1 very low, 2 low, 3 normal
             maps.append(Mapping(src, "", False, "Windows I/O priority hint: fio's prioclass/prio are Linux "
                                                 "ioprio classes, not the same; not set"))
         elif sw in ("R", "P", "v", "l", "y", "e", "?"):
@@ -427,7 +471,8 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
                         "DiskSPD: overlapped I/O + I/O completion ports = fio windowsaio" +
                         ("" if ioengine == "windowsaio" else f"; {ioengine} is the asynchronous engine here")))
     size = fixed.pop("_size", None)
-    study = _validated(name=name, description=description or f"Translated from DiskSPD: {cmdline.strip()}",
+    # the command line is foreign text: one printable line in the description (the spec refuses control characters)
+    study = _validated(name=name, description=description or f"Translated from DiskSPD: {one_line(cmdline.strip())}",
                        fixed=fixed, runtime=runtime, ramp_time=ramp, size=size, repetitions=repetitions)
     return Translation("diskspd", cmdline.strip(), study, tuple(maps), tuple(_ds_target(t) for t in targets))
 
@@ -454,6 +499,20 @@ class _Icf:
     workers: list[dict] = field(default_factory=list)
 
 
+#: Most levels a queue-depth cycling may give (Iometer cycles 1..32 exponentially in 6 steps; 64 is generous).
+ICF_MAX_CYCLE_STEPS = 64
+#: Largest count or time taken from an .icf: Iometer keeps them in ``int`` (``ICF_ifstream::GetNextNumber``).
+ICF_INT_MAX = 2**31 - 1
+
+
+def _icf_int(text: str, path: str, what: str, *, minimum: int = 0, maximum: int = ICF_INT_MAX) -> int:
+    """A whole number of an .icf field, in the bounds Iometer and fio take; never a default for a bad one."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()) or len(t) > 12 or not minimum <= int(t) <= maximum:
+        raise StudyError(f"{path}: {what} must be a whole number {minimum}..{maximum:,}, got {shown(t)}")
+    return int(t)
+
+
 def _read_icf(text: str, path: str) -> _Icf:
     lines = [ln.rstrip("\r") for ln in text.split("\n")]
     icf = _Icf()
@@ -469,43 +528,50 @@ def _read_icf(text: str, path: str) -> _Icf:
             icf.description = lines[i + 1].strip() if i + 1 < len(lines) else ""
         elif s == "'Run Time":
             v = vals(i + 2)
-            if len(v) == 3 and all(x.isdigit() for x in v):
-                icf.run_time_s = int(v[0]) * 3600 + int(v[1]) * 60 + int(v[2])
+            if len(v) != 3:
+                raise StudyError(f"{path}: 'Run Time must be followed by hours minutes seconds, got "
+                                 f"{shown(' '.join(v))}")
+            h, m, sec = (_icf_int(x, path, f"'Run Time {w}") for x, w in zip(v, ("hours", "minutes", "seconds"), strict=True))
+            icf.run_time_s = h * 3600 + m * 60 + sec
+            if icf.run_time_s > ICF_INT_MAX:
+                raise StudyError(f"{path}: 'Run Time of {icf.run_time_s:,} s: more than {ICF_INT_MAX:,} s")
         elif s == "'Ramp Up Time (s)":
             v = vals(i + 1)
-            icf.ramp_s = float(v[0]) if v and v[0].isdigit() else 0.0
+            icf.ramp_s = float(_icf_int(v[0] if v else "", path, "'Ramp Up Time (s)"))
         elif s == "'Test Type":
             icf.test_type = lines[i + 1].strip() if i + 1 < len(lines) else "NORMAL"
         elif s == "'Queue Depth Cycling":
             v = vals(i + 2)
-            if len(v) == 4 and all(x.isdigit() for x in v[:3]):
-                icf.qd_cycling = (int(v[0]), int(v[1]), int(v[2]), v[3])
+            if len(v) != 4 or v[3].upper() not in ("LINEAR", "EXPONENTIAL"):
+                raise StudyError(f"{path}: 'Queue Depth Cycling must be start end step LINEAR|EXPONENTIAL, got "
+                                 f"{shown(' '.join(v))}")
+            start = _icf_int(v[0], path, "'Queue Depth Cycling start", minimum=1)
+            end = _icf_int(v[1], path, "'Queue Depth Cycling end", minimum=start)
+            step = _icf_int(v[2], path, "'Queue Depth Cycling step", minimum=2 if v[3].upper() == "EXPONENTIAL" else 1)
+            icf.qd_cycling = (start, end, step, v[3])
         elif s.startswith("'Access specification name"):
-            name = lines[i + 1].strip().rsplit(",", 1)[0]
+            name = lines[i + 1].strip().rsplit(",", 1)[0] if i + 1 < len(lines) else ""
             comps = []
             j = i + 3  # after the name and the "'size,% of size,..." comment line
             while j < len(lines) and lines[j].strip() and not lines[j].strip().startswith("'"):
-                parts = [p.strip() for p in lines[j].strip().rstrip(",").split(",")]
-                try:
-                    comps.append(tuple(int(p) for p in parts[:8]))
-                except ValueError:
-                    raise StudyError(f"{path}: access specification {name!r}: line {lines[j].strip()!r} is not "
-                                     "size,% of size,% reads,% random,delay,burst,align,reply numbers") from None
+                comps.append(_icf_component(lines[j], name, path))
                 j += 1
             if sum(c[1] for c in comps) != 100:
-                raise StudyError(f"{path}: access specification {name!r}: '% of size' adds to "
+                raise StudyError(f"{path}: access specification {shown(name)}: '% of size' adds to "
                                  f"{sum(c[1] for c in comps)}, Iometer requires 100")
             icf.specs[name] = comps
             i = j
             continue
         elif s == "'Worker":
-            worker = {"name": lines[i + 1].strip(), "qd": 1, "specs": [], "targets": [], "type": "DISK"}
+            worker = {"name": lines[i + 1].strip() if i + 1 < len(lines) else "", "qd": 1, "specs": [],
+                      "targets": [], "type": "DISK"}
             icf.workers.append(worker)
         elif s == "'Worker type" and worker is not None:
-            worker["type"] = lines[i + 1].strip()
+            worker["type"] = lines[i + 1].strip() if i + 1 < len(lines) else ""
         elif s.startswith("'Number of outstanding IOs") and worker is not None:
-            first = lines[i + 1].strip().split(",")[0]
-            worker["qd"] = int(first) if first.isdigit() else 1
+            first = lines[i + 1].strip().split(",")[0] if i + 1 < len(lines) else ""
+            worker["qd"] = _icf_int(first, path, f"'Number of outstanding IOs of worker {shown(worker['name'])}",
+                                    minimum=1)
         elif s == "'Assigned access specs" and worker is not None:
             j = i + 1
             while j < len(lines) and not lines[j].strip().startswith("'"):
@@ -515,9 +581,26 @@ def _read_icf(text: str, path: str) -> _Icf:
             i = j
             continue
         elif s == "'Target" and worker is not None:
-            worker["targets"].append(lines[i + 1].strip())
+            worker["targets"].append(lines[i + 1].strip() if i + 1 < len(lines) else "")
         i += 1
     return icf
+
+
+#: The fields of an access specification line (``AccessSpecList.cpp`` ``LoadConfigNew``) and their bounds:
+#: a transfer size of at least one byte, percentages 0..100, a delay (ms) and alignment/reply sizes >= 0,
+#: bursts of at least one I/O.
+_ICF_FIELDS = (("size", 1, ICF_INT_MAX), ("% of size", 0, 100), ("% reads", 0, 100), ("% random", 0, 100),
+               ("delay", 0, ICF_INT_MAX), ("burst", 1, ICF_INT_MAX), ("align", 0, ICF_INT_MAX),
+               ("reply", 0, ICF_INT_MAX))
+
+
+def _icf_component(line: str, name: str, path: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in line.strip().rstrip(",").split(",")]
+    if len(parts) != len(_ICF_FIELDS):
+        raise StudyError(f"{path}: access specification {shown(name)}: line {shown(line.strip())} must be "
+                         "size,% of size,% reads,% random,delay,burst,align,reply numbers")
+    return tuple(_icf_int(p, path, f"access specification {shown(name)}: {what}", minimum=lo, maximum=hi)
+                 for p, (what, lo, hi) in zip(parts, _ICF_FIELDS, strict=True))
 
 
 def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str = "libaio",
@@ -550,11 +633,9 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
         '% of size' total other than 100, no ``'Run Time``, or workers with different queue depths or specs.
     """
     p = Path(path)
-    try:
-        text = p.read_text(errors="replace")
-    except OSError as exc:
-        raise StudyError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    icf = _read_icf(text, str(p))
+    # a regular file of bounded size: a fifo or /dev/zero is refused instead of hanging or filling memory
+    text = read_text_capped(p, max_bytes=MAX_YAML_BYTES, error=StudyError, what=".icf file", errors="replace")
+    icf = _read_icf(text, one_line(str(p), limit=200))
     disk_workers = [w for w in icf.workers if w["type"].upper().startswith("DISK")]
     if not disk_workers:
         raise StudyError(f"{p}: no disk worker in the manager list")
@@ -591,7 +672,10 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     if icf.test_type.upper() in ("CYCLE_OUTSTANDING_IOS", "CYCLINGQUEUE") and icf.qd_cycling:
         start, end, step, kind = icf.qd_cycling
         qds, q = [], start
-        while q <= end:
+        while q <= end:  # start >= 1 and step >= 1 (linear) or >= 2 (exponential): q grows every turn
+            if len(qds) >= ICF_MAX_CYCLE_STEPS:
+                raise StudyError(f"{p}: 'Queue Depth Cycling {start}..{end} {kind} x{step} gives more than "
+                                 f"{ICF_MAX_CYCLE_STEPS} queue depths")
             qds.append(q * n_targets)
             q = q * step if kind.upper().startswith("EXP") else q + step
         factors["iodepth"] = qds
@@ -618,7 +702,7 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     maps.append(Mapping("(engine)", f"ioengine={ioengine}", True, "Dynamo issues asynchronous I/O"))
     targets = tuple(dict.fromkeys(t for w in disk_workers for t in w["targets"]))
     study = _validated(name=name or safe_name(p.stem),
-                       description=icf.description or f"Translated from Iometer {p.name}",
+                       description=one_line(icf.description or f"Translated from Iometer {p.name}"),
                        factors=factors, fixed=fixed, runtime=icf.run_time_s, ramp_time=icf.ramp_s, repetitions=repetitions)
     return Translation("iometer", str(p), study, tuple(maps), targets)
 

@@ -24,13 +24,26 @@ node construction"), SnakeYAML (``maxAliasesForCollections``) and go-yaml (alias
 :func:`expanded_size` does the same count for plain Python data, so a mapping built in Python
 (``load_study(dict)``) gets the same bounds.
 
+Two more things are YAML's and live here, below everything that reads or writes it:
+
+* :class:`PlainLoader`, the loader of notebook parameters (``-p NAME=VALUE``, ``batch`` parameter
+  files): JSON-typed data only. Any explicit tag (``!!binary``, ``!!python/object/apply:...``, ``!x``,
+  even ``!!str``) is refused before anything is constructed, and the YAML 1.1 plain scalars that would
+  become a non-JSON type or a surprising number stay the text that was typed (``2024-01-01``, ``1:30``,
+  ``=``). The value gate on top of it is :mod:`storagebench._params`.
+* :func:`dump_yaml`, the only way the project writes YAML: PyYAML's emitter fed with data, comments
+  made one line each by :func:`yaml_comment`, and the text loaded back with :func:`load_yaml` and
+  compared with the data before it is returned.
+
 Nothing here imports the rest of storagebench except :mod:`storagebench.errors`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import stat
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +64,10 @@ __all__ = [
     "expanded_size",
     "load_yaml",
     "read_text_capped",
+    "PlainLoader",
+    "yaml_comment",
+    "one_line",
+    "dump_yaml",
 ]
 
 #: Largest YAML file read, bytes (a hand-written study spec is a few KiB; PyYAML reads ~100 KiB/s).
@@ -250,16 +267,20 @@ def expanded_size(root: Any, *, max_nodes: int = MAX_YAML_NODES, max_depth: int 
 
 
 def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_BYTES,
-                     error: type[StorageBenchError] = StorageBenchError, what: str = "file") -> str:
+                     error: type[StorageBenchError] = StorageBenchError, what: str = "file",
+                     errors: str = "strict") -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes`` bytes.
 
     Opened with ``O_NONBLOCK`` and checked with ``fstat`` before reading, so a fifo or a device
     (``/dev/zero``) is refused instead of blocking or reading forever.
 
+    ``errors="replace"`` reads text that is not UTF-8 (an ``.icf`` saved by Windows) with U+FFFD for
+    the bytes that do not decode, instead of refusing it.
+
     Raises
     ------
     error
-        Cannot be opened, not a regular file, larger than ``max_bytes``, or not UTF-8.
+        Cannot be opened, not a regular file, larger than ``max_bytes``, or not UTF-8 (``errors="strict"``).
     """
     p = Path(path)
     try:
@@ -286,7 +307,7 @@ def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_
     finally:
         os.close(fd)
     try:
-        return b"".join(chunks).decode("utf-8-sig")
+        return b"".join(chunks).decode("utf-8-sig", errors=errors)
     except UnicodeDecodeError as exc:
         raise error(f"{p}: a {what} must be UTF-8 text; byte {exc.start} is not ({exc.reason})") from None
 
@@ -332,3 +353,160 @@ def load_yaml(text: str, *, where: str = "", error: type[StorageBenchError] = St
     finally:
         if ldr is not None:
             ldr.dispose()
+
+
+# ---- notebook parameters: plain data only -------------------------------------------------------
+
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_VALUE = "tag:yaml.org,2002:value"
+
+
+class PlainLoader(BoundedLoader):
+    """:class:`BoundedLoader` for values that become notebook parameters: JSON-typed data only.
+
+    * An explicit tag on any node (``!!binary``, ``!!set``, ``!!timestamp``, ``!!python/...``, a
+      local ``!x``, the non-specific ``!``, ``!!str`` too) is refused while composing, before any
+      object is constructed: the message names the tag and says to quote the value instead.
+    * Plain scalars that YAML 1.1 would turn into a type JSON does not have stay strings: a date or
+      time (``2024-01-01`` would be :class:`datetime.date`, which papermill writes into the notebook as
+      ``datetime.date(2024, 1, 1)``, a call that needs an import) and ``=`` (YAML's "value" key, which
+      PyYAML cannot even construct). Base-60 numbers (``1:30`` is 90 in YAML 1.1, not in JSON or
+      YAML 1.2) stay strings too.
+    * Anchors, aliases and ``<<`` merge keys are plain YAML and stay allowed, bounded as in
+      :class:`BoundedLoader`; the value gate copies the result, so nothing is shared.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in (_TIMESTAMP, _VALUE)]
+        for first, resolvers in BoundedLoader.yaml_implicit_resolvers.items()
+    }
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:  # noqa: D102 - PyYAML hook
+        event = self.peek_event()
+        tag = getattr(event, "tag", None)
+        if tag is not None and not isinstance(event, yaml.AliasEvent):
+            raise ComposerError(
+                None, None, f"the YAML tag {shown(tag, 60)} is refused: a value is plain data (text, a number, "
+                "true/false, null, [lists] or {mappings}); quote it to pass it as text", event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_plain_int(self, node: ScalarNode) -> Any:  # noqa: D102
+        if ":" in str(node.value):  # YAML 1.1 base 60
+            return str(node.value)
+        return self.construct_yaml_int(node)
+
+    def construct_plain_float(self, node: ScalarNode) -> Any:  # noqa: D102
+        if ":" in str(node.value):
+            return str(node.value)
+        return self.construct_yaml_float(node)
+
+
+PlainLoader.add_constructor("tag:yaml.org,2002:int", PlainLoader.construct_plain_int)
+PlainLoader.add_constructor("tag:yaml.org,2002:float", PlainLoader.construct_plain_float)
+
+
+# ---- YAML the project writes ----------------------------------------------------------------------
+
+#: Longest comment line :func:`yaml_comment` writes, characters (after escaping).
+MAX_COMMENT_CHARS = 2000
+
+# Characters that never reach a written line as themselves: C0/C1 controls (\t \n \r \x85 ...), line and
+# paragraph separators (YAML 1.1 breaks lines at \x85, \u2028, \u2029), format characters (bidi overrides,
+# zero-width, BOM), surrogates, private-use and unassigned code points (PyYAML's reader refuses some of
+# them in a stream, \ufffe and \uffff among them).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def _escape_char(ch: str) -> str:
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else (f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+
+
+def one_line(text: Any, *, limit: int = MAX_COMMENT_CHARS) -> str:
+    """``text`` as one printable line: every control, separator or format character escaped.
+
+    Parameters
+    ----------
+    text : object
+        Converted with :class:`str` when it is not a string.
+    limit : int
+        Longest result, characters: a longer one keeps its start and ends with ``...``.
+
+    Returns
+    -------
+    str
+        The text with each character of Unicode category Cc, Cf, Cs, Co, Cn, Zl or Zp written as
+        ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN`` (a newline is ``\\x0a``, U+2028 is ``\\u2028``,
+        a tab ``\\x09``). Never holds a line break of any kind; safe in a terminal too (no ESC).
+    """
+    s = text if isinstance(text, str) else str(text)
+    out = "".join(_escape_char(c) if unicodedata.category(c) in _HIDDEN_CATEGORIES else c for c in s)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def yaml_comment(text: Any) -> str:
+    """One YAML comment line holding ``text``: ``"# "`` + :func:`one_line` (no trailing newline).
+
+    The only way the project writes a comment into a YAML file: whatever ``text`` holds (a path with a
+    newline, ``\\r``, ``\\x85``, U+2028 ...), the comment ends at the end of this line, so nothing of
+    it can become a key.
+    """
+    return ("# " + one_line(text)).rstrip()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same JSON kind, all the way down (``1 != 1.0 != True`` here)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping):
+        return isinstance(b, Mapping) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+def dump_yaml(data: Any, *, comments: Iterable[Any] = (), where: str = "",
+              error: type[StorageBenchError] = StorageBenchError) -> str:
+    """YAML text of ``data`` from PyYAML's emitter, headed by comment lines, checked by loading it back.
+
+    The only way storagebench makes YAML: never by formatting strings. The text is loaded back with
+    :func:`load_yaml` (the project's own reader) and must give ``data`` again, keys in the same order and
+    values of the same kind, before it is returned.
+
+    Parameters
+    ----------
+    data : mapping, list or scalar
+        Plain data (``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``).
+    comments : iterable
+        Lines of the head comment, each made one line by :func:`yaml_comment` (an item holding newlines
+        stays one line: they are escaped).
+    where : str
+        What is written (a path, ``"study 'x'"``), for messages.
+    error : type
+        The :class:`~storagebench.errors.StorageBenchError` subclass to raise.
+
+    Returns
+    -------
+    str
+        The document, ending with a newline.
+
+    Raises
+    ------
+    error
+        ``data`` holds something the safe emitter cannot write (bytes, a set, an object), or the
+        written text does not load back to the same data.
+    """
+    prefix = f"{where}: " if where else ""
+    try:
+        body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, allow_unicode=False, width=100)
+    except yaml.YAMLError as exc:
+        raise error(f"{prefix}cannot be written as YAML: {shown(str(exc), 200)}") from None
+    head = "".join(yaml_comment(c) + "\n" for c in comments)
+    text = head + body
+    back = load_yaml(text, where=where or "written YAML", error=error)
+    if not _same(data, back):
+        raise error(f"{prefix}the YAML written does not load back to the same data "
+                    f"(wrote {shown(data, 200)}, read {shown(back, 200)}); nothing written")
+    return text

@@ -405,7 +405,7 @@ class StudyStore:
                 make_dirs(self.root)
                 self._lock.acquire()  # type: ignore[union-attr]
         make_dirs(self.raw_dir)
-        text = f"# spec_hash: {study.spec_hash}\n" + study.to_yaml()
+        text = study.to_yaml(comments=[f"spec_hash: {study.spec_hash}"])
         tmp = self.root / f".study.yaml.tmp-{os.getpid()}"
         _write_file(tmp, text)
         os.rename(tmp, self.spec_path)

@@ -41,11 +41,10 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -57,7 +56,7 @@ from pydantic import (
 )
 
 from ._plan import RunPlan, RunPoint, SetUpUnit, build_plan, canonical_json
-from ._safeyaml import load_yaml, read_text_capped
+from ._safeyaml import dump_yaml, load_yaml, read_text_capped
 from ._specvalues import (
     HOST_STEPS,
     MAX_RUN_SECONDS,
@@ -766,9 +765,25 @@ class Study(BaseModel):
         variant._max_runs = getattr(self, "_max_runs", DEFAULT_MAX_RUNS) or DEFAULT_MAX_RUNS
         return variant
 
-    def to_yaml(self) -> str:
-        """The spec as YAML (keys in declaration order)."""
-        return yaml.safe_dump(self.spec_dict(), sort_keys=False, default_flow_style=None)
+    def to_yaml(self, comments: Iterable[Any] = ()) -> str:
+        """The spec as YAML (keys in declaration order), from PyYAML's emitter, checked by loading it back.
+
+        Parameters
+        ----------
+        comments : iterable, optional
+            Head comment lines; each is made one line (:func:`storagebench._safeyaml.yaml_comment`), so no
+            text in them can become a key.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        StudyError
+            The text does not load back (:func:`storagebench._safeyaml.load_yaml`) to :meth:`spec_dict`.
+        """
+        return dump_yaml(self.spec_dict(), comments=comments, where=f"study {self.name!r}", error=StudyError)
 
     # -- expansion ------------------------------------------------------------------------
     def expand(self, *, max_runs: int | None = None) -> RunPlan:

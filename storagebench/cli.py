@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated, Callable, List, Optional
 
 import typer
-import yaml
 from typer.core import TyperCommand, TyperGroup
 
 # Only light modules are imported here, so that `--version`, `-h` and a mistyped option answer at once:
@@ -33,7 +32,15 @@ import storagebench as sb
 
 from ._hostinfo import filesystem_of
 from ._version import __version__
-from .errors import PublishError, StatsError, StorageBenchError, StorageBenchWarning, StudyError, display_path
+from .errors import (
+    PublishError,
+    StatsError,
+    StorageBenchError,
+    StorageBenchWarning,
+    StudyError,
+    display_path,
+    shown,
+)
 from .fio.process import fio_version
 from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
 
@@ -367,24 +374,36 @@ def _study_defaults(notebooks) -> dict:
 
 
 def _parse_params(items: List[str]) -> dict:
-    """``-p name=value`` pairs; values are read as YAML scalars/lists (``4`` -> int, ``[a, b]`` -> list).
+    """``-p name=value`` pairs; values are plain YAML data (``4`` -> int, ``[a, b]`` -> list), never a tag.
 
+    Each value goes through the parameter gate's reader (:func:`storagebench._params.parse_value`): a YAML
+    tag (``!!binary``, ``!!python/...``, ``!x``) is refused, a date stays text, the value is plain JSON-typed
+    data within bounds; its type is checked against the notebook's parameters cell when the notebook runs.
     A string value naming an existing file or directory relative to the current directory is passed as an
     absolute path: the notebook runs in its own directory, where the relative path would mean another file.
     """
+    from ._params import parse_value
+
     params = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name.isidentifier():
-            raise PublishError(f"-p must be NAME=VALUE with NAME a notebook parameter, got {item!r}")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PublishError(f"-p {name}=: value {text!r} is not a YAML value: {exc}") from None
-        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            raise PublishError(f"-p must be NAME=VALUE with NAME a notebook parameter, got {shown(item)}")
+        if name in params:
+            raise PublishError(f"-p {name}= is given twice; give each parameter once")
+        value = parse_value(text, name=name, where="-p")
+        if isinstance(value, str) and value and not Path(value).is_absolute() and _exists(value):
             value = str(Path(value).resolve())
         params[name] = value
     return params
+
+
+def _exists(text: str) -> bool:
+    """``Path(text).exists()`` that is False, not an error, for a name the OS cannot take (too long, NUL)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 @_command("publish")
@@ -509,17 +528,20 @@ def compare_cmd(
 
 
 def _params(items: Optional[List[str]]) -> dict:
-    """``KEY=VALUE`` pairs; values read as YAML scalars (5, 0.5, true, text)."""
+    """``KEY=VALUE`` pairs; values are plain YAML data (5, 0.5, true, text), read by the parameter gate.
+
+    They become the testbed notebook's ``params`` parameter: :func:`storagebench._params.parse_value`
+    refuses a YAML tag and anything that is not plain JSON-typed data.
+    """
+    from ._params import parse_value
+
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise typer.BadParameter(f"must be KEY=VALUE, got {item!r}", param_hint="-p/--param")
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise typer.BadParameter(f"{item!r}: the value is not a YAML scalar ({exc})", param_hint="-p/--param") \
-                from None
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"must be KEY=VALUE with KEY a name, got {shown(item)}", param_hint="-p/--param")
+        out[key] = parse_value(value, name=key, where="-p")  # a refused value: PublishError, exit 1 as for publish -p
     return out
 
 
@@ -733,13 +755,19 @@ def batch_cmd(
                                          "help_option_names": ["--help"]})
 @cli_errors()
 def translate_cmd(
-    kind: Annotated[str, typer.Argument(help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")],
-    source: Annotated[List[str], typer.Argument(help="the DiskSPD switches and targets (quoted or not), or the .icf path")],
+    ctx: typer.Context,
+    kind: Annotated[Optional[str], typer.Argument(
+        help="diskspd (a DiskSPD command line) or icf (an Iometer .icf file)")] = None,
+    source: Annotated[Optional[List[str]], typer.Argument(
+        help="the DiskSPD switches and targets (quoted or not), or the .icf path")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="study name (default: translated / the .icf stem)")] = None,
     ioengine: Annotated[str, typer.Option("--ioengine", help="fio engine of the study")] = "libaio",
     out: Annotated[Optional[Path], typer.Option("--out", help="write the study YAML (with the translation) here")] = None,
 ) -> None:
     """Write a fio study from a DiskSPD command line or an Iometer .icf, and print the translation.
+
+    The study is written by PyYAML's emitter, the translation as one-line comments above it, and loaded back
+    before the file is written: text from the source (a target path, the .icf path) can never become a key.
 
     Examples:
 
@@ -747,19 +775,43 @@ def translate_cmd(
 
       storagebench translate icf profile.icf --name iometer_oltp
     """
+    from ._safeyaml import one_line
+
+    source = list(source or [])
+    if kind in (None, "-h", "help"):  # DiskSPD's -h is a switch, so only --help is click's; -h alone asks for help
+        typer.echo(ctx.get_help())
+        return
     if kind == "diskspd":
+        if not source:
+            raise StudyError("translate diskspd takes a DiskSPD command line, e.g. -b4K -o32 -t4 -r C:\\test.dat")
         t = sb.study_from_diskspd(" ".join(source), name=name or "translated", ioengine=ioengine)
     elif kind == "icf":
         if len(source) != 1:
-            raise StudyError(f"translate icf takes one .icf path, got {source}")
+            raise StudyError(f"translate icf takes one .icf path, got {len(source)}: {one_line(source, limit=200)}")
         t = sb.study_from_icf(source[0], name=name, ioengine=ioengine)
     else:
-        raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {kind!r}")
+        raise StudyError(f"translate takes one of ['diskspd', 'icf'], got {one_line(repr(kind), limit=80)}")
+    text = t.to_yaml()  # emitted from data and loaded back to the same study, or a StudyError: nothing written
     typer.echo(t.report())
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(t.to_yaml())
-        typer.echo(f"wrote {out}")
+        _write_new_yaml(out, text)
+        typer.echo(f"wrote {display_path(out)}")
+
+
+def _write_new_yaml(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` atomically (a temporary file beside it, renamed): never half a spec."""
+    import os
+
+    if out.is_dir():
+        raise StudyError(f"--out {display_path(out)} is a directory; name the study file to write (e.g. "
+                         f"{display_path(out / 'translated.yaml')})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
 # ---- end translate -------------------------------------------------------------------------
 
 

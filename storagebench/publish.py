@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from ._html import Markup, html, render_markdown, secure_page, site_href
+from ._params import check_parameters, parameter_type_ok
 from ._store import StudyStore
 
 # papermill, nbformat, nbconvert, jupyter_client and jinja2 are imported inside the functions that use them:
@@ -94,74 +95,8 @@ def _resolve_notebook(notebook: str | os.PathLike) -> Path:
     return path.resolve()
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split ``text`` at ``sep`` outside square brackets (``Union[int, list[str]]``)."""
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == sep and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*parts, cur]
-
-
-def parameter_type_ok(value: Any, type_name: str | None) -> bool:
-    """Whether ``value`` fits a notebook parameter's annotation, as papermill reports it.
-
-    Parameters
-    ----------
-    value : object
-        The value to inject.
-    type_name : str or None
-        ``inferred_type_name`` from :func:`papermill.inspect_notebook` (``"int"``, ``"float"``,
-        ``"Optional[int]"``, ``"int | None"``, ``"list[str]"`` ...); ``None``/``"None"`` when the
-        parameter is not annotated.
-
-    Returns
-    -------
-    bool
-        ``bool`` is not accepted as ``int``/``float``; an ``int`` is accepted as ``float``;
-        ``Optional``/``Union``/``|`` accept any member; ``list``/``tuple``/``Sequence`` accept a list
-        or tuple and ``dict``/``Mapping`` a mapping (element types are not checked). An unannotated
-        parameter or a type not listed here accepts anything: papermill injects the value as is.
-    """
-    t = (type_name or "None").replace(" ", "")
-    if t in ("None", "Any", "", "object"):
-        return True
-    m = re.fullmatch(r"(?:typing\.)?Optional\[(.+)\]", t)
-    if m:
-        return value is None or parameter_type_ok(value, m.group(1))
-    m = re.fullmatch(r"(?:typing\.)?Union\[(.+)\]", t)
-    if m or len(_split_top(t, "|")) > 1:
-        parts = _split_top(m.group(1), ",") if m else _split_top(t, "|")
-        return any(value is None if p in ("None", "NoneType") else parameter_type_ok(value, p) for p in parts)
-    base = t.split("[", 1)[0].lower().removeprefix("typing.")
-    if base == "bool":
-        return isinstance(value, bool)
-    if base == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if base == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if base == "str":
-        return isinstance(value, str)
-    if base in ("list", "sequence", "tuple"):
-        return isinstance(value, (list, tuple))
-    if base in ("dict", "mapping"):
-        return isinstance(value, Mapping)
-    return True  # a type we do not know: leave it to the notebook
-
-
-def _check_type(notebook: str, name: str, value: Any, declared: Mapping[str, Any]) -> None:
-    """Refuse a value whose type does not match the parameter's annotation (:func:`parameter_type_ok`)."""
-    want = str(declared.get("inferred_type_name") or "None")
-    if not parameter_type_ok(value, want):
-        raise PublishError(
-            f"parameter {name!r} of {notebook} must be {want} ({declared.get('help') or 'no description'}), "
-            f"got {type(value).__name__} {value!r}"
-        )
+# The parameter gate is storagebench._params (check_parameters): plain JSON-typed values, each element checked
+# against the declared type, copied fresh before papermill. parameter_type_ok is its type rule, kept here by name.
 
 
 def notebook_parameters(notebook: str | os.PathLike) -> dict[str, dict[str, Any]]:
@@ -291,6 +226,8 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
     parameters : mapping, optional
         Values for names of the notebook's ``parameters`` cell; papermill injects them in a
         cell after it. A name the notebook does not declare is refused before anything runs.
+        Values are plain JSON-typed data (str, int, float, bool, None, lists and str-keyed mappings
+        of these), checked against the declared types and copied before papermill sees them.
     kernel_name : str, optional
         Jupyter kernel; default: the notebook's own kernelspec (``python3``).
     cwd : str or path, optional
@@ -318,8 +255,9 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
     ------
     PublishError
         The notebook does not exist; a parameter is not declared by the notebook (the
-        message names it and the allowed ones) or its value is not of the annotated type
-        (:func:`parameter_type_ok`); a bad timeout; a cell failed or timed out (the executed notebook,
+        message names it and the allowed ones), its value is not plain JSON-typed data within
+        bounds, or it (or an element of it) is not of the annotated type
+        (:func:`storagebench._params.check_parameters`, the parameter gate); a bad timeout; a cell failed or timed out (the executed notebook,
         with the traceback in its failing cell, is saved at ``output_path`` *before* the
         error is raised; the message names the cell and the error).
     """
@@ -328,15 +266,10 @@ def execute_notebook(notebook: str | os.PathLike, output_path: str | os.PathLike
 
     path = _resolve_notebook(notebook)
     execution_timeout, iopub_timeout = _check_timeouts(execution_timeout, iopub_timeout)
-    params = dict(parameters or {})
     declared = notebook_parameters(path)
-    unknown = sorted(set(params) - set(declared))
-    if unknown:
-        raise PublishError(
-            f"unknown parameter(s) {unknown} for notebook {path.name}; it declares {sorted(declared)}"
-        )
-    for name, value in params.items():
-        _check_type(path.name, name, value, declared[name])
+    # the gate: declared names, plain JSON-typed values checked element by element against their annotation,
+    # fresh copies of built-in types only -- what papermill writes into the injected cell is these and nothing else
+    params = check_parameters(parameters, declared, where=path.name)
     out = Path(output_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     # the kernel inherits our environment: MPLBACKEND=Agg (common in CI and test runs) would stop

@@ -63,7 +63,7 @@ def test_validation_names_set_and_parameter_before_anything_runs(tmp_path):
         run_batch(nb, sets, tmp_path / "out")
     msg = str(ei.value)
     assert "set 'typo': unknown parameter(s) ['xx']" in msg
-    assert "set 'wrongtype': parameter 'x' must be int, got 'three'" in msg
+    assert "set 'wrongtype': parameter 'x' must be int (a count), got str 'three'" in msg  # one message with -p and the API
     assert "set 'boolint': parameter 'x' must be int" in msg
     assert "'good'" not in msg
     assert not marker.exists()  # nothing ran
