@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
+from ._inputs import completed_runs
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
@@ -168,6 +170,21 @@ class StudyLock:
         self.release()
 
 
+def _flock_held(st: os.stat_result) -> bool | None:
+    """Whether a ``flock`` is held on the file of ``st`` (``/proc/locks``); ``None`` when that cannot be read."""
+    try:
+        with open("/proc/locks", "rb") as fh:
+            text = fh.read(1 << 22).decode("ascii", "replace")
+    except OSError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in text.splitlines():
+        fields = line.split()
+        if "->" not in fields and "FLOCK" in fields and want in fields:
+            return True
+    return False
+
+
 def _lock_holder(fd: int) -> dict[str, Any]:
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"{}")
@@ -213,6 +230,38 @@ class StudyStore:
     def locked(self) -> bool:
         """This store object holds its directory's lock."""
         return self._lock is not None and self._lock.held
+
+    def sweep_holder(self) -> dict[str, Any] | None:
+        """Whether a sweep is measuring into this directory now: who holds its lock, without taking it.
+
+        Nothing is created, and the lock is not taken (``/proc/locks`` is read; only where it cannot be read is a
+        shared lock tried for an instant), so a sweep starting at the same moment is never refused because of it.
+
+        Returns
+        -------
+        dict or None
+            ``None`` when no process holds ``.sweep.lock``; else what the holder wrote in it (``pid``: an int or
+            ``None``, ``host``, ``since``). The file is data anyone able to write the directory could have
+            written: show it, never act on it.
+        """
+        try:
+            fd = os.open(self.root / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None  # no lock file (or a symlink, which no sweep makes): nobody measures here
+        try:
+            st = os.fstat(fd)
+            held = _flock_held(st) if stat.S_ISREG(st.st_mode) else False
+            if held is None:  # no /proc/locks: try a shared lock for an instant
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held = True
+                else:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    held = False
+            return _lock_holder(fd) if held else None
+        finally:
+            os.close(fd)
 
     @classmethod
     def for_study(cls, out_dir: str | os.PathLike[str], study: Study) -> StudyStore:
@@ -309,10 +358,9 @@ class StudyStore:
     # -- runs -----------------------------------------------------------------------------
 
     def completed_run_ids(self) -> set[str]:
-        """Run ids with a complete ``raw/<run_id>/`` directory."""
-        if not self.raw_dir.is_dir():
-            return set()
-        return {p.name for p in self.raw_dir.iterdir() if not p.name.startswith(".") and p.is_dir()}
+        """Run ids with a complete ``raw/<run_id>/`` directory (:func:`storagebench._inputs.completed_runs`, the
+        one rule ingest and the write-ups count by too)."""
+        return set(completed_runs(self.raw_dir))
 
     def _stale_staging(self) -> list[Path]:
         """``raw/.tmp-*`` directories of sweeps that are gone: their pid is dead, or, while this
