@@ -34,6 +34,8 @@ import pandas as pd
 import yaml
 
 # nbformat (with its JSON-schema validator) is imported where a notebook is read, as in publish.
+from ._inputs import read_text
+from ._safeyaml import MAX_YAML_BYTES
 from .errors import PublishError
 from .publish import (
     execute_notebook,
@@ -102,10 +104,10 @@ def load_param_sets(path: "str | os.PathLike[str]") -> tuple[list[ParamSet], str
         duplicate set name, or no sets.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():  # a FIFO or a device is refused by the reader, by name
         raise PublishError(f"parameter file {str(path)!r} does not exist")
     try:
-        doc = yaml.safe_load(p.read_text())
+        doc = yaml.safe_load(read_text(p, max_bytes=MAX_YAML_BYTES, what="parameter file", error=PublishError))
     except yaml.YAMLError as exc:
         raise PublishError(f"parameter file {p} is not valid YAML: {exc}") from exc
     notebook = None

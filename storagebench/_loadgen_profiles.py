@@ -26,10 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._inputs import read_input
 from ._study import Study, load_study, safe_name
 from .errors import StudyError
 
 __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
+
+#: Largest Iometer ``.icf`` file read, bytes (a saved configuration is a few KiB).
+MAX_ICF_BYTES = 4 * 2**20
+
 
 #: DiskSPD's defaults for the switches that shape a workload (``CmdLineParser.cpp`` usage text).
 DISKSPD_DEFAULTS: dict[str, Any] = {"block_size": 65536, "duration_s": 10, "warmup_s": 5, "cooldown_s": 0,
@@ -551,7 +556,8 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
     """
     p = Path(path)
     try:
-        text = p.read_text(errors="replace")
+        text = read_input(p, max_bytes=MAX_ICF_BYTES, what="Iometer .icf file", error=StudyError).decode(
+            "utf-8", "replace")
     except OSError as exc:
         raise StudyError(f"{p}: cannot read: {exc.strerror or exc}") from None
     icf = _read_icf(text, str(p))

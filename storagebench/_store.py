@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
-from ._inputs import completed_runs
+from ._inputs import completed_runs, read_text
+from ._safeyaml import MAX_YAML_BYTES
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
@@ -262,6 +263,23 @@ class StudyStore:
             return _lock_holder(fd) if held else None
         finally:
             os.close(fd)
+
+    def progress(self) -> dict[str, Any]:
+        """How far the study's sweep is: runs done, runs planned, and the sweep measuring now (if any).
+
+        Returns
+        -------
+        dict
+            ``done`` (completed runs, :meth:`completed_run_ids`), ``planned`` (runs of the plan of the stored
+            ``study.yaml``, :attr:`Study.n_runs`; ``None`` when it cannot be read), ``holder`` (:meth:`sweep_holder`:
+            ``None`` when no sweep holds the lock).
+        """
+        holder = self.sweep_holder()
+        try:
+            planned: int | None = load_study(self.spec_path).n_runs
+        except StudyError:
+            planned = None
+        return {"done": len(self.completed_run_ids()), "planned": planned, "holder": holder}
 
     @classmethod
     def for_study(cls, out_dir: str | os.PathLike[str], study: Study) -> StudyStore:
@@ -675,11 +693,11 @@ class StudyStore:
         for rid in ids:
             path = self.run_dir(rid) / "provenance.json"
             try:
-                out[rid] = Provenance.read(path)
+                out[rid] = Provenance.read(path, root=self.root)
             except FileNotFoundError:
                 continue
         return out
 
     def load_spec(self) -> dict[str, Any]:
         """The stored ``study.yaml`` as a dict."""
-        return yaml.safe_load(self.spec_path.read_text())
+        return yaml.safe_load(read_text(self.spec_path, max_bytes=MAX_YAML_BYTES, what="study spec", error=StudyError))
