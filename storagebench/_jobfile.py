@@ -362,7 +362,7 @@ def parse_jobfile(
             except OSError as exc:
                 raise JobFileError(f"line {lineno}: cannot read include {inc!r}: {exc.strerror}") from exc
             except JobFileError as exc:
-                raise JobFileError(f"line {lineno}: include {inc!r}: {exc}") from None
+                raise JobFileError(f"line {lineno}: cannot read include {inc!r}: {exc}") from None
             sub = parse_jobfile(inc_text, base_dir=path.parent, _depth=_depth + 1, _seen=_seen + (key,))
             for name, opts in sub.sections:
                 current = dict(opts)
