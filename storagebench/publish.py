@@ -827,8 +827,9 @@ def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, actio
         raise PublishError(f"{store.root} is still being measured: a sweep holds its lock ({who}, as written in "
                            f"{store.root / '.sweep.lock'}); {runs} done. Wait for the sweep to finish, or pass "
                            f"--partial (partial=True) to {action} the runs done so far, marked as partial")
-    return (f"Partial results: the sweep of this study was still running when this write-up was published; "
-            f"{runs} done. Findings, figures and counts cover only those runs.")
+    when = "this write-up was published" if action == "publish" else f"the runs were read ({action})"
+    return (f"Partial results: the sweep of this study was still running when {when}; {runs} done. "
+            "Findings, figures, tables and counts cover only those runs.")
 
 
 def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.PathLike] | None = None,

@@ -89,7 +89,7 @@ def test_the_reader_refuses_what_is_not_a_small_regular_file(tmp_path, specials)
     assert _inputs.read_input(ok, max_bytes=100, head=3) == b"\xef\xbb\xbf"
     with _inputs.open_input(ok, max_bytes=100) as fh:
         assert fh.read() == b"\xef\xbb\xbfhello\n"
-    for (kind, suffix), path in specials.items():
+    for (kind, _suffix), path in specials.items():
         with time_limit(5), pytest.raises(StudyError, match=rf"not a regular file \({KINDS[kind]}\)"):
             _inputs.read_input(path, max_bytes=100, what="study spec", error=StudyError)
         with time_limit(5), pytest.raises(PublishError, match="not a regular file"):

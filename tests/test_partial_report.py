@@ -121,7 +121,7 @@ def test_report_and_ingest_of_a_running_sweep(tmp_path):
         final = runner.invoke(app, ["report", str(study), "--out", str(tmp_path / "final.html")])
         assert final.exit_code == 0, final.output
         html = (tmp_path / "final.html").read_text()
-        assert "sb-partial" not in html and "Partial results" not in html
+        assert 'class="sb-partial"' not in html and "Partial results" not in html
         assert _counts(html) == ({"12"}, {"12"})
         assert "partial" not in orjson.loads((tmp_path / "final.json").read_bytes())
     finally:

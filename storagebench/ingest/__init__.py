@@ -16,7 +16,8 @@ or text or an Iometer results CSV (:func:`_loadgen_format`; other content is ski
 explicitly must be one of these formats or fio output). A directory holding ``point.json`` is a run
 directory of the runner: ``output.json`` is its fio output, ``point.json`` its identity and study factors,
 ``provenance.json`` its provenance, ``*.log`` its fio logs. In a study directory (``raw/`` beside
-``failed/``) the failed attempts under ``failed/`` are not read.
+``failed/`` or ``study.yaml``) only ``raw/`` is read: not the failed attempts under ``failed/``, nor ``aside/``,
+``tidy/``, ``notebooks/`` or the study's own records. Runs being measured (``raw/.tmp-*``) are never read.
 """
 
 from __future__ import annotations
@@ -291,8 +292,11 @@ def _discover(paths: Iterable[str | os.PathLike], max_bytes: int) -> Iterator[_I
         if stat.S_ISDIR(st.st_mode):
             for root, dirs, files, bad in _walk(p):
                 yield from bad
-                if "raw" in dirs and "failed" in dirs:  # a study directory: failed attempts are not runs
-                    dirs.remove("failed")
+                if "raw" in dirs and ("failed" in dirs or "study.yaml" in files):
+                    # a study directory: only raw/ holds runs (not failed/ attempts, aside/, tidy/, notebooks/,
+                    # nor its records: created_targets.json, testbed.json, report.json ...)
+                    dirs[:] = ["raw"]
+                    continue
                 if "point.json" in files:
                     yield from _run_dir_items(root, files, max_bytes)
                 else:
