@@ -31,6 +31,7 @@ from typing import NamedTuple
 from .errors import IngestError, StorageBenchError, display_path
 
 __all__ = [
+    "MAX_TOOL_OUTPUT_BYTES",
     "Refused",
     "STAGING_PREFIX",
     "completed_runs",
@@ -42,6 +43,9 @@ __all__ = [
     "scan",
     "walk",
 ]
+
+#: Default size cap of one tool output (fio JSON, a fio log, DiskSPD XML/text, Iometer CSV), bytes.
+MAX_TOOL_OUTPUT_BYTES = 512 * 2**20
 
 #: Name prefix of a run being measured (``raw/.tmp-<run_id>-<pid>/``): not a completed run.
 STAGING_PREFIX = ".tmp-"

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
-from ._inputs import completed_runs, read_text
+from ._inputs import completed_runs, read_input, read_text
 from ._safeyaml import MAX_YAML_BYTES
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
-from .records import FORMAT_VERSION, Provenance, TestbedRecord
+from .records import FORMAT_VERSION, MAX_RECORD_BYTES, Provenance, TestbedRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._study import Study
@@ -662,7 +662,8 @@ class StudyStore:
         if not path.exists():
             return []
         try:
-            data = orjson.loads(path.read_bytes())
+            data = orjson.loads(read_input(path, max_bytes=MAX_RECORD_BYTES, what="testbed record", error=SchemaError,
+                                           root=self.root))
         except orjson.JSONDecodeError as exc:
             raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
         recs = data.get("set_ups") if isinstance(data, dict) else None

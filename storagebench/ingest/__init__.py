@@ -41,7 +41,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
-from .._inputs import STAGING_PREFIX, Refused, completed_runs, file_kind, read_input, scan, walk
+from .._inputs import (
+    MAX_TOOL_OUTPUT_BYTES,
+    STAGING_PREFIX,
+    Refused,
+    completed_runs,
+    file_kind,
+    read_input,
+    scan,
+    walk,
+)
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
 from . import _fiorows
@@ -178,7 +187,7 @@ class IngestSummary:
 # ---- discovery ---------------------------------------------------------------------------------
 
 #: Default size cap of one input file (bytes): a file above it is reported, not read.
-MAX_FILE_BYTES = 512 * 2**20
+MAX_FILE_BYTES = MAX_TOOL_OUTPUT_BYTES
 
 
 @dataclass
