@@ -43,6 +43,7 @@ from .publish import (
     execute_notebook,
     notebook_parameters,
     notebooks_to_html,
+    read_notebook,
     template_cells,
 )
 
@@ -195,11 +196,9 @@ def _html_report(nb_path: Path, html_path: Path) -> None:
 
 def _failed_cell(executed: Path) -> int:
     """Template index of the first cell with an error output in an executed notebook, or -1."""
-    import nbformat
-
     try:
-        nb = nbformat.read(str(executed), as_version=4)
-    except (OSError, ValueError):
+        nb = read_notebook(executed)
+    except (OSError, ValueError, PublishError):
         return -1
     for i, cell in template_cells(nb):
         if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.outputs):

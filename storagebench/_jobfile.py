@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._inputs import read_text
 from ._study import RunPoint, Study
 from .errors import JobFileError
 from .fio.options import (
@@ -44,6 +45,10 @@ __all__ = [
     "parse_jobfile",
     "verify_fio_parse",
 ]
+
+#: Largest job file an ``include`` line reads, bytes.
+MAX_INCLUDE_BYTES = 2**20
+
 
 _RUNNER_FIRST = ("time_based", "runtime", "ramp_time", "size", "group_reporting")
 _TIME_OPTIONS = ("runtime", "ramp_time")
@@ -353,9 +358,11 @@ def parse_jobfile(
             if key in _seen:
                 raise JobFileError(f"line {lineno}: include {inc!r} includes itself")
             try:
-                inc_text = path.read_text()
+                inc_text = read_text(path, max_bytes=MAX_INCLUDE_BYTES, what="included job file", error=JobFileError)
             except OSError as exc:
                 raise JobFileError(f"line {lineno}: cannot read include {inc!r}: {exc.strerror}") from exc
+            except JobFileError as exc:
+                raise JobFileError(f"line {lineno}: cannot read include {inc!r}: {exc}") from None
             sub = parse_jobfile(inc_text, base_dir=path.parent, _depth=_depth + 1, _seen=_seen + (key,))
             for name, opts in sub.sections:
                 current = dict(opts)

@@ -27,11 +27,16 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ._safeyaml import MAX_YAML_BYTES, dump_yaml, load_yaml, one_line, read_text_capped
+from ._inputs import read_input
+from ._safeyaml import dump_yaml, load_yaml, one_line
 from ._study import Study, load_study, safe_name
 from .errors import StudyError, shown
 
 __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
+
+#: Largest Iometer ``.icf`` file read, bytes (a saved configuration is a few KiB).
+MAX_ICF_BYTES = 4 * 2**20
+
 
 #: DiskSPD's defaults for the switches that shape a workload (``CmdLineParser.cpp`` usage text).
 DISKSPD_DEFAULTS: dict[str, Any] = {"block_size": 65536, "duration_s": 10, "warmup_s": 5, "cooldown_s": 0,
@@ -633,8 +638,11 @@ def study_from_icf(path: str | Path, *, name: str | None = None, ioengine: str =
         '% of size' total other than 100, no ``'Run Time``, or workers with different queue depths or specs.
     """
     p = Path(path)
-    # a regular file of bounded size: a fifo or /dev/zero is refused instead of hanging or filling memory
-    text = read_text_capped(p, max_bytes=MAX_YAML_BYTES, error=StudyError, what=".icf file", errors="replace")
+    try:
+        text = read_input(p, max_bytes=MAX_ICF_BYTES, what="Iometer .icf file", error=StudyError).decode(
+            "utf-8", "replace")
+    except OSError as exc:
+        raise StudyError(f"{p}: cannot read: {exc.strerror or exc}") from None
     icf = _read_icf(text, one_line(str(p), limit=200))
     disk_workers = [w for w in icf.workers if w["type"].upper().startswith("DISK")]
     if not disk_workers:

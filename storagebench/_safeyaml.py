@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -54,6 +52,7 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.scanner import ScannerError
 
+from ._inputs import read_text
 from .errors import StorageBenchError, shown
 
 __all__ = [
@@ -267,12 +266,10 @@ def expanded_size(root: Any, *, max_nodes: int = MAX_YAML_NODES, max_depth: int 
 
 
 def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_BYTES,
-                     error: type[StorageBenchError] = StorageBenchError, what: str = "file",
-                     errors: str = "strict") -> str:
-    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes.
-
-    Opened with ``O_NONBLOCK`` and checked with ``fstat`` before reading, so a fifo or a device
-    (``/dev/zero``) is refused instead of blocking or reading forever.
+                     error: type[StorageBenchError] = StorageBenchError, what: str = "file") -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes: :func:`storagebench._inputs.read_text`,
+    the one reader of inputs (``O_NONBLOCK``, ``fstat`` of the open descriptor, so a FIFO or a device such as
+    ``/dev/zero`` is refused instead of blocking or reading for ever), with the YAML size cap as default.
 
     ``errors="replace"`` reads text that is not UTF-8 (an ``.icf`` saved by Windows) with U+FFFD for
     the bytes that do not decode, instead of refusing it.
@@ -282,34 +279,7 @@ def read_text_capped(path: str | os.PathLike[str], *, max_bytes: int = MAX_YAML_
     error
         Cannot be opened, not a regular file, larger than ``max_bytes``, or not UTF-8 (``errors="strict"``).
     """
-    p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{p}: a {what} must be a regular file, not a fifo, device or directory")
-        if st.st_size > max_bytes:
-            raise error(f"{p}: {what} of {st.st_size:,} bytes; the limit is {max_bytes:,} bytes")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > max_bytes:
-                raise error(f"{p}: {what} of more than {max_bytes:,} bytes; the limit is {max_bytes:,} bytes")
-            chunks.append(chunk)
-    except OSError as exc:
-        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
-    try:
-        return b"".join(chunks).decode("utf-8-sig", errors=errors)
-    except UnicodeDecodeError as exc:
-        raise error(f"{p}: a {what} must be UTF-8 text; byte {exc.start} is not ({exc.reason})") from None
+    return read_text(path, max_bytes=max_bytes, what=what, error=error)
 
 
 def load_yaml(text: str, *, where: str = "", error: type[StorageBenchError] = StorageBenchError,

@@ -49,11 +49,13 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 import yaml
 
+from ._inputs import completed_runs, read_input, read_text
 from ._recorded import RecordRefusedError, check_dir, make_dirs, read_recorded, warn_refused, write_recorded
+from ._safeyaml import MAX_YAML_BYTES
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
-from .records import FORMAT_VERSION, Provenance, TestbedRecord
+from .records import FORMAT_VERSION, MAX_RECORD_BYTES, Provenance, TestbedRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._study import Study
@@ -198,6 +200,21 @@ class StudyLock:
         self.release()
 
 
+def _flock_held(st: os.stat_result) -> bool | None:
+    """Whether a ``flock`` is held on the file of ``st`` (``/proc/locks``); ``None`` when that cannot be read."""
+    try:
+        with open("/proc/locks", "rb") as fh:
+            text = fh.read(1 << 22).decode("ascii", "replace")
+    except OSError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in text.splitlines():
+        fields = line.split()
+        if "->" not in fields and "FLOCK" in fields and want in fields:
+            return True
+    return False
+
+
 def _lock_holder(fd: int) -> dict[str, Any]:
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"{}")
@@ -247,6 +264,55 @@ class StudyStore:
     def locked(self) -> bool:
         """This store object holds its directory's lock."""
         return self._lock is not None and self._lock.held
+
+    def sweep_holder(self) -> dict[str, Any] | None:
+        """Whether a sweep is measuring into this directory now: who holds its lock, without taking it.
+
+        Nothing is created, and the lock is not taken (``/proc/locks`` is read; only where it cannot be read is a
+        shared lock tried for an instant), so a sweep starting at the same moment is never refused because of it.
+
+        Returns
+        -------
+        dict or None
+            ``None`` when no process holds ``.sweep.lock``; else what the holder wrote in it (``pid``: an int or
+            ``None``, ``host``, ``since``). The file is data anyone able to write the directory could have
+            written: show it, never act on it.
+        """
+        try:
+            fd = os.open(self.root / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None  # no lock file (or a symlink, which no sweep makes): nobody measures here
+        try:
+            st = os.fstat(fd)
+            held = _flock_held(st) if stat.S_ISREG(st.st_mode) else False
+            if held is None:  # no /proc/locks: try a shared lock for an instant
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held = True
+                else:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    held = False
+            return _lock_holder(fd) if held else None
+        finally:
+            os.close(fd)
+
+    def progress(self) -> dict[str, Any]:
+        """How far the study's sweep is: runs done, runs planned, and the sweep measuring now (if any).
+
+        Returns
+        -------
+        dict
+            ``done`` (completed runs, :meth:`completed_run_ids`), ``planned`` (runs of the plan of the stored
+            ``study.yaml``, :attr:`Study.n_runs`; ``None`` when it cannot be read), ``holder`` (:meth:`sweep_holder`:
+            ``None`` when no sweep holds the lock).
+        """
+        holder = self.sweep_holder()
+        try:
+            planned: int | None = load_study(self.spec_path).n_runs
+        except StudyError:
+            planned = None
+        return {"done": len(self.completed_run_ids()), "planned": planned, "holder": holder}
 
     @classmethod
     def for_study(cls, out_dir: str | os.PathLike[str], study: Study) -> StudyStore:
@@ -414,10 +480,9 @@ class StudyStore:
     # -- runs -----------------------------------------------------------------------------
 
     def completed_run_ids(self) -> set[str]:
-        """Run ids with a complete ``raw/<run_id>/`` directory."""
-        if not self.raw_dir.is_dir():
-            return set()
-        return {p.name for p in self.raw_dir.iterdir() if not p.name.startswith(".") and p.is_dir()}
+        """Run ids with a complete ``raw/<run_id>/`` directory (:func:`storagebench._inputs.completed_runs`, the
+        one rule ingest and the write-ups count by too)."""
+        return set(completed_runs(self.raw_dir))
 
     def _stale_staging(self) -> list[Path]:
         """``raw/.tmp-*`` directories of sweeps that are gone: their pid is dead, or, while this
@@ -720,7 +785,8 @@ class StudyStore:
         if not path.exists():
             return []
         try:
-            data = orjson.loads(path.read_bytes())
+            data = orjson.loads(read_input(path, max_bytes=MAX_RECORD_BYTES, what="testbed record", error=SchemaError,
+                                           root=self.root))
         except orjson.JSONDecodeError as exc:
             raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
         recs = data.get("set_ups") if isinstance(data, dict) else None
@@ -751,11 +817,11 @@ class StudyStore:
         for rid in ids:
             path = self.run_dir(rid) / "provenance.json"
             try:
-                out[rid] = Provenance.read(path)
+                out[rid] = Provenance.read(path, root=self.root)
             except FileNotFoundError:
                 continue
         return out
 
     def load_spec(self) -> dict[str, Any]:
         """The stored ``study.yaml`` as a dict."""
-        return yaml.safe_load(self.spec_path.read_text())
+        return yaml.safe_load(read_text(self.spec_path, max_bytes=MAX_YAML_BYTES, what="study spec", error=StudyError))

@@ -113,7 +113,48 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 _RESUME = "completed runs are kept; rerun the same command to resume"
 _OS_WORDS = {errno.ENOSPC: "no space left on the device", errno.EACCES: "permission denied",
              errno.EPERM: "operation not permitted", errno.EROFS: "read-only file system",
-             errno.EDQUOT: "disk quota exceeded"}
+             errno.EDQUOT: "disk quota exceeded", errno.EEXIST: "exists and is not a directory",
+             errno.ENOTDIR: "a part of the path is not a directory", errno.EISDIR: "is a directory, not a file",
+             errno.ELOOP: "too many levels of symbolic links", errno.ENAMETOOLONG: "file name too long"}
+
+
+def _kind_of(path: Path) -> str | None:
+    """What ``path`` is when it is not a directory or a regular file (``None`` when it is either or absent)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return next((w for t, w in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")) if t(mode)), "special")
+
+
+def _out_dir(out: Path, option: str = "--out") -> Path:
+    """An ``--out`` that names a directory (created later when missing): refuse a file, a FIFO or a device there,
+    or a parent that is a file, in one line (:func:`cli_errors`), before anything runs."""
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise StorageBenchError(f"{option} {out}: {p} is {_kind_of(p) or 'a file'}, not a directory; {option} "
+                                    "names a directory (created when missing)")
+        if p.exists():
+            break
+    return out
+
+
+def _out_file(out: Path, option: str = "--out", example: str = "report.html") -> Path:
+    """An ``--out`` that names a file to write: refuse a directory, a FIFO or a device there, or a parent that is
+    a file, in one line (:func:`cli_errors`), before anything runs."""
+    if out.is_dir():
+        raise StorageBenchError(f"{option} {out} is a directory; {option} names the file to write "
+                                f"(e.g. {out / example})")
+    kind = _kind_of(out)
+    if kind is not None:
+        raise StorageBenchError(f"{option} {out} is {kind}, not a regular file; {option} names the file to write")
+    _out_dir(out.parent, option=f"{option} {out}: the directory")
+    return out
 
 
 def _error(text: str, code: int = 1):
@@ -199,7 +240,7 @@ def run_cmd(
       storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
     """
     spec = sb.load_study(study, max_runs=max_runs)
-    res = sb.run_study(spec, target=target, out_dir=out, timeout_s=timeout, allow_devices=tuple(allow_device or ()),
+    res = sb.run_study(spec, target=target, out_dir=_out_dir(out), timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
                     wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
     _report_guards(res)
@@ -272,7 +313,7 @@ def demo_cmd(
 
     t0 = time.monotonic()
     study = sb.load_study(study_path)
-    out = out.resolve()
+    out = _out_dir(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     study_dir = out / study.name
     if fresh and study_dir.exists():
@@ -318,8 +359,12 @@ def ingest(
     batch_files: Annotated[int, typer.Option("--batch-files", help="files per parquet batch (bounds memory)")] = 500,
     max_file_size: Annotated[int, typer.Option(
         "--max-file-size", min=1, help="MiB: a larger input file is reported, not read")] = 512,
+    partial: Annotated[bool, typer.Option(
+        "--partial", help="ingest a study whose sweep is still running (its completed runs; a warning says so)")] = False,
 ) -> None:
     """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested.
+
+    A study whose sweep is still running is refused (its tables would read as whole) unless --partial is given.
 
     Examples:
 
@@ -327,6 +372,9 @@ def ingest(
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
     """
+    _out_dir(out)
+    for banner in _running_studies(paths, partial=partial, action="ingest"):
+        typer.secho(f"storagebench: warning: {banner}", err=True, fg="yellow")
     summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
@@ -335,6 +383,32 @@ def ingest(
         for err in summary.errors:
             typer.secho(f"not ingested: {display_path(err.path)}: {err.reason}", err=True, fg="red")
         raise typer.Exit(1)
+
+
+def _running_studies(paths: List[Path], *, partial: bool, action: str) -> list[str]:
+    """The study directories among ``paths`` (a study, its ``raw/``, a run in it, or a directory of studies) whose
+    sweep holds the lock: refused unless ``partial`` (``publish.partial_banner``), else one line each saying so."""
+    import itertools
+
+    from .publish import partial_banner
+
+    studies: dict[Path, None] = {}
+    for p in paths:
+        near = [p, p.parent, p.parent.parent]
+        if p.is_dir():
+            try:
+                near += [c for c in itertools.islice(p.iterdir(), 10_000) if c.is_dir()]
+            except OSError:
+                pass
+        for c in near:
+            if (c / ".sweep.lock").exists() and (c / "raw").is_dir():
+                studies[c.resolve()] = None
+    lines = []
+    for study_dir in studies:
+        banner = partial_banner(study_dir, partial=partial, action=action)
+        if banner:
+            lines.append(f"{study_dir}: {banner}")
+    return lines
 # ---- end ingest --------------------------------------------------------------------------
 
 # ---- report ------------------------------------------------------------------------------
@@ -347,8 +421,13 @@ def report_cmd(
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="HTML file (default: STUDY_DIR/report.html); its report.json sidecar goes beside it")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="deprecated: use --out")] = None,
+    partial: Annotated[bool, typer.Option(
+        "--partial", help="publish a study whose sweep is still running, under a banner stating the runs done and "
+        "planned (without it such a study is refused)")] = False,
 ) -> None:
     """Ingest STUDY_DIR, execute the analysis notebook and write STUDY_DIR/report.html; print its path.
+
+    A study whose sweep is still running is refused unless --partial is given.
 
     Examples:
 
@@ -361,8 +440,12 @@ def report_cmd(
         if out is not None and out != output:
             raise StorageBenchError(f"--out {out} and the deprecated --output {output} disagree; give --out only")
         out = output
-    path = sb.publish_report(study_dir, notebooks=notebook or None, output=out,
-                          parameters=_study_defaults(notebook or None))
+    if out is not None:
+        _out_file(out)
+    params = _study_defaults(notebook or None)
+    if partial and _running_studies([study_dir], partial=True, action="publish"):
+        params.pop("write_tidy", None)  # the tidy tables of a study are written once its sweep is over
+    path = sb.publish_report(study_dir, notebooks=notebook or None, output=out, parameters=params, partial=partial)
     typer.echo(str(path))
 
 
@@ -427,7 +510,7 @@ def publish_cmd(
     """
     from . import publish
     params = _parse_params(param or [])
-    out.mkdir(parents=True, exist_ok=True)
+    _out_dir(out).mkdir(parents=True, exist_ok=True)
     declared = set().union(*(publish.notebook_parameters(n) for n in notebook))
     if "out_dir" in declared:
         params.setdefault("out_dir", str(out.resolve()))
@@ -449,7 +532,7 @@ def site_cmd(
 
       storagebench site results --out results/index.html
     """
-    path, listed, skipped = sb.build_site(results_dir, out)
+    path, listed, skipped = sb.build_site(results_dir, None if out is None else _out_file(out, example="index.html"))
     for why in skipped:
         typer.secho(f"storagebench: warning: not listed: {why}", err=True, fg="yellow")
     typer.echo(f"{len(listed)} write-up(s) -> {path}")
@@ -498,6 +581,8 @@ def compare_cmd(
 
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
         raise StatsError(f"--out suffix must be one of {list(TABLE_SUFFIXES)}, got {out.suffix!r}")
+    if out is not None:
+        _out_file(out, example="comparison.csv")
     df = select_rows(sb.load_table(table), where or [])
     if factor not in df.columns:
         raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
@@ -585,7 +670,7 @@ def testbed_cmd(
     if study is None:
         raise typer.BadParameter(f"name a study: one of {', '.join(studies.names())}", param_hint="STUDY")
     params = _params(param)
-    res = studies.run(study, out_dir=out, quick=quick, progress=progress, confidence=confidence, params=params)
+    res = studies.run(study, out_dir=_out_dir(out), quick=quick, progress=progress, confidence=confidence, params=params)
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in res.phases_s.items())
     sw = res.sweep
     typer.echo(f"{res.name}: {res.completed} run(s) measured, {res.skipped} already complete, {res.failed} failed, "
@@ -699,7 +784,7 @@ def scaling_cmd(
 
       storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
     """
-    s = sb.measure_scaling(study, str(hostfile) if hostfile else None, out, test_hosts=test_hosts,
+    s = sb.measure_scaling(study, str(hostfile) if hostfile else None, _out_dir(out), test_hosts=test_hosts,
                         test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
                         repetitions=repetitions, progress=True)
     typer.echo(f"{s.study}: {len(s.completed)} measured, {len(s.skipped)} already done, "
@@ -734,6 +819,7 @@ def batch_cmd(
       storagebench batch sets.yaml --out results/batch --report
     """
     from ._batch import load_param_sets
+    _out_dir(out)
     sets, nb = load_param_sets(params)
     nb = notebook or nb
     if not nb:
@@ -802,10 +888,7 @@ def _write_new_yaml(out: Path, text: str) -> None:
     """Write ``text`` to ``out`` atomically (a temporary file beside it, renamed): never half a spec."""
     import os
 
-    if out.is_dir():
-        raise StudyError(f"--out {display_path(out)} is a directory; name the study file to write (e.g. "
-                         f"{display_path(out / 'translated.yaml')})")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _out_file(out, example="translated.yaml").parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from ._html import Markup, html, render_markdown, secure_page, site_href
+from ._inputs import open_input, read_input, read_text, walk
 from ._params import check_parameters, parameter_type_ok
 from ._store import StudyStore
 
@@ -44,6 +45,8 @@ __all__ = [
     "template_cells",
     "notebooks_to_html",
     "publish_report",
+    "partial_banner",
+    "read_notebook",
     "build_site",
 ]
 
@@ -83,15 +86,47 @@ def study_provenance(study_dir: str | os.PathLike) -> list[Provenance]:
         raise PublishError(str(exc)) from exc
 
 
+#: Largest notebook read, bytes (a template is a few KiB; an executed one with its figures a few MiB).
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+
+
+def read_notebook(path: str | os.PathLike) -> Any:
+    """A notebook (nbformat 4) read through the one reader of inputs (:func:`storagebench._inputs.read_text`).
+
+    Parameters
+    ----------
+    path : str or path
+        An ``.ipynb`` file.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+
+    Raises
+    ------
+    PublishError
+        Not a regular file (a FIFO, a device ...), larger than :data:`MAX_NOTEBOOK_BYTES`, not UTF-8, or not a
+        notebook.
+    """
+    import nbformat
+
+    text = read_text(path, max_bytes=MAX_NOTEBOOK_BYTES, what="notebook", error=PublishError)
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises many kinds for a file that is not a notebook
+        raise PublishError(f"{os.fspath(path)}: not a notebook ({type(exc).__name__}: {exc})") from None
+
+
 def _resolve_notebook(notebook: str | os.PathLike) -> Path:
     path = Path(notebook)
     if not path.exists() and not path.is_absolute() and (NOTEBOOK_DIR / path).exists():
         path = NOTEBOOK_DIR / path
-    if not path.is_file():
+    if not path.exists():
         shipped = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
         raise PublishError(f"notebook {str(notebook)!r} does not exist; the shipped notebooks are {shipped}")
     if path.suffix != ".ipynb":
         raise PublishError(f"notebook {str(notebook)!r} must be a .ipynb file")
+    open_input(path, max_bytes=MAX_NOTEBOOK_BYTES, what="notebook", error=PublishError).close()  # a regular file
     return path.resolve()
 
 
@@ -135,9 +170,7 @@ def notebook_parameters(notebook: str | os.PathLike) -> dict[str, dict[str, Any]
 
 def _assigned_parameters(path: Path) -> set[str]:
     """Names assigned in the cell tagged ``parameters`` (empty when the notebook has none or it does not parse)."""
-    import nbformat
-
-    nb = nbformat.read(str(path), as_version=4)
+    nb = read_notebook(path)
     cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
     try:
         tree = ast.parse(cell.source) if cell is not None else None
@@ -337,6 +370,7 @@ figcaption { font-size: .92rem; max-width: 100ch; margin-top: .5em; }
 .sb-finding-detail { color: var(--sb-muted); font-size: .85em; }
 .sb-findings li.sb-caveat { color: #7a4a00; }
 .sb-report-meta { color: var(--sb-muted); font-size: .88rem; }
+.sb-partial { border: 2px solid #b45309; background: #fff7ed; padding: .2rem .8rem; margin: .8rem 0; }
 .sb-table-note { color: var(--sb-muted); font-size: .85rem; margin: .2em 0; max-width: 100ch; }
 details.sb-details { margin: .4em 0 1.2em; }
 details.sb-details > summary { cursor: pointer; color: #0969da; }
@@ -484,8 +518,9 @@ def _pop_title(cells) -> str | None:
 
 
 def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None, *,
-               meta: str = "") -> tuple[str, Any]:
-    """The HTML of a write-up and its findings: see :func:`notebooks_to_html`.
+               meta: str = "", banner: str | None = None) -> tuple[str, Any]:
+    """The HTML of a write-up and its findings: see :func:`notebooks_to_html`; ``banner`` (text, escaped) is shown
+    above everything but the title (a partial study: :func:`partial_banner`).
 
     Returns
     -------
@@ -499,7 +534,7 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
     merged = None
     findings = []
     for path in notebooks:
-        nb = nbformat.read(str(path), as_version=4)
+        nb = read_notebook(path)
         # a cell tagged "nbval-only" holds a check for the tests (a gold value printed for nbval), not content
         nb.cells = [c for c in nb.cells if "nbval-only" not in c.metadata.get("tags", [])]
         for cell in nb.cells:
@@ -523,6 +558,12 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
         title_cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": str(render_markdown(h1))})]
         head.append(title_cell)
         merged.cells = [c for c in merged.cells if not (c.cell_type == "markdown" and not c.source.strip())]
+    if banner:  # text from data: escaped (markupsafe), never formatted into HTML as it is
+        cell = nbformat.v4.new_code_cell("")
+        cell.outputs = [nbformat.v4.new_output("display_data", data={
+            "text/html": str(html('<div class="sb-partial" role="alert"><p><strong>{}</strong></p></div>', banner)),
+            "text/plain": banner})]
+        head.append(cell)
     if meta:
         meta_cell = nbformat.v4.new_code_cell("")
         meta_cell.outputs = [nbformat.v4.new_output("display_data", data={
@@ -680,10 +721,8 @@ def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
     PublishError
         The notebook cannot be read.
     """
-    import nbformat
-
     try:
-        nb = nbformat.read(str(notebook), as_version=4)
+        nb = read_notebook(notebook)
     except (OSError, ValueError) as exc:
         raise PublishError(f"cannot read executed notebook {notebook}: {exc}") from exc
     missing = []
@@ -725,10 +764,51 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, action: str = "publish") -> str | None:
+    """The banner of a write-up of a study whose sweep is still measuring, or ``None`` when none is.
+
+    Parameters
+    ----------
+    study_dir : str or path
+        ``results/<study>/``.
+    partial : bool
+        Whether a running study may be published (else it is refused).
+    action : str
+        What is refused, for the message (``"publish"``, ``"ingest"``).
+
+    Returns
+    -------
+    str or None
+        e.g. ``"Partial results: ... 6 of 12 planned runs done ..."`` (runs done: the completed runs,
+        :meth:`storagebench._store.StudyStore.completed_run_ids`; planned: the plan of its ``study.yaml``);
+        ``None`` when no sweep holds the study's lock.
+
+    Raises
+    ------
+    PublishError
+        A sweep holds the lock and ``partial`` is false; the message names the pid written in the lock file.
+    """
+    store = StudyStore(study_dir)
+    if store.sweep_holder() is None:
+        return None
+    state = store.progress()
+    pid = (state["holder"] or {}).get("pid")
+    runs = (f"{state['done']} of {state['planned']} planned runs" if state["planned"] is not None
+            else f"{state['done']} runs (the number planned is unknown: study.yaml cannot be read)")
+    if not partial:
+        who = f"pid {pid}" if pid is not None else "a process that wrote no pid"
+        raise PublishError(f"{store.root} is still being measured: a sweep holds its lock ({who}, as written in "
+                           f"{store.root / '.sweep.lock'}); {runs} done. Wait for the sweep to finish, or pass "
+                           f"--partial (partial=True) to {action} the runs done so far, marked as partial")
+    when = "this write-up was published" if action == "publish" else f"the runs were read ({action})"
+    return (f"Partial results: the sweep of this study was still running when {when}; {runs} done. "
+            "Findings, figures, tables and counts cover only those runs.")
+
+
 def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.PathLike] | None = None,
                    parameters: Mapping[str, Any] | None = None, *, output: str | os.PathLike | None = None,
                    kernel_name: str | None = None, execution_timeout: float | None = None,
-                   iopub_timeout: int = DEFAULT_IOPUB_TIMEOUT_S) -> Path:
+                   iopub_timeout: int = DEFAULT_IOPUB_TIMEOUT_S, partial: bool = False) -> Path:
     """Execute the analysis notebook(s) of a study and write one self-contained HTML report.
 
     Parameters
@@ -748,6 +828,10 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         Jupyter kernel, as in :func:`execute_notebook`.
     execution_timeout, iopub_timeout
         As in :func:`execute_notebook`.
+    partial : bool
+        Publish a study whose sweep is still measuring (holds ``.sweep.lock``): the write-up then opens with a
+        banner stating the runs done and the runs planned (``report.json`` keeps it as ``partial``). Without it
+        such a study is refused.
 
     Returns
     -------
@@ -759,7 +843,8 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     Raises
     ------
     PublishError
-        ``study_dir`` is not a directory; a notebook is missing, is given a parameter it
+        ``study_dir`` is being measured by a sweep and ``partial`` is false (the message names the pid the lock
+        file holds, and the runs done and planned); ``study_dir`` is not a directory; a notebook is missing, is given a parameter it
         does not declare, or fails (its executed notebook is kept); a cell that draws a figure
         has no image in the executed notebook (:func:`missing_figures`; the message names the
         notebook and the cell, and no report is written).
@@ -767,10 +852,12 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     sdir = Path(study_dir).resolve()
     if not sdir.is_dir():
         raise PublishError(f"study_dir {str(study_dir)!r} is not a directory")
+    banner = partial_banner(sdir, partial=partial)
     paths = [_resolve_notebook(n) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)]
     if not paths:
         raise PublishError("notebooks must name at least one notebook")
-    given = dict(parameters or {})
+    # the parameter gate first: report.json and every notebook get the same plain copies (a Path becomes its text)
+    given = check_parameters(parameters, None, where="publish_report")
     declared = {p: notebook_parameters(p) for p in paths}
     everything = set().union(*(set(d) for d in declared.values()))
     unknown = sorted(set(given) - everything)
@@ -795,18 +882,17 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
                                f"shown (iopub_timeout={iopub_timeout} s); no report written")
         executed.append(done)
     html_path = Path(output) if output is not None else sdir / "report.html"
-    import nbformat
 
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
-        title = notebook_title(nbformat.read(str(executed[0]), as_version=4)) or f"storagebench report: {sdir.name}"
+        title = notebook_title(read_notebook(executed[0])) or f"storagebench report: {sdir.name}"
     except (OSError, ValueError) as exc:
         raise PublishError(f"cannot read the executed notebook {executed[0]}: {exc}") from exc
     prov = _provenance_summary(sdir)
     meta = f"Published {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__} from " + \
         ", ".join(p.name for p in paths) + (f". Data: {prov['summary']}." if prov.get("summary") else ".")
     try:
-        page, findings = build_page(executed, title, meta=meta)
+        page, findings = build_page(executed, title, meta=meta, banner=banner)
     except PublishError:
         raise
     except Exception as exc:  # nbconvert template / conversion errors
@@ -818,6 +904,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         "report": html_path.name, "storagebench_version": __version__, "notebooks": [p.name for p in paths],
         "parameters": {k: _relative(v, html_path.parent) for k, v in given.items()},
         "findings": findings.to_dict()["findings"], "question": findings.title, "provenance": prov,
+        **({"partial": banner} if banner else {}),
     }
     _atomic_write(html_path, page)
     _atomic_write(sidecar_path(html_path), orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode())
@@ -865,9 +952,14 @@ def _provenance_summary(study_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _read_sidecar(path: Path) -> dict[str, Any]:
+#: Largest ``report.json`` sidecar read, bytes (:func:`build_site`; a sidecar is a few KiB).
+MAX_SIDECAR_BYTES = 16 * 2**20
+
+
+def _read_sidecar(path: Path, root: Path | None = None) -> dict[str, Any]:
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads(read_input(path, max_bytes=MAX_SIDECAR_BYTES, what="report sidecar", error=PublishError,
+                                       root=root))
     except (OSError, orjson.JSONDecodeError) as exc:
         raise PublishError(f"{path}: not a readable report sidecar: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list) or "title" not in data:
@@ -909,20 +1001,24 @@ def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = N
         raise PublishError(f"results_dir {str(results_dir)!r} is not a directory")
     page_path = Path(out) if out is not None else root / "index.html"
     found, skipped = [], []
-    for depth in range(5):
-        for sidecar in sorted(root.glob("/".join(["*"] * depth + ["*.json"]))):
-            if sidecar.name != "report.json" and not sidecar.with_suffix(".html").is_file():
-                continue
-            if "notebooks" in sidecar.relative_to(root).parts:
-                continue
-            html_file = sidecar.with_suffix(".html")
-            if sidecar.name == "report.json" and not html_file.is_file():
-                skipped.append(f"{sidecar}: no {html_file.name} beside it")
+    # the one walk of inputs (storagebench._inputs.walk): regular files only, symlinks leaving the tree not followed,
+    # FIFOs, sockets and devices never opened; hidden names skipped, as a glob would
+    for d, dirs, files, bad in walk(root, max_depth=4):
+        dirs[:] = [n for n in dirs if not n.startswith(".") and n != "notebooks"]
+        skipped += [f"{r.path}: {r.reason}" for r in bad
+                    if not os.path.basename(r.path).startswith(".") and (r.path.endswith((".json", ".html"))
+                                                                         or "directory" in r.reason)]
+        listed = set(files)
+        for name in sorted(n for n in files if n.endswith(".json") and not n.startswith(".")):
+            sidecar, html_name = Path(d) / name, name[: -len(".json")] + ".html"
+            if html_name not in listed:
+                if name == "report.json":
+                    skipped.append(f"{sidecar}: no {html_name} (a regular file inside the tree) beside it")
                 continue
             try:
-                data = _read_sidecar(sidecar)
+                data = _read_sidecar(sidecar, root)
             except PublishError as exc:
-                if sidecar.name == "report.json":
+                if name == "report.json":
                     skipped.append(str(exc))
                 continue
             found.append((str(data.get("date") or ""), sidecar, data))

@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from . import schema
+from ._inputs import open_input, read_input
 from .errors import IngestError, StatsError
 from .ingest import ingest_paths, ingest_study
 from .ingest.loadgen import detect_format
@@ -328,13 +329,14 @@ def load_table(source: str | Path, *, data_dir: str | Path | None = None) -> pd.
         if (path / "raw").is_dir():
             return ingest_study(path).runs
         raise IngestError("a directory must be a study directory (with tidy/runs.parquet or raw/)", path=text)
-    if not path.is_file():
+    if not path.exists():
         raise IngestError("no such file; a table must be a .parquet or .csv file or published:<name>", path=text)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return schema.read_table(path)
+        return schema.read_table(path)  # through the one reader of inputs: a regular file of bounded size
     if suffix == ".csv":
-        return pd.read_csv(path, dtype_backend="numpy_nullable")
+        with open_input(path, max_bytes=schema.MAX_TABLE_BYTES, what="CSV table", error=IngestError) as fh:
+            return pd.read_csv(fh, dtype_backend="numpy_nullable")
     raise IngestError(f"table suffix must be one of ['.csv', '.parquet'], got {suffix!r}", path=text)
 
 
@@ -441,8 +443,9 @@ def _is_table_file(path: Path) -> bool:
         return True
     if suffix != ".csv":
         return False
-    with path.open("rb") as fh:  # an Iometer results file is a .csv too: decided by content
-        return detect_format(fh.read(65536)) is None
+    # an Iometer results file is a .csv too: decided by content (its head, read through the one reader of inputs)
+    return detect_format(read_input(path, max_bytes=schema.MAX_TABLE_BYTES, what="CSV table", error=IngestError,
+                                    head=65536)) is None
 
 
 def load_result_sets(sources: str | Path | list, *, labels: list | None = None, tool_col: str = "tool",

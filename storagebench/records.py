@@ -22,12 +22,15 @@ import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._inputs import read_input
 from .errors import SchemaError
+
+#: Largest ``provenance.json`` read, bytes (a record is a few KiB).
+MAX_RECORD_BYTES = 4 * 2**20
 
 __all__ = [
     "FORMAT_VERSION",
@@ -452,17 +455,27 @@ class Provenance:
         return cls(**known, extra=extra)
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> Provenance:
+    def read(cls, path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> Provenance:
         """Read a ``provenance.json`` file (:meth:`from_json` on its JSON).
+
+        Parameters
+        ----------
+        path : path
+        root : path, optional
+            The results tree the file must lie in (a symlink leaving it is refused).
 
         Raises
         ------
         SchemaError
-            Not valid JSON, or as :meth:`from_json`; the message names ``path``.
-        OSError
-            The file cannot be read.
+            Not a regular file of at most :data:`MAX_RECORD_BYTES` (read by the one reader of inputs,
+            :func:`storagebench._inputs.read_input`), not valid JSON, or as :meth:`from_json`; the message
+            names ``path``.
+        FileNotFoundError
+            There is no such file.
         """
-        raw = Path(path).read_bytes()
+        if not os.path.lexists(path):
+            raise FileNotFoundError(2, "no such file", os.fspath(path))
+        raw = read_input(path, max_bytes=MAX_RECORD_BYTES, what="provenance record", error=SchemaError, root=root)
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ._clientserver import read_span_logs
+from ._inputs import completed_runs
 from ._runner import run_study
 from ._study import CLIENTS_FACTOR, Study, load_study
 from .errors import StudyError
@@ -144,11 +145,11 @@ def load_scaling(root):
     results, spans = [], []
     for r in roots:
         results.append(ingest_study(r))
-        for run_dir in sorted((r / "raw").iterdir()):
+        for run_dir in (r / "raw" / name for name in completed_runs(r / "raw")):
             prov_path = run_dir / "provenance.json"
             if not prov_path.exists():
                 continue
-            hosts = list(Provenance.read(prov_path).hosts)
+            hosts = list(Provenance.read(prov_path, root=r).hosts)
             spans.append(read_span_logs(run_dir, hosts, run_id=run_dir.name))
     if len(results) == 1:
         merged = results[0]

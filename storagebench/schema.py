@@ -44,6 +44,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._inputs import open_input
 from .errors import SchemaError
 
 __all__ = [
@@ -430,6 +431,11 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, table: str, *, spec_h
     return out
 
 
+#: Largest parquet table read, bytes (:func:`read_table`, :func:`read_metadata`; through the one reader of inputs,
+#: :func:`storagebench._inputs.open_input`: a regular file, never a FIFO or a device).
+MAX_TABLE_BYTES = 16 * 2**30
+
+
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The storagebench metadata of a parquet file; ``{"format_version": 0}`` for a file without it.
 
@@ -439,10 +445,15 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
         The file is not parquet, or its metadata is not a JSON object with an integer
         ``format_version`` >= 0.
     """
+    with open_input(path, max_bytes=MAX_TABLE_BYTES, what="parquet table", error=SchemaError) as fh:
+        return _metadata(fh, os.fspath(path))
+
+
+def _metadata(fh: Any, where: str) -> dict[str, Any]:
     try:  # the footer's key-value metadata: the Arrow schema's, or added when a streamed file was closed
-        meta = pq.read_metadata(path).metadata or {}
+        meta = pq.read_metadata(fh).metadata or {}
     except (OSError, pa.ArrowInvalid) as exc:
-        raise SchemaError(f"{os.fspath(path)}: not a readable parquet file ({exc})") from None
+        raise SchemaError(f"{where}: not a readable parquet file ({exc})") from None
     raw = meta.get(METADATA_KEY)
     if raw is None:
         return {"format_version": 0}
@@ -451,11 +462,11 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError:
         data = None
     if not isinstance(data, Mapping):
-        raise SchemaError(f"{os.fspath(path)}: parquet metadata {METADATA_KEY.decode()!r} must be a JSON object, "
+        raise SchemaError(f"{where}: parquet metadata {METADATA_KEY.decode()!r} must be a JSON object, "
                           f"got {raw[:80]!r}")
     version = data.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise SchemaError(f"{os.fspath(path)}: format_version must be an integer >= 0, got {version!r}")
+        raise SchemaError(f"{where}: format_version must be an integer >= 0, got {version!r}")
     return dict(data)
 
 
@@ -493,7 +504,13 @@ def read_table(path: str | os.PathLike, table: str | None = None) -> pd.DataFram
         supply (the message says to ingest ``raw/`` again).
     """
     where = os.fspath(path)
-    meta = read_metadata(path)
+    with open_input(path, max_bytes=MAX_TABLE_BYTES, what="parquet table", error=SchemaError) as fh:
+        meta = _metadata(fh, where)
+        fh.seek(0)
+        return _read_checked(fh, where, meta, table)
+
+
+def _read_checked(fh: Any, where: str, meta: dict[str, Any], table: str | None) -> pd.DataFrame:
     version = meta["format_version"]
     if version > FORMAT_VERSION:
         raise SchemaError(f"{where}: table format_version {version} was written by a newer storagebench; this one "
@@ -504,7 +521,7 @@ def read_table(path: str | os.PathLike, table: str | None = None) -> pd.DataFram
         if stored is not None and stored != table:
             raise SchemaError(f"{where}: holds the {stored!r} table, not {table!r}")
     name = table or stored or (Path(where).stem if Path(where).stem in TABLES else None)
-    df = pd.read_parquet(path)
+    df = pd.read_parquet(fh)
     if name is None:
         df.attrs["storagebench"] = meta
         return df

@@ -106,7 +106,7 @@ def test_hostfile_comments_duplicates_and_bad_lines(tmp_path):
     with pytest.raises(HostError, match="does not exist"):
         parse_hostfile(tmp_path / "nope.list")
     p.write_bytes(b"\xff\xfe\n")
-    with pytest.raises(HostError, match="cannot be read"):
+    with pytest.raises(HostError, match="must be UTF-8 text; byte 0 is not"):
         parse_hostfile(p)
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .._inputs import read_text
 from ..errors import HostError
 
 __all__ = [
@@ -50,6 +51,10 @@ __all__ = [
     "local_addresses",
     "is_local",
 ]
+
+#: Largest fio host file read, bytes (one host a line).
+MAX_HOSTFILE_BYTES = 2**20
+
 
 #: fio's default server port (``fio_net_port`` in fio ``server.c``).
 FIO_DEFAULT_PORT = 8765
@@ -255,9 +260,7 @@ def parse_hostfile(path_or_text: "str | os.PathLike[str]", default_port: int = F
     if "\n" not in text:
         source = text
         try:
-            text = Path(text).read_text()
-        except FileNotFoundError:
-            raise HostError(f"host file {source!r} does not exist") from None
+            text = read_text(text, max_bytes=MAX_HOSTFILE_BYTES, what="host file", error=HostError)
         except (OSError, UnicodeDecodeError) as exc:
             raise HostError(f"host file {source!r} cannot be read: {exc}") from None
     hosts: list[Host] = []

@@ -16,7 +16,8 @@ or text or an Iometer results CSV (:func:`_loadgen_format`; other content is ski
 explicitly must be one of these formats or fio output). A directory holding ``point.json`` is a run
 directory of the runner: ``output.json`` is its fio output, ``point.json`` its identity and study factors,
 ``provenance.json`` its provenance, ``*.log`` its fio logs. In a study directory (``raw/`` beside
-``failed/``) the failed attempts under ``failed/`` are not read.
+``failed/`` or ``study.yaml``) only ``raw/`` is read: not the failed attempts under ``failed/``, nor ``aside/``,
+``tidy/``, ``notebooks/`` or the study's own records. Runs being measured (``raw/.tmp-*``) are never read.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
+from .._inputs import (
+    MAX_TOOL_OUTPUT_BYTES,
+    STAGING_PREFIX,
+    Refused,
+    completed_runs,
+    file_kind,
+    read_input,
+    scan,
+    walk,
+)
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
 from . import _fiorows
@@ -176,7 +187,7 @@ class IngestSummary:
 # ---- discovery ---------------------------------------------------------------------------------
 
 #: Default size cap of one input file (bytes): a file above it is reported, not read.
-MAX_FILE_BYTES = 512 * 2**20
+MAX_FILE_BYTES = MAX_TOOL_OUTPUT_BYTES
 
 
 @dataclass
@@ -189,117 +200,36 @@ class _Item:
     host: str = "local"
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"))
-
-
-def _kind(mode: int) -> str:
-    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
-
-
 def _not_regular(path: str, mode: int) -> IngestError:
-    return IngestError(f"not a regular file ({_kind(mode)}): not read (only regular files are ingested)", path=path)
+    return IngestError(f"not a regular file ({file_kind(mode)}): not read (only regular files are ingested)", path=path)
 
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+_CAP_HINT = " (raise max_file_bytes / --max-file-size to ingest it)"
 
 
 def _read_file(path: str, max_bytes: int, head: int | None = None) -> bytes:
-    """The bytes of a regular file, at most ``max_bytes`` (``head``: only the first ``head`` bytes).
-
-    Opened with ``O_NONBLOCK`` (a FIFO swapped in after discovery cannot block the open), then
-    checked with ``fstat`` on the open descriptor: anything but a regular file, or a file above the
-    cap, is refused before a byte is read; a file that grows past the cap while read is refused too.
-    Bare ``os.open``/``os.read``: half the cost of ``open().read()``.
-    """
-    fd = os.open(path, _OPEN_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        if head is not None:
-            return os.read(fd, head)
-        if st.st_size > max_bytes:
-            raise IngestError(f"{st.st_size:,} bytes, more than the size cap of {max_bytes:,} bytes: not read "
-                              "(raise max_file_bytes / --max-file-size to ingest it)", path=path)
-        data = os.read(fd, st.st_size + 1)
-        if len(data) > st.st_size:  # the file grew since fstat: read on, up to the cap
-            parts = [data]
-            size = len(data)
-            while size <= max_bytes and (chunk := os.read(fd, 1 << 20)):
-                parts.append(chunk)
-                size += len(chunk)
-            if size > max_bytes:
-                raise IngestError(f"grew past the size cap of {max_bytes:,} bytes while read: not read", path=path)
-            data = b"".join(parts)
-        return data
-    finally:
-        os.close(fd)
+    """The bytes of a regular file, at most ``max_bytes`` (``head``: only the first ``head`` bytes), through
+    the one reader of inputs (:func:`storagebench._inputs.read_input`: ``O_NONBLOCK``, ``fstat`` of the open
+    descriptor, the size cap, a file growing past it while read refused)."""
+    return read_input(path, max_bytes=max_bytes, what="file", error=IngestError, head=head, hint=_CAP_HINT)
 
 
-def _inside(target: str, root: str) -> bool:
-    return target == root or target.startswith(root if root.endswith(os.sep) else root + os.sep)
+def _refused(bad: list[Refused]) -> list[IngestError]:
+    return [IngestError(r.reason, path=r.path) for r in bad]
 
 
 def _scan(d: str, root: str) -> tuple[list[str], list[str], list[IngestError]]:
-    """(subdirectories, regular files, problems) of directory ``d`` in the tree whose real path is ``root``.
-
-    File types come from ``scandir`` (no ``stat`` per file). Only regular files are listed; a symlink
-    counts when its target is a regular file inside the tree (a symlink to a directory is not
-    followed: one inside the tree is walked under its real path). FIFOs, devices, sockets, broken
-    symlinks and symlinks leaving the tree are problems, reported and never opened.
-    """
-    dirs: list[str] = []
-    files: list[str] = []
-    bad: list[IngestError] = []
-    prefix = d if d.endswith(os.sep) else d + os.sep
-    try:
-        entries = list(os.scandir(d))
-    except OSError as exc:
-        return dirs, files, [IngestError(f"cannot list the directory: {exc.strerror or exc}", path=d)]
-    for e in entries:
-        try:
-            if e.is_dir(follow_symlinks=False):
-                dirs.append(e.name)
-            elif e.is_file(follow_symlinks=False):
-                files.append(e.name)
-            elif e.is_symlink():
-                target = os.path.realpath(prefix + e.name)
-                try:
-                    st = os.stat(prefix + e.name)
-                except OSError:
-                    bad.append(IngestError(f"broken symlink (to {display_path(target)}): not read",
-                                           path=prefix + e.name))
-                    continue
-                inside = _inside(target, root)
-                if stat.S_ISDIR(st.st_mode):
-                    if not inside:
-                        bad.append(IngestError(f"symlink to a directory outside the ingested tree "
-                                               f"({display_path(target)}): not followed", path=prefix + e.name))
-                elif not inside:
-                    bad.append(IngestError(f"symlink to a file outside the ingested tree ({display_path(target)}): "
-                                           "not read", path=prefix + e.name))
-                elif not stat.S_ISREG(st.st_mode):
-                    bad.append(_not_regular(prefix + e.name, st.st_mode))
-                else:
-                    files.append(e.name)
-            else:
-                bad.append(_not_regular(prefix + e.name, e.stat(follow_symlinks=False).st_mode))
-        except OSError as exc:
-            bad.append(IngestError(f"cannot read: {exc.strerror or exc}", path=prefix + e.name))
-    dirs.sort()
-    return dirs, files, bad
+    """:func:`storagebench._inputs.scan` with its refusals as per-file :class:`IngestError`."""
+    dirs, files, bad = scan(d, root)
+    return dirs, files, _refused(bad)
 
 
 def _walk(top: str) -> Iterator[tuple[str, list[str], list[str], list[IngestError]]]:
-    """``os.walk`` top-down (sorted; the caller may prune ``dirs``) over :func:`_scan`: regular files only."""
-    root = os.path.realpath(top)
-    stack = [top]
-    while stack:
-        d = stack.pop()
-        dirs, files, bad = _scan(d, root)
-        yield d, dirs, files, bad
-        stack.extend(os.path.join(d, s) for s in reversed(dirs))
+    """:func:`storagebench._inputs.walk` (regular files only, never leaving the tree; staging directories of a
+    run being measured, ``.tmp-*``, are not entered) with its refusals as per-file :class:`IngestError`."""
+    for d, dirs, files, bad in walk(top):
+        dirs[:] = [n for n in dirs if not n.startswith(STAGING_PREFIX)]
+        yield d, dirs, files, _refused(bad)
 
 
 def _read_meta(path: str, files: list[str] | None, max_bytes: int) -> bytes | None:
@@ -371,8 +301,11 @@ def _discover(paths: Iterable[str | os.PathLike], max_bytes: int) -> Iterator[_I
         if stat.S_ISDIR(st.st_mode):
             for root, dirs, files, bad in _walk(p):
                 yield from bad
-                if "raw" in dirs and "failed" in dirs:  # a study directory: failed attempts are not runs
-                    dirs.remove("failed")
+                if "raw" in dirs and ("failed" in dirs or "study.yaml" in files):
+                    # a study directory: only raw/ holds runs (not failed/ attempts, aside/, tidy/, notebooks/,
+                    # nor its records: created_targets.json, testbed.json, report.json ...)
+                    dirs[:] = ["raw"]
+                    continue
                 if "point.json" in files:
                     yield from _run_dir_items(root, files, max_bytes)
                 else:
@@ -742,9 +675,9 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
 
     def items() -> Iterator[_Item | IngestError]:
         root = os.path.realpath(raw)
-        dirs, _, bad = _scan(raw, root)
+        _, _, bad = _scan(raw, root)
         yield from bad
-        for name in dirs:
+        for name in completed_runs(raw):  # the one rule of a completed run: not raw/.tmp-* (being measured)
             d = os.path.join(raw, name)
             _, files, bad = _scan(d, root)
             yield from bad

@@ -73,6 +73,7 @@ import defusedxml
 import defusedxml.ElementTree as DET
 import pandas as pd
 
+from .._inputs import MAX_TOOL_OUTPUT_BYTES, read_input
 from ..errors import IngestError
 from ..schema import PERCENTILES, percentile_column
 from .fio import file_run_id
@@ -243,10 +244,7 @@ class DiskSpdResult:
 def read_diskspd(path: str | Path, *, strict: bool = True) -> DiskSpdResult:
     """Read a DiskSPD XML or text result file (:func:`parse_diskspd` of its bytes)."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror or exc}", path=str(p)) from None
+    data = read_input(p, max_bytes=MAX_TOOL_OUTPUT_BYTES, what="DiskSPD result", error=IngestError)
     return parse_diskspd(data, str(p), strict=strict)
 
 

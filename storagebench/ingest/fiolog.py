@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._inputs import MAX_TOOL_OUTPUT_BYTES, read_input
 from ..errors import IngestError
 
 __all__ = ["parse_fio_log", "is_fio_log"]
@@ -80,7 +81,7 @@ def parse_fio_log(
         )
     kind = m.group("kind")
     if data is None:
-        data = path.read_bytes()
+        data = read_input(path, max_bytes=MAX_TOOL_OUTPUT_BYTES, what="fio log", error=IngestError)
     cols = ["run_id", "host", "job", "direction", "t_s", "metric", "value", "log_index"]
     if not data.strip():
         return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("t_s", "value") else "object") for c in cols})

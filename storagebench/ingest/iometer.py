@@ -67,6 +67,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .._inputs import MAX_TOOL_OUTPUT_BYTES, read_input
 from ..errors import IngestError
 from .fio import file_run_id
 from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
@@ -281,10 +282,7 @@ def _workload(spec: IometerSpec | None, a: dict, parts: list[dict]) -> dict:
 def read_iometer(path: str | Path, *, strict: bool = True) -> IometerResult:
     """Read an Iometer results CSV (:func:`parse_iometer` of its bytes)."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror or exc}", path=str(p)) from None
+    data = read_input(p, max_bytes=MAX_TOOL_OUTPUT_BYTES, what="Iometer result", error=IngestError)
     return parse_iometer(data, str(p), strict=strict)
 
 

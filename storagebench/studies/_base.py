@@ -31,6 +31,7 @@ from matplotlib.ticker import (
 )
 
 from .. import stats
+from .._inputs import completed_runs, open_input
 from .._store import StudyStore
 from .._study import Study, load_study
 from ..errors import StatsError, StudyError
@@ -40,6 +41,7 @@ from ..ingest import ingest_study
 from ..plots import ratio_forest
 from ..records import TestbedRecord
 from ..runlevel import per_run
+from ..schema import MAX_TABLE_BYTES
 from ..tables import metric_words, table
 from ..testbed import parse_size
 
@@ -393,20 +395,26 @@ def _run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None) -> pd.DataF
     return out.drop(columns=["direction", "job", "job_index"], errors="ignore")
 
 
+def _parquet(path: Path) -> pd.DataFrame:
+    """A tidy table of the study as stored, through the one reader of inputs (a regular file, bounded)."""
+    with open_input(path, max_bytes=MAX_TABLE_BYTES, what="parquet table", error=StudyError) as fh:
+        return pd.read_parquet(fh)
+
+
 def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``(runs, histograms, timeseries)``: ``tidy/*.parquet`` when they hold exactly the runs of ``raw/``
     and are newer than every one of them, else ingested now (and written to ``tidy/`` when possible)."""
     tidy, raw = study_dir / "tidy", study_dir / "raw"
-    names = {p.name for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")} if raw.is_dir() else set()
+    names = set(completed_runs(raw))
     newest = max((p.stat().st_mtime for p in raw.glob("*/output.json")), default=0.0)
     paths = [tidy / f"{t}.parquet" for t in ("runs", "histograms")]
     if all(p.exists() and p.stat().st_mtime >= newest for p in paths):
-        runs = pd.read_parquet(paths[0])
+        runs = _parquet(paths[0])
         if set(runs["run_id"].astype(str)) == names:
             ts_path = tidy / "timeseries.parquet"
-            ts = pd.read_parquet(ts_path) if ts_path.exists() else pd.DataFrame(columns=["run_id", "t_s", "metric",
+            ts = _parquet(ts_path) if ts_path.exists() else pd.DataFrame(columns=["run_id", "t_s", "metric",
                                                                                           "value"])
-            return runs, pd.read_parquet(paths[1]), ts
+            return runs, _parquet(paths[1]), ts
     res = ingest_study(study_dir)
     with contextlib.suppress(OSError):  # a read-only results tree still gets its analysis
         res.write_parquet(tidy)
