@@ -76,7 +76,16 @@ import pandas as pd
 from ..errors import IngestError
 from ..schema import PERCENTILES, percentile_column
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
+from .loadgen import (
+    MIB,
+    NS_PER_MS,
+    LoadgenRows,
+    decode_text,
+    detect_format,
+    refuse_format,
+    run_row,
+    unexplained_nan,
+)
 
 __all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "read_diskspd"]
 
@@ -178,8 +187,11 @@ class DiskSpdResult:
             w = run.workload
             pct = {p: (r, wr) for p, r, wr, _ in run.percentiles}
             fio_version = f"diskspd-{run.version}" if run.version else "diskspd"
-            note = ("DiskSPD latency is issue-to-completion (fio lat); its percentiles are in the clat_p* "
-                    "columns; no 99.5th percentile")
+            note = ("DiskSPD latency is issue-to-completion (fio lat): clat_mean_ns, clat_stdev_ns, slat_mean_ns "
+                    "NaN; its percentiles are in the clat_p columns, without a 99.5th (clat_p99_5_ns NaN); its "
+                    "CPU use is per processor, not per job (usr_cpu_pct, sys_cpu_pct NaN)")
+            if not run.percentiles:
+                note += "; no latency percentiles in the file (-L not given): lat_min_ns, lat_max_ns, clat_p*_ns NaN"
             if run.source == "xml":
                 note += f"; IOPS = sum(I/O counts) / TestTimeSeconds ({run.test_time_s:.2f} s as printed)"
             dirs = [d for d in ("read", "write") if run.totals.get(d, {}).get("ios", 0) > 0]
@@ -203,6 +215,9 @@ class DiskSpdResult:
                     fio_version=fio_version, started_at=run.started_at, hostname=run.computer_name,
                     source_file=self.path, note=note, **fields,
                 ))
+                gone = unexplained_nan(out.runs[-1])
+                if gone:  # a trimmed percentile table, no -L averages ...: named, never silent
+                    out.runs[-1]["note"] += f"; not in the file for {d}: {', '.join(gone)} NaN"
                 k = 1 if d == "read" else 2
                 lat = [(x[0], x[k + 3] * NS_PER_MS) for x in run.series if x[k] and not math.isnan(x[k + 3])]
                 for metric, t_s, vals in (("iops", [x[0] for x in run.series], [float(x[k]) for x in run.series]),

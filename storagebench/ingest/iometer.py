@@ -69,7 +69,16 @@ import pandas as pd
 
 from ..errors import IngestError
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
+from .loadgen import (
+    MIB,
+    NS_PER_MS,
+    LoadgenRows,
+    decode_text,
+    detect_format,
+    refuse_format,
+    run_row,
+    unexplained_nan,
+)
 
 __all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer"]
 
@@ -83,6 +92,10 @@ _ROW_TYPES = {"ALL", "MANAGER", "PROCESSOR", "WORKER", "DISK", "NETWORK", "UNKNO
 _BINARY = ("MiBps (Binary)", "MBps (Binary)", "MBps")
 _DECIMAL = ("MBps (Decimal)",)
 _REL = 2e-5  # C++ default stream precision: 6 significant digits
+#: what an Iometer row never has (the table gate wants every NaN named)
+_NOT_PRINTED = ("Iometer prints no latency deviation, minimum, completion/submission split, percentiles or "
+                "per-job CPU: lat_stdev_ns, lat_min_ns, clat_mean_ns, clat_stdev_ns, slat_mean_ns, clat_p*_ns, "
+                "usr_cpu_pct, sys_cpu_pct NaN")
 
 
 @dataclass
@@ -197,9 +210,13 @@ class IometerResult:
                     fio_version=f"iometer-{test['version']}" if test["version"] else "iometer",
                     started_at=None, hostname=",".join(managers), source_file=self.path,
                     note=(f"Iometer test {b.test} block {b.block} ({test['description']}); local time stamp "
-                          f"{test['time_stamp']!r} (no zone, so started_at is NaT)"
-                          + (f"; {errs} {d} errors" if errs > 0 else "")),
+                          f"{test['time_stamp']!r} (no zone, so started_at is NaT); " + _NOT_PRINTED
+                          + (f"; {errs} {d} errors" if errs > 0 else "")
+                          + ("" if runtime == runtime else "; no MANAGER/WORKER Total Raw Run Time: runtime_s NaN")),
                 ))
+                gone = unexplained_nan(out.runs[-1])
+                if gone:
+                    out.runs[-1]["note"] += f"; not in the file for {d}: {', '.join(gone)} NaN"
             bins = [_i(a.get(c)) for c in _bin_columns(a)]
             total = _i(a.get("Read I/Os")) + _i(a.get("Write I/Os"))
             if len(bins) == len(LATENCY_BINS_NS) and sum(bins) > 0 and sum(bins) == total:
