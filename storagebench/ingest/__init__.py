@@ -731,7 +731,7 @@ def _tables(col: _Collector) -> tuple[dict[str, pd.DataFrame] | None, dict[str, 
 
 
 def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
-             factor_kinds: dict | None = None) -> tuple[_Collector, dict[str, pd.DataFrame], list[IngestError]]:
+             factor_kinds: dict | None = None) -> tuple[_Collector, list[IngestError], dict[str, pd.DataFrame]]:
     """Every item into a :class:`_Collector`, its tables, and the errors: the table gate's too.
 
     The tables of the batch are built and checked once (:meth:`_Collector.gate`, the declarations of
@@ -769,13 +769,15 @@ def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
             if not bad:  # every file alone is fine, the batch is not: a storagebench bug, raised
                 col.frames()
         if not bad:
-            return col, frames, errors + refused
+            return col, errors + refused, frames
         skip.update(bad)
         refused.extend(bad.values())
 
 
-def _result(collector: _Collector, frames: dict[str, pd.DataFrame], errors: list[IngestError]) -> IngestResult:
-    return IngestResult(**frames, errors=errors, files=collector.files, spec_hashes=list(collector.spec_hashes))
+def _result(collector: _Collector, errors: list[IngestError],
+            frames: dict[str, pd.DataFrame] | None = None) -> IngestResult:
+    return IngestResult(**(collector.frames() if frames is None else frames), errors=errors, files=collector.files,
+                        spec_hashes=list(collector.spec_hashes))
 
 
 def ingest_paths(
@@ -953,7 +955,7 @@ def ingest_to_parquet(
             items = _discover(paths, max_bytes)
             while chunk := list(itertools.islice(items, int(batch_files))):
                 with _gc_paused():
-                    batch, frames, batch_errors = _collect(chunk, max_bytes, factor_kinds)
+                    batch, batch_errors, frames = _collect(chunk, max_bytes, factor_kinds)
                     errors.extend(batch_errors)
                     files += batch.files
                     spec_hashes.update(batch.spec_hashes)
