@@ -58,6 +58,7 @@ __all__ = [
     "RELATIONS",
     "Violation",
     "check_rows",
+    "note_pattern",
     "MAX_INT",
     "MAX_FLOAT",
     "RUNS",
@@ -486,7 +487,9 @@ class Violation:
         return f"{self.table}.{self.column} = {self.value!r}: {self.rule}"
 
 
-def _name_pattern(col: Column) -> re.Pattern:
+def note_pattern(col: Column) -> re.Pattern:
+    """The regular expression a ``note`` must match to explain a NaN in ``col``: the column's name or one
+    of its :attr:`Valid.names`, as a whole word (``clat_*_ns`` does not name ``lat_mean_ns``)."""
     words = (col.name, *(col.valid.names if col.valid else ()))
     alt = "|".join(re.escape(w) for w in words)
     return re.compile(rf"(?<![A-Za-z0-9_])(?:{alt})(?![A-Za-z0-9_])")
@@ -554,7 +557,7 @@ def check_rows(df: pd.DataFrame, table: str, *, runs: pd.DataFrame | None = None
                 for i in rows[:limit]:
                     out.append(Violation(table, int(i), c.name, math.nan, "NaN is not allowed in this table"))
                 continue
-            pat = _NOTE_RE.get(c.name) or _NOTE_RE.setdefault(c.name, _name_pattern(c))
+            pat = _NOTE_RE.get(c.name) or _NOTE_RE.setdefault(c.name, note_pattern(c))
             texts = note[rows]
             seen: dict[Any, bool] = {}
             for i, t in zip(rows, texts, strict=True):

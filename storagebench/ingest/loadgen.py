@@ -311,7 +311,7 @@ def unexplained_nan(row: dict) -> list[str]:
         v = row.get(name)
         if col.valid is None or not col.valid.metric or not isinstance(v, float) or v == v:
             continue
-        if not schema._name_pattern(col).search(note):
+        if not schema.note_pattern(col).search(note):
             out.append(name)
     return out
 
