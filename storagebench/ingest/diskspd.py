@@ -311,7 +311,11 @@ def _run_ids(data: bytes, n: int) -> list[str]:
 
 
 def _x(el: ET.Element | None, tag: str, conv=str, default: Any = None, *, where: str = "", path: str = "") -> Any:
-    child = el.find(tag) if el is not None else None
+    found = el.findall(tag) if el is not None else []
+    if len(found) > 1:  # ElementTree's find() would take the first and drop the other in silence
+        raise IngestError(f"{where or el.tag}: <{tag}> appears {len(found)} times (DiskSPD writes it once; an edited "
+                          "or concatenated file?)", path=path)
+    child = found[0] if found else None
     if child is None or child.text is None or not child.text.strip():
         if default is not None or where == "":
             return default
@@ -319,7 +323,31 @@ def _x(el: ET.Element | None, tag: str, conv=str, default: Any = None, *, where:
     try:
         return conv(child.text.strip())
     except ValueError:
-        raise IngestError(f"{where}/<{tag}> must be a number, got {child.text.strip()!r}", path=path) from None
+        raise IngestError(f"{where}/<{tag}> must be {getattr(conv, 'what', 'a number')}, got {child.text.strip()!r}",
+                          path=path) from None
+
+
+def _count(text: str) -> int:
+    """A DiskSPD I/O or byte count: an integer from 0 to 2**63-1 (DiskSPD's are UINT64 of what it did;
+    a negative one is not a count, and one past int64 cannot be stored): ValueError otherwise."""
+    v = int(text)
+    if not 0 <= v <= 2**63 - 1:
+        raise ValueError(f"{text!r} is not a count from 0 to 2**63-1")
+    return v
+
+
+_count.what = "a count from 0 to 2**63-1"  # type: ignore[attr-defined]
+
+
+def _check_time(t: float, what: str, path: str) -> None:
+    """DiskSPD prints its measured time with 2 decimals ("%.2f"): a time it wrote is >= 0.01 s and finite.
+    0 is a test interrupted before measuring; anything else (1e-300, inf, a negative time) was not
+    written by DiskSPD, and IOPS over it would be invented."""
+    if t == 0:
+        raise IngestError(f"{what} is 0 s: the test was interrupted before measuring", path=path)
+    if not 0.01 <= t < 1e9:
+        raise IngestError(f"{what} is {t!r} s: DiskSPD prints a measured time of 0.01 s or more with 2 decimals "
+                          "(allowed 0.01 to 1e9 s)", path=path)
 
 
 def _bool(text: str) -> bool:
@@ -387,23 +415,29 @@ def parse_diskspd_xml(data: bytes, path: str = "<bytes>") -> DiskSpdResult:
 
 def _xml_timespan(ts: ET.Element, prof: ET.Element | None, i: int, where: str, path: str) -> DiskSpdRun:
     t = _x(ts, "TestTimeSeconds", float, where=where, path=path)
-    if not t > 0:
-        raise IngestError(f"{where}: TestTimeSeconds is {t}: the test was interrupted before measuring", path=path)
+    _check_time(t, f"{where}: TestTimeSeconds", path)
     run = DiskSpdRun(timespan=i, run_index=1, source="xml", test_time_s=t)
     threads = ts.findall("Thread")
     sums = {"read": [0, 0], "write": [0, 0]}
     for th in threads:
-        tid = _x(th, "Id", int, default=-1)
+        tid = _x(th, "Id", int, default=-1, where=f"{where}/Thread", path=path)
+        seen_paths: set[str] = set()
         for tg in th.findall("Target"):
             w = f"{where}/Thread {tid}/Target"
-            rc, wc = _x(tg, "ReadCount", int, where=w, path=path), _x(tg, "WriteCount", int, where=w, path=path)
-            rb, wb = _x(tg, "ReadBytes", int, where=w, path=path), _x(tg, "WriteBytes", int, where=w, path=path)
-            ioc, bc = _x(tg, "IOCount", int, default=rc + wc), _x(tg, "BytesCount", int, default=rb + wb)
+            rc, wc = _x(tg, "ReadCount", _count, where=w, path=path), _x(tg, "WriteCount", _count, where=w, path=path)
+            rb, wb = _x(tg, "ReadBytes", _count, where=w, path=path), _x(tg, "WriteBytes", _count, where=w, path=path)
+            ioc = _x(tg, "IOCount", _count, default=rc + wc, where=w, path=path)
+            bc = _x(tg, "BytesCount", _count, default=rb + wb, where=w, path=path)
+            tpath = _x(tg, "Path", default="", where=w, path=path) or ""
+            if tpath in seen_paths:
+                raise IngestError(f"{w}: target {tpath!r} is listed twice in thread {tid} (DiskSPD writes one <Target> "
+                                  "per path per thread; counting it twice would double its I/Os)", path=path)
+            seen_paths.add(tpath)
             if ioc != rc + wc or bc != rb + wb:
                 raise IngestError(f"{w}: IOCount {ioc} / BytesCount {bc} != ReadCount + WriteCount {rc + wc} / "
                                   f"ReadBytes + WriteBytes {rb + wb}: the counts do not add up (edited file?)",
                                   path=path)
-            row = {"thread": tid, "path": _x(tg, "Path", default="") or "", "read_ios": rc, "read_bytes": rb,
+            row = {"thread": tid, "path": tpath, "read_ios": rc, "read_bytes": rb,
                    "write_ios": wc, "write_bytes": wb}
             lat = _x(tg, "AverageLatencyMilliseconds", float, default=math.nan)
             if not math.isnan(lat):
@@ -743,8 +777,7 @@ def _text_timespan(block: list[str], n: int, where: str, path: str) -> DiskSpdRu
             layout = "2.2"
     if math.isnan(run.test_time_s):
         raise IngestError(f"{where}: no 'actual test time:' line (trimmed excerpt?)", path=path)
-    if not run.test_time_s > 0:
-        raise IngestError(f"{where}: actual test time is {run.test_time_s} s", path=path)
+    _check_time(run.test_time_s, f"{where}: actual test time", path)
     tables = {}
     for i, ln in enumerate(block):
         name = _SECTION.get(ln.strip())
@@ -828,7 +861,7 @@ def _section(block: list[str], start: int, where: str, path: str) -> dict:
 
 def _nums(vals: dict, header: list[str], mib: int, extra: dict, where: str, path: str, what: str) -> dict:
     try:
-        out = {"bytes": int(vals["bytes"]), "ios": int(vals["I/Os"]), "mib_s": float(vals[header[mib]]),
+        out = {"bytes": _count(vals["bytes"]), "ios": _count(vals["I/Os"]), "mib_s": float(vals[header[mib]]),
                "iops": float(vals["I/O per s"])}
         for name, key in extra.items():
             if name in vals:

@@ -506,8 +506,12 @@ def _check_block(b: IometerBlock, label: str, path: str) -> None:
     """The ALL row and its parts must add up (exact integer counts, 6-digit rates)."""
     a = b.all_row
     try:
-        for key in ("Read I/Os", "Write I/Os", "Bytes Read", "Bytes Written"):
-            _i(a.get(key))
+        for row in [a, *b.parts]:
+            for key in ("Read I/Os", "Write I/Os", "Bytes Read", "Bytes Written", *_bin_columns(row)):
+                v = _i(row.get(key))
+                if (v < 0 and str(row.get(key)).strip()) or v > 2**63 - 1:  # empty is -1: not printed
+                    raise IngestError(f"{label}: {row.get('type', 'ALL')} row "
+                                      f"{key} = {row.get(key)!r}: not a count (allowed 0 to 2**63-1)", path=path)
         iops, r_iops, w_iops = _f(a["IOps"]), _f(a["Read IOps"]), _f(a["Write IOps"])
     except (ValueError, KeyError) as exc:
         raise IngestError(f"{label}: ALL row has a non-numeric count ({exc})", path=path) from None
