@@ -313,7 +313,7 @@ def _hist(df: pd.DataFrame) -> Counter:
 
 
 #: the table column a JSON key of fio's output becomes (the table gate's refusals name columns)
-_COLUMN_OF = {"iops": "iops", "bw_bytes": "bw_bytes_per_s", "bw": "bw_bytes_per_s", "io_bytes": "io_bytes",
+_GATE_COLUMN = {"iops": "iops", "bw_bytes": "bw_bytes_per_s", "bw": "bw_bytes_per_s", "io_bytes": "io_bytes",
               "io_kbytes": "io_bytes", "total_ios": "total_ios", "runtime": "runtime_s", "bs": "bs_bytes",
               "blocksize": "bs_bytes", "iodepth": "iodepth", "numjobs": "numjobs", "rwmixread": "rwmixread_pct",
               "rwmixwrite": "rwmixread_pct", "percentage_random": "random_pct", "N": "count", "bins": "count"}
@@ -323,7 +323,7 @@ def _mentions(text: str, path: tuple) -> bool:
     if not path:
         return True
     if text.startswith("refused by the table gate: "):  # names the table field and its value instead
-        cols = {_COLUMN_OF.get(str(k)) for k in path} - {None}
+        cols = {_GATE_COLUMN.get(str(k)) for k in path} - {None}
         if any(str(k).startswith("percentile") for k in path) or "clat_ns" in path or "clat" in path:
             cols |= {"clat_p", "lat_max_ns", "clat_mean_ns", "count"}
         if "lat_ns" in path or "lat" in path:
