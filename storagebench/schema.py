@@ -174,6 +174,8 @@ _SHARE = Valid(0.0, 100.0)
 #: A positive setting (bs, iodepth, numjobs): 1 .. 2**63-1, -1 when unknown.
 _SETTING = Valid(1, MAX_INT, unknown=-1)
 _NONNEG = Valid(0, MAX_INT)
+#: A time-series sample (time, value): finite and >= 0; the table has no note, so NaN is refused too.
+_SAMPLE = Valid(0.0, MAX_FLOAT, metric=True)
 _POSITIVE = Valid(1, MAX_INT)
 
 
@@ -292,9 +294,9 @@ TIMESERIES: tuple[Column, ...] = (
     Column("host", _S, "1", "as in runs"),
     Column("job", _S, "1", "as in runs"),
     Column("direction", _S, "1", "as in runs"),
-    Column("t_s", _F, "s", "fio log time (ms) / 1000", valid=Valid(0.0, MAX_FLOAT)),
+    Column("t_s", _F, "s", "fio log time (ms) / 1000", valid=_SAMPLE),
     Column("metric", _S, "1", "iops, bw_bytes_per_s, lat_ns, clat_ns or slat_ns"),
-    Column("value", _F, "per metric", "sample value in the unit the metric name gives", valid=Valid(0.0, MAX_FLOAT)),
+    Column("value", _F, "per metric", "sample value in the unit the metric name gives", valid=_SAMPLE),
 )
 
 RUN_TOTALS: tuple[Column, ...] = (

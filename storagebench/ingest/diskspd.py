@@ -84,6 +84,7 @@ from .loadgen import (
     detect_format,
     refuse_format,
     run_row,
+    never_crash,
     unexplained_nan,
 )
 
@@ -178,6 +179,7 @@ class DiskSpdResult:
 
     # -- tables ---------------------------------------------------------------------------
 
+    @never_crash("DiskSPD output")
     def rows(self) -> LoadgenRows:
         """``runs`` and ``timeseries`` rows (:class:`~storagebench.ingest.loadgen.LoadgenRows`)."""
         out = LoadgenRows(problems=list(self.problems))
@@ -265,6 +267,7 @@ def read_diskspd(path: str | Path, *, strict: bool = True) -> DiskSpdResult:
     return parse_diskspd(data, str(p), strict=strict)
 
 
+@never_crash("DiskSPD output")
 def parse_diskspd(data: bytes, path: str = "<bytes>", *, strict: bool = True) -> DiskSpdResult:
     """Parse DiskSPD output, XML or text, told apart by content.
 

@@ -77,6 +77,7 @@ from .loadgen import (
     detect_format,
     refuse_format,
     run_row,
+    never_crash,
     unexplained_nan,
 )
 
@@ -173,6 +174,7 @@ class IometerResult:
                              "read_bytes": _i(p.get("Bytes Read")), "write_bytes": _i(p.get("Bytes Written"))})
         return pd.DataFrame(rows)
 
+    @never_crash("an Iometer results file")
     def rows(self) -> LoadgenRows:
         """``runs`` rows (one per block and direction) and ``histograms`` blocks."""
         out = LoadgenRows(problems=list(self.problems))
@@ -305,6 +307,7 @@ def read_iometer(path: str | Path, *, strict: bool = True) -> IometerResult:
     return parse_iometer(data, str(p), strict=strict)
 
 
+@never_crash("an Iometer results file")
 def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) -> IometerResult:
     """Parse an Iometer results CSV: every test appended to the file, every results block of each.
 

@@ -44,6 +44,7 @@ __all__ = [
     "refuse_format",
     "check_row",
     "unexplained_nan",
+    "never_crash",
     "MIB",
     "NS_PER_MS",
 ]
@@ -363,3 +364,24 @@ def check_row(row: dict, path: str) -> dict:
     if notes:
         row["note"] = "; ".join([row["note"], *notes] if row.get("note") else notes)
     return row
+
+
+def never_crash(what: str):
+    """Decorator: a parser's ValueError, ArithmeticError (an int of 1e309), KeyError, IndexError or
+    TypeError becomes an IngestError naming the file (its ``path`` argument, or ``self.path``), so the
+    public parsers refuse bad bytes with a message, never a traceback."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except IngestError:
+                raise
+            except (ValueError, ArithmeticError, KeyError, IndexError, TypeError) as exc:
+                path = kwargs.get("path") or (args[1] if len(args) > 1 and isinstance(args[1], str) else
+                                              getattr(args[0], "path", "<bytes>"))
+                raise IngestError(f"could not be read as {what}: {type(exc).__name__}: {exc}", path=path) from None
+        return inner
+    return wrap
