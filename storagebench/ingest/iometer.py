@@ -75,9 +75,9 @@ from .loadgen import (
     LoadgenRows,
     decode_text,
     detect_format,
+    never_crash,
     refuse_format,
     run_row,
-    never_crash,
     unexplained_nan,
 )
 
