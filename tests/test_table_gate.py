@@ -373,3 +373,43 @@ def test_an_int64_overflow_loses_only_its_file(tmp_path):
     res, reason, rows = _one(tmp_path, "o.xml", bad.encode())
     assert reason is not None and "2**63-1" in reason and rows.empty
     assert len(res.runs) >= 1
+
+
+# ---- Iometer's instantaneous file: a real format, now ingested -----------------------------------------
+
+INST = FIX / "iometer" / "iometer_1.1.0_instantaneous.csv"
+
+
+def test_an_iometer_instantaneous_file_gives_its_run_and_its_intervals():
+    """The final ALL row is the run (runtime from the whole-run WORKER row's raw ticks); the update
+    intervals become the run's time series (t_s from the test's time stamp, per direction)."""
+    res = ingest_paths([INST])
+    assert res.ok, res.errors
+    (run,) = res.runs.to_dict("records")
+    assert run["tool"] == "iometer" and run["direction"] == "read" and run["total_ios"] == 48000
+    assert run["runtime_s"] == pytest.approx(4.005, abs=1e-3)
+    assert run["iops"] * run["runtime_s"] == pytest.approx(48000, rel=1e-5)
+    ts = res.timeseries
+    iops = ts[ts["metric"] == "iops"]
+    assert iops["t_s"].tolist() == pytest.approx([1.002, 2.0, 3.004, 4.004])
+    assert iops["value"].tolist() == pytest.approx([12010 / 1.002, 11890 / 0.998, 12105 / 1.004, 11995 / 1.001],
+                                                   rel=1e-5)
+    assert ts[ts["metric"] == "lat_ns"]["value"].tolist() == pytest.approx([331000, 335000, 329000, 333000])
+    assert res.histograms["count"].sum() == 48000
+
+
+def test_a_negative_interval_in_an_instantaneous_file_is_refused(tmp_path):
+    text = INST.read_text()
+    lines = text.split("\n")
+    i = next(k for k, ln in enumerate(lines) if ",WORKER,Worker 1,," in ln)
+    parts = lines[i].split(",")
+    parts[8] = "-12000"  # the interval's Read IOps
+    lines[i] = ",".join(parts)
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "inst.csv").write_text("\n".join(lines))
+    shutil.copy(INST, d / "good.csv")
+    res = ingest_paths([d])
+    assert [Path(e.path).name for e in res.errors] == ["inst.csv"]
+    assert "timeseries.value = -" in res.errors[0].reason
+    assert len(res.runs) == 1

@@ -541,7 +541,11 @@ class _Collector(RowSink):
             n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
             starts = np.zeros(len(n_bins), dtype=np.int64)
             np.cumsum(n_bins[:-1], out=starts[1:])
-            for v in schema.check_rows(hist, "histograms", runs=runs, block_starts=starts[n_bins > 0]):
+            rows = np.fromiter((c[0] if c is not None else -1 for c in self.hist_checks), dtype=np.int64,
+                               count=len(self.hist_checks))
+            nonempty = n_bins > 0
+            for v in schema.check_rows(hist, "histograms", runs=runs, block_starts=starts[nonempty],
+                                       block_rows=rows[nonempty]):
                 block = int(np.searchsorted(starts, v.row, side="right")) - 1
                 refuse(owner(2, block), v)
         ts = frames["timeseries"]
@@ -606,7 +610,7 @@ def _parse_loadgen(fmt: str, data: bytes, path: str, identity: Mapping[str, Any]
     if fmt not in _loadgen.INGESTIBLE:
         _loadgen.refuse_format(fmt, path)
     try:
-        rows = (parse_iometer(data, path) if fmt == "iometer" else parse_diskspd(data, path)).rows()
+        rows = (parse_iometer(data, path) if fmt.startswith("iometer") else parse_diskspd(data, path)).rows()
     except IngestError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash

@@ -59,7 +59,7 @@ FORMATS: tuple[str, ...] = (
     "fio", "diskspd-xml", "diskspd-text", "diskspd-linux", "iometer", "iometer-instantaneous", "iometer-icf",
 )
 #: Formats whose rows go into the tidy tables (the others are recognised only to say why not).
-INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer")
+INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer", "iometer-instantaneous")
 
 _BOMS = (
     (b"\xff\xfe\x00\x00", "utf-32-le"),
@@ -178,7 +178,8 @@ def detect_format(data: bytes) -> str | None:
         ``"iometer"``
             an Iometer results CSV (``'Test Type,Test Description`` or ``'Results`` with its header);
         ``"iometer-instantaneous"``
-            Iometer's "last update" file (header starting ``TimeStamp,``), recognised to be refused;
+            Iometer's "last update" file (header starting ``TimeStamp,``): its final ``ALL`` row is the run,
+            its update intervals a time series;
         ``"iometer-icf"``
             an Iometer configuration file (``'TEST SETUP``), not results.
     """
