@@ -55,7 +55,7 @@ FLOAT_METRICS = ["iops", "bw_bytes_per_s", "runtime_s", "lat_mean_ns", "lat_stde
 
 def _sources() -> dict[str, bytes]:
     files = sorted((FIX / "diskspd").glob("*.xml")) + sorted((FIX / "diskspd").glob("*.txt"))
-    files += sorted((FIX / "iometer").glob("*.csv")) + sorted((FIX / "iometer").glob("*inst*.csv"))
+    files += sorted((FIX / "iometer").glob("*.csv")) + sorted((FIX / "iometer" / "instantaneous").glob("*.csv"))
     if SHARED.is_dir():
         files += [p for p in sorted(SHARED.iterdir()) if p.suffix in (".xml", ".txt", ".csv")]
     out: dict[bytes, str] = {}
@@ -377,7 +377,7 @@ def test_an_int64_overflow_loses_only_its_file(tmp_path):
 
 # ---- Iometer's instantaneous file: a real format, now ingested -----------------------------------------
 
-INST = FIX / "iometer" / "iometer_1.1.0_instantaneous.csv"
+INST = FIX / "iometer" / "instantaneous" / "iometer_1.1.0_instantaneous.csv"
 
 
 def test_an_iometer_instantaneous_file_gives_its_run_and_its_intervals():
