@@ -280,11 +280,16 @@ def grouped_percentiles(
                 part = slice(None)
                 key = g * nr
                 key += idx
-            flat = np.cumsum(np.bincount(key, weights=c[part], minlength=(hi - lo) * nr).astype(np.int64))
+            weights = np.bincount(key, weights=c[part], minlength=(hi - lo) * nr)
+            # a group whose counts add up past int64 (edited bins) has no percentiles: NaN, not a wrapped sum
+            huge = weights.reshape(hi - lo, nr).sum(axis=1) >= 2.0**62
+            if huge.any():
+                weights.reshape(hi - lo, nr)[huge] = 0.0
+            flat = np.cumsum(weights.astype(np.int64))
             start = np.arange(hi - lo, dtype=np.int64) * nr
             base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)
             total = flat[start + nr - 1] - base
-            has = total > 0
+            has = (total > 0) & ~huge
             if totals is not None:
                 has &= np.asarray(totals, dtype=np.int64)[lo:hi] > 0
             rows = np.arange(lo, hi)

@@ -425,6 +425,13 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
             parts.append("the same job entry appears more than once (one output ingested twice?)")
         parts.extend(notes[k])
         final.append("; ".join(parts))
+    # every NaN says why (the table gate's rule): a combined value is NaN because some row's input was
+    for c in _NOTED:
+        v = np.asarray(out[c], dtype=np.float64)
+        for k in np.flatnonzero(np.isnan(v) & ~np.asarray(single, dtype=bool)):
+            if not _NOTED[c].search(final[k]):
+                extra_note = f"{c}: NaN, a combined row lacks a value it needs"
+                final[k] = f"{final[k]}; {extra_note}" if final[k] else extra_note
     out["note"] = np.array(final, dtype=object)
     for c in extra:
         codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
@@ -433,6 +440,11 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
         vals = df[c].iloc[first].reset_index(drop=True)
         out[c] = vals.where(pd.Series(const)) if not const.all() else vals
     return out
+
+
+#: the metric columns whose NaN needs a note, and the pattern of a note naming them (schema's rule)
+_NOTED = {c.name: schema.note_pattern(c) for c in schema.RUN_TOTALS
+          if c.valid is not None and c.valid.metric and c.dtype == "float64"}
 
 
 def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:

@@ -34,12 +34,15 @@ not ingested at all (:mod:`storagebench.ingest.fio` has the rule).
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,6 +52,16 @@ from .errors import SchemaError
 
 __all__ = [
     "Column",
+    "Valid",
+    "Ordered",
+    "Rate",
+    "BinsWithin",
+    "RELATIONS",
+    "Violation",
+    "check_rows",
+    "note_pattern",
+    "MAX_INT",
+    "MAX_FLOAT",
     "RUNS",
     "HISTOGRAMS",
     "TIMESERIES",
@@ -85,6 +98,88 @@ ALL_HOSTS = "all hosts"
 ALL_DIRECTIONS = "mixed"
 
 
+#: The largest int64 value (counts, bytes, ns as integers): fio's own bound for what it can print.
+MAX_INT = 2**63 - 1
+#: The largest float below 2**63 (``float(2**63 - 1) == 2**63``): the bound of every float count,
+#: rate and latency, as in fio's reader (``storagebench.ingest._fiorows._LIMIT``).
+MAX_FLOAT = math.nextafter(2.0**63, 0.0)
+
+
+@dataclass(frozen=True)
+class Valid:
+    """The values a column may hold: one declaration, checked by the table gate for every format.
+
+    Parameters
+    ----------
+    lo, hi : float
+        Inclusive bounds of a known value (never NaN or infinite).
+    unknown : int, optional
+        The integer that stands for "not known" in an int column that has one (``-1``). In a float
+        column NaN is "not known".
+    metric : bool
+        A measured value: a NaN in it must be explained by the row's ``note``, which names the column
+        (or one of ``names``). Factor and count columns say "unknown" by their sentinel instead.
+    on_bad : {"error", "nan"}
+        What a reader does with a value outside ``[lo, hi]``: ``"error"`` refuses the file (core
+        metrics -- IOPS, bandwidth, bytes, I/Os, runtime -- factors and keys: a table built on them
+        would be wrong); ``"nan"`` stores NaN with a note naming the column and the value (secondary
+        metrics: latencies, percentiles, CPU; fio's rule since issue 2, :mod:`storagebench.ingest.fio`).
+        The gate itself never repairs: what reaches it out of range is refused.
+    names : tuple of str
+        Other words a note may use for the column: the group it belongs to (``"clat_p*_ns"``).
+    """
+
+    lo: float
+    hi: float
+    unknown: int | None = None
+    metric: bool = False
+    on_bad: str = "error"
+    names: tuple[str, ...] = ()
+
+    def allows(self, value: Any) -> bool:
+        """Whether one value is allowed (NaN, the sentinel: allowed here; the note rule is the gate's)."""
+        if value is None:
+            return True
+        if isinstance(value, float) and value != value:
+            return True
+        if self.unknown is not None and value == self.unknown:
+            return True
+        try:
+            return self.lo <= value <= self.hi
+        except TypeError:
+            return False
+
+    def describe(self) -> str:
+        """The allowed values in words (for messages and docs/SECURITY.md)."""
+        hi = "2**63-1" if self.hi >= MAX_FLOAT else f"{self.hi:g}"
+        text = f"{self.lo:g} to {hi}"
+        if self.unknown is not None:
+            text += f", or {self.unknown} (unknown)"
+        return text
+
+
+#: Counts and sizes: 0 .. 2**63-1, -1 when the tool does not report it.
+_COUNT = Valid(0, MAX_INT, unknown=-1, metric=True)
+#: Core float metrics (IOPS, bandwidth, runtime): finite, >= 0, below 2**63; out of range refuses the file.
+_CORE = Valid(0.0, MAX_FLOAT, metric=True)
+#: Latencies (ns): finite, >= 0, below 2**63; a reader stores a bad one as NaN with a note.
+_LAT = Valid(0.0, MAX_FLOAT, metric=True, on_bad="nan", names=("lat_*_ns",))
+_CLAT = Valid(0.0, MAX_FLOAT, metric=True, on_bad="nan", names=("clat_*_ns",))
+_SLAT = Valid(0.0, MAX_FLOAT, metric=True, on_bad="nan")
+_PCTL = Valid(0.0, MAX_FLOAT, metric=True, on_bad="nan", names=("clat_p*_ns",))
+#: CPU use of a job, % of one CPU (fio usr_cpu/sys_cpu): >= 0. A job of one thread cannot exceed
+#: 100%, but fio's group and "All clients" rows sum the CPU time of many (stat.c sum_thread_stats).
+_CPU = Valid(0.0, MAX_FLOAT, metric=True, on_bad="nan", names=("usr_cpu_pct, sys_cpu_pct",))
+#: A percentage of the I/Os (rwmixread, random): 0 .. 100, NaN when unknown.
+_SHARE = Valid(0.0, 100.0)
+#: A positive setting (bs, iodepth, numjobs): 1 .. 2**63-1, -1 when unknown.
+_SETTING = Valid(1, MAX_INT, unknown=-1)
+_NONNEG = Valid(0, MAX_INT)
+#: A time-series sample (time, value): finite and >= 0; the table has no note, so NaN is refused too.
+_SAMPLE = Valid(0.0, MAX_FLOAT, metric=True)
+_POSITIVE = Valid(1, MAX_INT)
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of a tidy table.
@@ -100,12 +195,16 @@ class Column:
         Unit in words (``"ns"``, ``"bytes/s"``, ``"1"`` for counts and labels).
     description : str
         What it is, and where in fio's output it comes from.
+    valid : Valid, optional
+        The values the column may hold (:class:`Valid`): the table gate
+        (:func:`check_rows`) refuses a written row with any other. ``None``: any value of the dtype.
     """
 
     name: str
     dtype: str
     unit: str
     description: str
+    valid: Valid | None = None
 
 
 def percentile_column(p: float, kind: str = "clat") -> str:
@@ -135,39 +234,39 @@ RUNS: tuple[Column, ...] = (
     # identity
     Column("study", _S, "1", "study name from the spec"),
     Column("run_id", _S, "1", "stable hash of the study point and repetition"),
-    Column("repetition", _I, "1", "0-based repetition index of the point"),
-    Column("run_order", _I, "1", "position in the randomised execution order (-1 when unknown)"),
+    Column("repetition", _I, "1", "0-based repetition index of the point", valid=_NONNEG),
+    Column("run_order", _I, "1", "position in the randomised execution order (-1 when unknown)", valid=Valid(0, MAX_INT, unknown=-1)),
     Column("host", _S, "1", "'local', or 'hostname:port' of a fio server (client/server mode)"),
     Column("job", _S, "1", "fio jobname"),
-    Column("job_index", _I, "1", "index among fio job entries of the same name in one output (numjobs without group_reporting)"),
+    Column("job_index", _I, "1", "index among fio job entries of the same name in one output (numjobs without group_reporting)", valid=_NONNEG),
     Column("direction", _S, "1", "read, write or trim"),
     Column("tool", _S, "1", "fio, diskspd, iometer or published"),
     # factors (fio option names; bs in bytes)
     Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)"),
-    Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)"),
-    Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)"),
-    Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)"),
-    Column("iodepth", _I, "1", "fio iodepth= (outstanding I/Os per job; -1 when unknown)"),
-    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown)"),
+    Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)", valid=_SETTING),
+    Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)", valid=_SHARE),
+    Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)", valid=_SHARE),
+    Column("iodepth", _I, "1", "fio iodepth= (outstanding I/Os per job; -1 when unknown)", valid=_SETTING),
+    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown)", valid=_SETTING),
     Column("ioengine", _S, "1", "fio ioengine="),
     Column("direct", _B, "1", "fio direct=1 (O_DIRECT)"),
     Column("target", _S, "1", "fio filename= (file or block device)"),
     # metrics
-    Column("iops", _F, "1/s", "fio <dir>.iops"),
-    Column("bw_bytes_per_s", _F, "bytes/s", "fio <dir>.bw_bytes (3.x) or bw KiB/s x 1024 (2.x)"),
-    Column("io_bytes", _I, "bytes", "fio <dir>.io_bytes"),
-    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os; -1 when the tool does not count them, e.g. fio 2.1)"),
-    Column("runtime_s", _F, "s", "fio <dir>.runtime (ms) / 1000"),
-    Column("lat_mean_ns", _F, "ns", "fio lat_ns.mean: submission to completion"),
-    Column("lat_stdev_ns", _F, "ns", "fio lat_ns.stddev"),
-    Column("lat_min_ns", _F, "ns", "fio lat_ns.min"),
-    Column("lat_max_ns", _F, "ns", "fio lat_ns.max"),
-    Column("clat_mean_ns", _F, "ns", "fio clat_ns.mean: completion latency"),
-    Column("clat_stdev_ns", _F, "ns", "fio clat_ns.stddev"),
-    Column("slat_mean_ns", _F, "ns", "fio slat_ns.mean: submission latency"),
-    *(Column(percentile_column(p), _F, "ns", f"fio clat_ns.percentile[{p:.6f}]") for p in PERCENTILES),
-    Column("usr_cpu_pct", _F, "%", "fio usr_cpu"),
-    Column("sys_cpu_pct", _F, "%", "fio sys_cpu"),
+    Column("iops", _F, "1/s", "fio <dir>.iops", valid=_CORE),
+    Column("bw_bytes_per_s", _F, "bytes/s", "fio <dir>.bw_bytes (3.x) or bw KiB/s x 1024 (2.x)", valid=_CORE),
+    Column("io_bytes", _I, "bytes", "fio <dir>.io_bytes", valid=_COUNT),
+    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os; -1 when the tool does not count them, e.g. fio 2.1)", valid=_COUNT),
+    Column("runtime_s", _F, "s", "fio <dir>.runtime (ms) / 1000", valid=_CORE),
+    Column("lat_mean_ns", _F, "ns", "fio lat_ns.mean: submission to completion", valid=_LAT),
+    Column("lat_stdev_ns", _F, "ns", "fio lat_ns.stddev", valid=_LAT),
+    Column("lat_min_ns", _F, "ns", "fio lat_ns.min", valid=_LAT),
+    Column("lat_max_ns", _F, "ns", "fio lat_ns.max", valid=_LAT),
+    Column("clat_mean_ns", _F, "ns", "fio clat_ns.mean: completion latency", valid=_CLAT),
+    Column("clat_stdev_ns", _F, "ns", "fio clat_ns.stddev", valid=_CLAT),
+    Column("slat_mean_ns", _F, "ns", "fio slat_ns.mean: submission latency", valid=_SLAT),
+    *(Column(percentile_column(p), _F, "ns", f"fio clat_ns.percentile[{p:.6f}]", valid=_PCTL) for p in PERCENTILES),
+    Column("usr_cpu_pct", _F, "%", "fio usr_cpu", valid=_CPU),
+    Column("sys_cpu_pct", _F, "%", "fio sys_cpu", valid=_CPU),
     Column("error", _I, "1", "fio job error (errno); 0 when the job succeeded"),
     Column("partial", _B, "1", "True when the output is from a killed / unfinished run"),
     # provenance
@@ -185,10 +284,10 @@ HISTOGRAMS: tuple[Column, ...] = (
     Column("run_id", _S, "1", "as in runs"),
     Column("host", _S, "1", "as in runs"),
     Column("job", _S, "1", "as in runs"),
-    Column("job_index", _I, "1", "as in runs"),
+    Column("job_index", _I, "1", "as in runs", valid=_NONNEG),
     Column("direction", _S, "1", "as in runs"),
-    Column("bin_ns", _I, "ns", "bin value from fio json+ clat_ns.bins (plat_idx_to_val in fio stat.c)"),
-    Column("count", _I, "1", "number of completions in the bin"),
+    Column("bin_ns", _I, "ns", "bin value from fio json+ clat_ns.bins (plat_idx_to_val in fio stat.c)", valid=_NONNEG),
+    Column("count", _I, "1", "number of completions in the bin", valid=_NONNEG),
 )
 
 TIMESERIES: tuple[Column, ...] = (
@@ -196,27 +295,27 @@ TIMESERIES: tuple[Column, ...] = (
     Column("host", _S, "1", "as in runs"),
     Column("job", _S, "1", "as in runs"),
     Column("direction", _S, "1", "as in runs"),
-    Column("t_s", _F, "s", "fio log time (ms) / 1000"),
+    Column("t_s", _F, "s", "fio log time (ms) / 1000", valid=_SAMPLE),
     Column("metric", _S, "1", "iops, bw_bytes_per_s, lat_ns, clat_ns or slat_ns"),
-    Column("value", _F, "per metric", "sample value in the unit the metric name gives"),
+    Column("value", _F, "per metric", "sample value in the unit the metric name gives", valid=_SAMPLE),
 )
 
 RUN_TOTALS: tuple[Column, ...] = (
     # identity
     Column("study", _S, "1", "as in runs"),
     Column("run_id", _S, "1", "as in runs"),
-    Column("repetition", _I, "1", "as in runs"),
-    Column("run_order", _I, "1", "as in runs"),
+    Column("repetition", _I, "1", "as in runs", valid=_NONNEG),
+    Column("run_order", _I, "1", "as in runs", valid=Valid(0, MAX_INT, unknown=-1)),
     Column("host", _S, "1", f"a host of the run (runs.host), or {ALL_HOSTS!r}: every host of a client/server run"),
     Column("direction", _S, "1", f"read, write, trim, or {ALL_DIRECTIONS!r}: every direction of the run (or fio's "
            "own unified_rw_reporting block)"),
     Column("all_hosts", _B, "1", "the row covers every host of the run (True for every row of a one-host run)"),
     Column("all_directions", _B, "1", "the row covers every direction its hosts reported (True for the one row "
            "of a single-direction run)"),
-    Column("n_hosts", _I, "1", "hosts combined in the row"),
-    Column("n_directions", _I, "1", "directions combined in the row (1: a direction as reported)"),
-    Column("n_jobs", _I, "1", "job entries combined (distinct host x job x job_index)"),
-    Column("n_rows", _I, "1", "runs rows combined"),
+    Column("n_hosts", _I, "1", "hosts combined in the row", valid=_POSITIVE),
+    Column("n_directions", _I, "1", "directions combined in the row (1: a direction as reported)", valid=_POSITIVE),
+    Column("n_jobs", _I, "1", "job entries combined (distinct host x job x job_index)", valid=_POSITIVE),
+    Column("n_rows", _I, "1", "runs rows combined", valid=_POSITIVE),
     Column("combined_by", _S, "1", "'as reported' (one runs row, unchanged); 'I/O counts' (fio's sum_thread_stats: "
            "counts add up, means weighted by completed I/Os, IOPS = I/Os / longest runtime); 'IOPS' (the I/O counts "
            "or runtimes are unknown: IOPS and bandwidth summed, means weighted by IOPS, a common runtime assumed)"),
@@ -224,42 +323,42 @@ RUN_TOTALS: tuple[Column, ...] = (
     Column("job", _S, "1", "job name(s) combined, '|'-joined when several"),
     # factors: the value when every combined row has it, else -1 / NaN / '|'-joined
     Column("rw", _S, "1", "fio rw= ('|'-joined when the combined jobs differ)"),
-    Column("bs_bytes", _I, "bytes", "fio bs= (-1 when unknown or when the combined rows differ)"),
-    Column("rwmixread_pct", _F, "%", "fio rwmixread= (NaN when the combined rows differ)"),
-    Column("random_pct", _F, "%", "fio percentage_random= (NaN when the combined rows differ)"),
-    Column("iodepth", _I, "1", "fio iodepth= (-1 when unknown or when the combined rows differ)"),
-    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown or when the combined rows differ)"),
+    Column("bs_bytes", _I, "bytes", "fio bs= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
+    Column("rwmixread_pct", _F, "%", "fio rwmixread= (NaN when the combined rows differ)", valid=_SHARE),
+    Column("random_pct", _F, "%", "fio percentage_random= (NaN when the combined rows differ)", valid=_SHARE),
+    Column("iodepth", _I, "1", "fio iodepth= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
+    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
     Column("ioengine", _S, "1", "fio ioengine= ('|'-joined when the combined rows differ)"),
     Column("direct", _B, "1", "True when every combined row has direct=1"),
     Column("target", _S, "1", "fio filename= ('|'-joined when the combined rows differ)"),
     Column("outstanding_ios", _F, "1", "sum of iodepth x numjobs over the distinct job sections (host x job) of the "
-           "row, whose directions share one queue; NaN when one is unknown"),
+           "row, whose directions share one queue; NaN when one is unknown", valid=Valid(0.0, MAX_FLOAT)),
     # metrics, fio's sum_thread_stats / sum_stat (stat.c)
     Column("iops", _F, "1/s", "total_ios / longest runtime (fio's group and 'All clients' IOPS; the sum of IOPS when "
-           "combined_by is 'IOPS')"),
-    Column("bw_bytes_per_s", _F, "bytes/s", "io_bytes / longest runtime (fio prints it truncated to an integer)"),
-    Column("io_bytes", _I, "bytes", "sum (-1 when a combined row does not know it)"),
-    Column("total_ios", _I, "1", "sum of completed I/Os (-1 when a combined row does not know it)"),
-    Column("runtime_s", _F, "s", "longest runtime of the combined rows (fio keeps the max)"),
+           "combined_by is 'IOPS')", valid=_CORE),
+    Column("bw_bytes_per_s", _F, "bytes/s", "io_bytes / longest runtime (fio prints it truncated to an integer)", valid=_CORE),
+    Column("io_bytes", _I, "bytes", "sum (-1 when a combined row does not know it)", valid=_COUNT),
+    Column("total_ios", _I, "1", "sum of completed I/Os (-1 when a combined row does not know it)", valid=_COUNT),
+    Column("runtime_s", _F, "s", "longest runtime of the combined rows (fio keeps the max)", valid=_CORE),
     Column("lat_mean_ns", _F, "ns", "mean weighted by completed I/Os (fio sum_stat); NaN when a combined row with "
-           "I/O has none"),
+           "I/O has none", valid=_LAT),
     Column("lat_stdev_ns", _F, "ns", "pooled SD: sum of squares within rows plus between their means, / (N - 1) "
-           "(fio sum_stat, Chan et al.'s parallel update)"),
-    Column("lat_min_ns", _F, "ns", "min"),
-    Column("lat_max_ns", _F, "ns", "max"),
-    Column("clat_mean_ns", _F, "ns", "as lat_mean_ns"),
-    Column("clat_stdev_ns", _F, "ns", "as lat_stdev_ns"),
+           "(fio sum_stat, Chan et al.'s parallel update)", valid=_LAT),
+    Column("lat_min_ns", _F, "ns", "min", valid=_LAT),
+    Column("lat_max_ns", _F, "ns", "max", valid=_LAT),
+    Column("clat_mean_ns", _F, "ns", "as lat_mean_ns", valid=_CLAT),
+    Column("clat_stdev_ns", _F, "ns", "as lat_stdev_ns", valid=_CLAT),
     Column("slat_mean_ns", _F, "ns", "as lat_mean_ns over the rows that measured it (fio prints 0 with N = 0 for "
-           "sync ioengines, and sum_stat skips a stat without samples)"),
+           "sync ioengines, and sum_stat skips a stat without samples)", valid=_SLAT),
     *(Column(percentile_column(p), _F, "ns", f"percentile {p:g} of the completions: the row's own for one row, else "
              "from the merged json+ bins (fio's calc_clat_percentiles rule); NaN when a combined row with I/O has "
-             "no bins (percentiles are never averaged)") for p in PERCENTILES),
+             "no bins (percentiles are never averaged)", valid=_PCTL) for p in PERCENTILES),
     Column("usr_cpu_pct", _F, "%", "mean over the distinct jobs weighted by their runtime (fio: usr_time summed / "
-           "total_run_time summed)"),
-    Column("sys_cpu_pct", _F, "%", "as usr_cpu_pct"),
+           "total_run_time summed)", valid=_CPU),
+    Column("sys_cpu_pct", _F, "%", "as usr_cpu_pct", valid=_CPU),
     Column("error", _I, "1", "the first non-zero fio job error (errno) of the combined jobs, as fio's group; 0 when none"),
     Column("n_jobs_error", _I, "1", "combined job entries with error != 0: a run with any is flagged, never averaged "
-           "away"),
+           "away", valid=_NONNEG),
     Column("partial", _B, "1", "True when any combined row is from a killed / unfinished run"),
     # provenance
     Column("fio_version", _S, "1", "as in runs ('|'-joined when the rows differ)"),
@@ -277,6 +376,322 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "timeseries": TIMESERIES,
     "run_totals": RUN_TOTALS,
 }
+
+
+# ---- the table gate: declared relations, checked once per batch before anything is written ---------
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """Known values of ``columns`` (NaN skipped) never decrease from left to right.
+
+    ``rel`` is the allowed excess of an earlier column over a later one, as a fraction of the later
+    (``a <= b * (1 + rel)``); ``why`` says where the rule comes from.
+    """
+
+    columns: tuple[str, ...]
+    why: str
+    rel: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``rate x time == count`` within the printed precision of the tool that wrote the row.
+
+    ``tolerance`` maps ``runs.tool`` to ``(dt, resolution, rel)``: the row passes when
+    ``|rate * time - count| <= rate * dt + resolution * time + rel * count + 1`` -- ``dt`` the rounding
+    of the printed time (s), ``resolution`` that of the printed rate (per s), ``rel`` a relative
+    rounding of the rate, and 1 the rounding of the count itself. A tool not named gets ``"*"``.
+    Rows whose count is unknown (-1) or whose rate or time is NaN are not compared.
+    """
+
+    rate: str
+    time: str
+    count: str
+    tolerance: Mapping[str, tuple[float, float, float]]
+    why: str
+
+
+@dataclass(frozen=True)
+class BinsWithin:
+    """The ``histograms`` counts of one block (run_id, host, job, job_index, direction) add up to at
+    most the ``total_ios`` of its ``runs`` row; a ``"mixed"`` block with no ``mixed`` row is compared
+    with the sum over the directions of its job (Iometer's bins count reads and writes together)."""
+
+    why: str
+
+
+_PCT_COLS = tuple(percentile_column(p) for p in PERCENTILES)
+#: fio reports a percentile as the middle of its json+ bin (stat.c plat_idx_to_val): with 64 bins per
+#: power of two (FIO_IO_U_PLAT_BITS = 6) the middle is at most 1/128 above any value in the bin, so a
+#: percentile may print above the largest latency by that much. 1/64 leaves room for ns rounding.
+_BIN_REL = 1 / 64
+_RATE_TOL: dict[str, tuple[float, float, float]] = {
+    # fio: iops = 1000 * total_ios / runtime_ms with the very ms it prints, iops printed "%f"
+    "fio": (0.0, 1e-6, 0.0),
+    # DiskSPD: TestTimeSeconds / 'actual test time' printed "%.2f" (XML IOPS are I/Os over it: exact;
+    # the text's 'I/O per s' is over the exact timer value, printed "%.2f")
+    "diskspd": (0.005, 0.005, 0.0),
+    # Iometer: rates with C++'s 6 significant digits; run time = raw ticks / 'Processor Speed', itself
+    # printed with 6 digits (3.91406e+006); the ALL row adds the managers' rates, each over its own run
+    # time, and runtime_s is the longest of them (they stop within milliseconds of each other)
+    "iometer": (0.0, 0.0, 1e-3),
+    "*": (0.005, 0.005, 1e-3),
+}
+_BW_TOL: dict[str, tuple[float, float, float]] = {
+    # fio >= 3.4: bw_bytes = 1000 * io_bytes / runtime_ms truncated to an integer (< 1 B/s); fio < 3.4
+    # prints bw in KiB/s (< 1024 B/s)
+    "fio": (0.0, 1024.0, 0.0),
+    # DiskSPD XML: bytes / TestTimeSeconds (exact over the printed time); text: bytes x IOPS / I/Os
+    # (the IOPS's 2 decimals, relative to the I/O size)
+    "diskspd": (0.005, 0.0, 1e-3),
+    # Iometer: MiBps (6 significant digits) x 2**20, and the managers' run times as for IOPS
+    "iometer": (0.0, 0.0, 1e-3),
+    "*": (0.005, 1024.0, 1e-3),
+}
+
+_RUN_RELATIONS: tuple = (
+    Ordered(("lat_min_ns", "lat_mean_ns", "lat_max_ns"), "the minimum, mean and maximum of one set of latencies"),
+    Ordered(_PCT_COLS, "percentiles are monotone in p (fio's from one histogram, DiskSPD's from its sorted "
+            "latencies)"),
+    Ordered((_PCT_COLS[-1], "lat_max_ns"), "no completion latency percentile exceeds the largest latency "
+            "(fio: clat <= lat; its percentiles are bin middles, up to 1/128 above the values in the bin)",
+            rel=_BIN_REL),
+    Ordered(("clat_mean_ns", "lat_max_ns"), "a mean completion latency cannot exceed the largest total latency"),
+    Rate("iops", "runtime_s", "total_ios", _RATE_TOL, "IOPS are the completed I/Os over the runtime"),
+    Rate("bw_bytes_per_s", "runtime_s", "io_bytes", _BW_TOL, "bandwidth is the bytes moved over the runtime"),
+)
+
+#: The relations every row of a table must satisfy beside its columns' :class:`Valid` ranges.
+RELATIONS: dict[str, tuple] = {
+    "runs": _RUN_RELATIONS,
+    "all_clients": _RUN_RELATIONS,
+    "run_totals": _RUN_RELATIONS,
+    "histograms": (BinsWithin("a histogram counts completed I/Os: fio's json+ bins the clat samples (clat_ns.N: at "
+                              "most total_ios, plus iodepth x numjobs I/Os in flight when ramp_time ended), "
+                              "Iometer's bins every read and write (exactly)"),),
+    "timeseries": (),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One value the gate refuses: ``table``, ``row`` (position in the frame), ``column``, ``value`` and
+    the rule (``rule``) it breaks."""
+
+    table: str
+    row: int
+    column: str
+    value: Any
+    rule: str
+
+    def message(self) -> str:
+        """``"runs.lat_max_ns = -5.0: allowed 0 to 2**63-1"``: the field, the value and the rule."""
+        return f"{self.table}.{self.column} = {self.value!r}: {self.rule}"
+
+
+def note_pattern(col: Column) -> re.Pattern:
+    """The regular expression a ``note`` must match to explain a NaN in ``col``: the column's name or one
+    of its :attr:`Valid.names`, as a whole word (``clat_*_ns`` does not name ``lat_mean_ns``)."""
+    words = (col.name, *(col.valid.names if col.valid else ()))
+    alt = "|".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alt})(?![A-Za-z0-9_])")
+
+
+_NOTE_RE: dict[str, re.Pattern] = {}
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_rows(df: pd.DataFrame, table: str, *, runs: pd.DataFrame | None = None,
+               block_starts: np.ndarray | None = None, block_rows: np.ndarray | None = None,
+               limit: int = 1000) -> list[Violation]:
+    """The table gate: every value of ``df`` against its column's :class:`Valid` and the table's
+    :data:`RELATIONS`; every NaN of a metric column against the row's ``note``.
+
+    Checks only, vectorised (numpy over whole columns); nothing is changed. Ingest calls it once per
+    batch on each table before anything is written and refuses the files whose rows break a rule
+    (:mod:`storagebench.ingest`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows of ``table`` in schema dtypes (:func:`validate`).
+    table : str
+        One of :data:`TABLES`.
+    runs : pandas.DataFrame, optional
+        The ``runs`` rows the ``histograms`` belong to (for :class:`BinsWithin`); without it that
+        relation is not checked.
+    block_starts : numpy.ndarray, optional
+        Row positions where each histogram block starts (ingest knows them); computed when omitted.
+    block_rows : numpy.ndarray, optional
+        With ``block_starts``: the ``runs`` row of each block (-1: find it by its key), as ingest knows
+        it for fio's json+ blocks; the comparison is then vectorised.
+    limit : int
+        Stop after this many violations (one per file is enough to refuse it).
+
+    Returns
+    -------
+    list of Violation
+        Empty when every row passes.
+    """
+    cols = _columns(table)
+    out: list[Violation] = []
+    if df.empty:
+        return out
+    note = df["note"].to_numpy(dtype=object) if "note" in df.columns else None
+    for c in cols:
+        v = c.valid
+        if v is None or c.dtype not in ("int64", "float64"):
+            continue
+        a = df[c.name].to_numpy()
+        if c.dtype == "int64":
+            bad = (a < v.lo) | (a > v.hi)
+            if v.unknown is not None:
+                bad &= a != v.unknown
+            nan = None
+        else:
+            with np.errstate(invalid="ignore"):
+                nan = np.isnan(a)
+                bad = ~nan & ~((a >= v.lo) & (a <= v.hi))
+        for i in np.flatnonzero(bad)[:limit]:
+            out.append(Violation(table, int(i), c.name, _py(a[i]), f"allowed {v.describe()}"))
+        if v.metric and nan is not None and nan.any():
+            rows = np.flatnonzero(nan)
+            if note is None:
+                for i in rows[:limit]:
+                    out.append(Violation(table, int(i), c.name, math.nan, "NaN is not allowed in this table"))
+                continue
+            pat = _NOTE_RE.get(c.name) or _NOTE_RE.setdefault(c.name, note_pattern(c))
+            texts = note[rows]
+            seen: dict[Any, bool] = {}
+            for i, t in zip(rows, texts, strict=True):
+                ok = seen.get(t)
+                if ok is None:
+                    ok = seen[t] = isinstance(t, str) and pat.search(t) is not None
+                if not ok:
+                    out.append(Violation(table, int(i), c.name, math.nan,
+                                         f"NaN without a note naming {c.name} (a NaN must say why)"))
+                    if len(out) >= limit:
+                        break
+        if len(out) >= limit:
+            return out
+    for rel in RELATIONS.get(table, ()):
+        if isinstance(rel, Ordered):
+            out.extend(_check_ordered(df, table, rel, limit))
+        elif isinstance(rel, Rate):
+            out.extend(_check_rate(df, table, rel, limit))
+        elif isinstance(rel, BinsWithin) and runs is not None:
+            out.extend(_check_bins(df, runs, table, rel, block_starts, block_rows, limit))
+    return out
+
+
+def _check_ordered(df: pd.DataFrame, table: str, rel: Ordered, limit: int) -> list[Violation]:
+    m = np.column_stack([df[c].to_numpy(dtype=np.float64) for c in rel.columns])
+    run = np.fmax.accumulate(m, axis=1)  # the largest known value so far, left to right
+    prev = run[:, :-1]
+    cur = m[:, 1:]
+    with np.errstate(invalid="ignore"):
+        bad = cur * (1.0 + rel.rel) < prev  # NaN on either side compares False
+    out = []
+    for i, j in zip(*np.nonzero(bad), strict=True):
+        col = rel.columns[j + 1]
+        k = int(np.flatnonzero(m[i, : j + 1] == prev[i, j])[0])
+        out.append(Violation(table, int(i), col, _py(m[i, j + 1]),
+                             f"below {rel.columns[k]} = {float(prev[i, j])!r}: {rel.why}"))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _check_rate(df: pd.DataFrame, table: str, rel: Rate, limit: int) -> list[Violation]:
+    r = df[rel.rate].to_numpy(dtype=np.float64)
+    t = df[rel.time].to_numpy(dtype=np.float64)
+    c = df[rel.count].to_numpy()
+    tools = df["tool"].to_numpy(dtype=object) if "tool" in df.columns else np.full(len(df), "*", dtype=object)
+    known = c >= 0
+    cf = c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(r * t - cf)
+    dt = np.full(len(df), rel.tolerance["*"][0])
+    res = np.full(len(df), rel.tolerance["*"][1])
+    rr = np.full(len(df), rel.tolerance["*"][2])
+    for tool, (a, b, e) in rel.tolerance.items():
+        if tool == "*":
+            continue
+        sel = tools == tool
+        dt[sel], res[sel], rr[sel] = a, b, e
+    with np.errstate(invalid="ignore", over="ignore"):
+        tol = r * dt + res * t + rr * cf + 1.0
+        bad = known & (diff > tol)  # NaN rate or time compares False: not compared
+    out = []
+    for i in np.flatnonzero(bad)[:limit]:
+        out.append(Violation(table, int(i), rel.rate, _py(r[i]),
+                             f"x {rel.time} = {float(t[i])!r} is {float(r[i] * t[i])!r}, but {rel.count} = {int(c[i])} "
+                             f"(allowed difference {tol[i]:.6g}: {rel.why}, within the printed precision of "
+                             f"{tools[i]!s})"))
+    return out
+
+
+_BLOCK_KEY = ("run_id", "host", "job", "job_index", "direction")
+
+
+def _check_bins(hist: pd.DataFrame, runs: pd.DataFrame, table: str, rel: BinsWithin,
+                starts: np.ndarray | None, block_rows: np.ndarray | None, limit: int) -> list[Violation]:
+    counts = hist["count"].to_numpy()
+    if starts is None:
+        change = np.zeros(len(hist), dtype=bool)
+        change[0] = True
+        for k in _BLOCK_KEY:
+            a = pd.factorize(hist[k])[0]
+            change[1:] |= a[1:] != a[:-1]
+        starts = np.flatnonzero(change)
+    sums = np.add.reduceat(counts.astype(np.float64), starts)
+    exact = np.add.reduceat(counts, starts)
+    ios = runs["total_ios"].to_numpy()
+    # fio: the I/Os in flight when ramp_time ends complete after the counters are reset, so they are
+    # completions (bins, clat_ns.N) but not issued I/Os (total_ios): up to iodepth per job more
+    slack = np.where((runs["tool"].to_numpy(dtype=object) == "fio") & (runs["iodepth"].to_numpy() > 0),
+                     runs["iodepth"].to_numpy() * np.maximum(runs["numjobs"].to_numpy(), 1), 0)
+    if block_rows is not None and len(block_rows) == len(starts):
+        known = block_rows >= 0
+        r = np.where(known, block_rows, 0)
+        limit_n = np.where(known & (ios[r] >= 0), ios[r] + slack[r], -1)
+        over = (limit_n >= 0) & ((sums > limit_n) | ((sums < 2.0**62) & (exact > limit_n)))
+        if not over.any() and known.all():
+            return []
+        todo = np.flatnonzero(over | ~known)
+    else:
+        todo = np.arange(len(starts))
+    total: dict[tuple, int] = {}
+    by_job: dict[tuple, int] = {}
+    rk = [runs[k].to_numpy(dtype=object) for k in _BLOCK_KEY]
+    for i in range(len(runs)):
+        key = tuple(x[i] for x in rk)
+        n = int(ios[i]) + int(slack[i]) if ios[i] >= 0 else -1
+        total[key] = n if key not in total else (n if min(n, total[key]) >= 0 else -1)
+        j = key[:4]
+        by_job[j] = (by_job.get(j, 0) + n) if n >= 0 and by_job.get(j, 0) >= 0 else -1
+    out = []
+    first = [hist[k].take(starts[todo]).to_numpy(dtype=object) for k in _BLOCK_KEY]  # those blocks' keys only
+    for j, b in enumerate(todo):
+        s = starts[b]
+        key = tuple(x[j] for x in first)
+        n = total.get(key)
+        if n is None and key[4] == ALL_DIRECTIONS:
+            n = by_job.get(key[:4])
+        if n is None or n < 0:
+            continue
+        if sums[b] > n or (sums[b] < 2.0**62 and int(exact[b]) > n):
+            shown = int(exact[b]) if sums[b] < 2.0**62 else f"more than {2**62}"
+            out.append(Violation(table, int(s), "count", shown,
+                                 f"the bins of {'/'.join(map(str, key))} add up to more completions than its "
+                                 f"total_ios (with fio's in-flight allowance) = {n}: {rel.why}"))
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _columns(table: str) -> tuple[Column, ...]:

@@ -463,7 +463,9 @@ def test_typed_metrics_equal_stdlib_json_to_the_bit(fio_dir):
             ref = _reference_metrics(_block(doc, row), fio2)
             ours = [row[c] for c in RUN_FIELDS[first:last]]
             assert [repr(float(v)) for v in ours] == [repr(float(v)) for v in ref], (name, row["job"], row["direction"])
-            assert row["note"] == "" or (fio2 and "bw_bytes: not printed" in row["note"]), row["note"]
+            # the table gate wants every NaN named: a direction without I/O has no percentiles
+            no_io = row["io_bytes"] == 0 and "not printed, no I/O completed (clat_p*_ns NaN)" in row["note"]
+            assert row["note"] == "" or (fio2 and "bw_bytes: not printed" in row["note"]) or no_io, row["note"]
             checked += 1
     assert checked >= 20
 

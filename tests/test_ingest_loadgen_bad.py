@@ -69,7 +69,7 @@ BAD = [
     ("xml-thread-trimmed", "th.xml", re.sub(r"<Thread>\s*<Id>3</Id>.*?</Thread>", "", PKB, flags=re.S).encode(),
      "ThreadCount is 4 but 3"),
     ("xml-non-numeric-count", "n.xml", _sub_once(PKB, "<ReadCount>22645</ReadCount>", "<ReadCount>lots</ReadCount>")
-     .encode(), "must be a number"),
+     .encode(), "must be a count from 0 to 2**63-1"),
     ("xml-percentile-twice", "p.xml", _sub_once(VCX, "<Percentile>99</Percentile>", "<Percentile>98</Percentile>")
      .encode(), "listed twice"),
     ("xml-utf16-without-bom", "u.xml", PKB.encode("utf-16-le"), "no byte-order mark"),

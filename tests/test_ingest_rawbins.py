@@ -23,10 +23,18 @@ JSONPLUS = ["single_jsonplus.json", "numjobs4_nogroup.json", "numjobs4_group.jso
 
 
 def _dict_decoding(paths):
-    """ingest_paths as before the raw bins: every file's bins decoded into a dict by the typed decoder."""
-    col, errors = ing._Collector(ing.MAX_FILE_BYTES), []
-    ing._run(ing._discover(paths, col.max_bytes), col, errors)
-    return ing._result(col, errors)
+    """ingest_paths as before the raw bins: every file's bins decoded into a dict by the typed decoder,
+    then the table gate, which drops the files it refuses (as ingest does)."""
+    items, skip, refused = list(ing._discover(paths, ing.MAX_FILE_BYTES)), set(), []
+    while True:
+        col, errors = ing._Collector(ing.MAX_FILE_BYTES), []
+        ing._run([i for i in items if isinstance(i, ing.IngestError) or i.path not in skip], col, errors)
+        frames = col.frames()
+        bad = col.gate(frames)
+        if not bad:
+            return ing._result(col, errors + refused, frames)
+        skip.update(bad)
+        refused.extend(bad.values())
 
 
 def _same(fast, slow):
@@ -154,14 +162,17 @@ def test_edited_bins_give_what_the_dict_decoding_gives(tmp_path, label, text, fa
     assert len(fast_res.runs) >= 2  # the good files' rows are there
 
 
-def test_bins_adding_up_past_int64_are_noted_as_such(tmp_path):
-    """A count of 2**63 - 2 is a valid int64, but the bins of the block then add up past 2**63 - 1: the
-    note says so (the int64 sum wrapped to a negative number), and the run's percentiles are NaN."""
+def test_bins_adding_up_past_int64_are_refused_by_the_table_gate(tmp_path):
+    """A count of 2**63 - 2 is a valid int64, but the bins of the block then add up past 2**63 - 1 (the
+    int64 sum wraps): more completions than the 2,048 I/Os of the run, which the table gate refuses for
+    the file, naming the field and the block; the good file beside it keeps its rows."""
     (tmp_path / "x.json").write_text(_edit_value(BASE, str(2**63 - 2)))
+    shutil.copy(FIO / "single_jsonplus.json", tmp_path / "y.json")
     res = ing.ingest_paths([tmp_path])
-    notes = [n for n in res.runs["note"].dropna() if "bins add up" in n]
-    assert notes == [f"jobs[0].read.clat_ns.bins add up to more than {2**63 - 1} completions, clat_ns.N is 2048"]
-    assert res.run_totals[["clat_p50_ns", "clat_p99_ns"]].isna().all().all()
+    assert [e.path for e in res.errors] == [str(tmp_path / "x.json")]
+    reason = res.errors[0].reason
+    assert "table gate" in reason and "histograms.count" in reason and "more completions than its total_ios" in reason
+    assert set(res.runs["source_file"]) == {str(tmp_path / "y.json")} and res.files == 1
 
 
 def test_a_bad_file_in_a_batch_of_ingest_to_parquet(tmp_path):

@@ -354,6 +354,8 @@ class _Collector(RowSink):
         self.max_bytes = max_bytes
         self.spec_hashes: dict[str, None] = {}
         self.factor_kinds: dict[str, tuple[str, str]] = {} if factor_kinds is None else factor_kinds
+        #: (path, :meth:`mark` before its rows) of every file added: which file a row came from
+        self.file_marks: list[tuple[str, tuple[int, int, int, int]]] = []
 
     def _check_factors(self, identity: Any, path: str) -> list[tuple[str, str]]:
         new = []
@@ -444,6 +446,60 @@ class _Collector(RowSink):
             "run_totals": run_totals(runs, hist, _blocks=self._blocks()),
         }
 
+    def gate(self, frames: dict[str, pd.DataFrame]) -> dict[str, IngestError]:
+        """The table gate (:func:`storagebench.schema.check_rows`) on every table of the batch: the
+        files whose rows break a declared range or relation, each with an IngestError naming the
+        field, the value and the rule ({} when every row passes)."""
+        bad: dict[str, IngestError] = {}
+        if not self.file_marks:
+            return bad
+        marks = np.array([m for _, m in self.file_marks], dtype=np.int64).reshape(-1, 4)
+        paths = [p for p, _ in self.file_marks]
+
+        def owner(kind: int, pos: int) -> str:
+            return paths[int(np.searchsorted(marks[:, kind], pos, side="right")) - 1]
+
+        def refuse(path: str, v: schema.Violation) -> None:
+            if path not in bad:
+                bad[path] = IngestError(f"refused by the table gate: {v.message()}; none of the file's rows are "
+                                        "written", path=path)
+
+        runs = frames["runs"]
+        for v in schema.check_rows(runs, "runs"):
+            refuse(owner(0, v.row), v)
+        for v in schema.check_rows(frames["all_clients"], "all_clients"):
+            refuse(owner(1, v.row), v)
+        hist = frames["histograms"]
+        if len(hist):
+            n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+            starts = np.zeros(len(n_bins), dtype=np.int64)
+            np.cumsum(n_bins[:-1], out=starts[1:])
+            rows = np.fromiter((c[0] if c is not None else -1 for c in self.hist_checks), dtype=np.int64,
+                               count=len(self.hist_checks))
+            nonempty = n_bins > 0
+            for v in schema.check_rows(hist, "histograms", runs=runs, block_starts=starts[nonempty],
+                                       block_rows=rows[nonempty]):
+                block = int(np.searchsorted(starts, v.row, side="right")) - 1
+                refuse(owner(2, block), v)
+        ts = frames["timeseries"]
+        if len(ts):
+            lengths = np.array([len(t["t_s"]) if isinstance(t, dict) else len(t) for t in self.ts], dtype=np.int64)
+            ends = np.cumsum(lengths)
+            for v in schema.check_rows(ts, "timeseries"):
+                part = int(np.searchsorted(ends, v.row, side="right"))
+                refuse(owner(3, part), v)
+        totals = frames["run_totals"]
+        violations = schema.check_rows(totals, "run_totals")
+        if violations:
+            run_file = {}
+            ids = runs["run_id"].to_numpy(dtype=object)
+            for i in range(len(runs)):
+                run_file.setdefault(ids[i], owner(0, i))
+            tid = totals["run_id"].to_numpy(dtype=object)
+            for v in violations:
+                refuse(run_file.get(tid[v.row], paths[0]), v)
+        return bad
+
 
 def _merge_columns(parts: list) -> list[pd.DataFrame]:
     """The ``timeseries`` parts in order, each run of column dicts (DiskSPD/Iometer files) as one DataFrame."""
@@ -487,7 +543,7 @@ def _parse_loadgen(fmt: str, data: bytes, path: str, identity: Mapping[str, Any]
     if fmt not in _loadgen.INGESTIBLE:
         _loadgen.refuse_format(fmt, path)
     try:
-        rows = (parse_iometer(data, path) if fmt == "iometer" else parse_diskspd(data, path)).rows()
+        rows = (parse_iometer(data, path) if fmt.startswith("iometer") else parse_diskspd(data, path)).rows()
     except IngestError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash
@@ -507,9 +563,14 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     factors = identity.factors if identity is not None else {}
     extra = {k: v for k, v in factors.items() if k not in RUN_FIELDS}
     default = _loadgen.run_row()
-    runs = [tuple(r.get(f, default.get(f)) for f in RUN_FIELDS) for r in rows.runs]
+    runs = [tuple(r.get(f, default.get(f)) for f in RUN_FIELDS)
+            for r in (_loadgen.check_row({**default, **r}, path) for r in rows.runs)]
     blocks, keys, counts = [], [], []
     for key, hist in rows.histograms:
+        bad = next(((b, c) for b, c in hist.items() if not (0 <= b <= schema.MAX_INT and 0 <= c <= schema.MAX_INT)),
+                   None)
+        if bad is not None:
+            raise IngestError(f"histograms: bin {bad[0]} ns holds {bad[1]} I/Os (allowed 0 to 2**63-1 each)", path=path)
         if hist:
             blocks.append((*key, len(hist)))
             keys.append(np.array([int(b) for b in hist], dtype=np.int64))
@@ -562,6 +623,7 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
             before = mark()
             try:
                 add(item, None if item.kind == "other" else _read_file(item.path, max_bytes))
+                collector.file_marks.append((item.path, before))
             except IngestError as exc:
                 collector.rollback(before)
                 errors.append(exc)
@@ -574,8 +636,7 @@ def _run(items: Iterable[_Item | IngestError], collector: _Collector, errors: li
                                           f"{type(exc).__name__}: {exc}", path=item.path))
 
 
-def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
-             factor_kinds: dict | None = None) -> tuple[_Collector, list[IngestError]]:
+def _collect_once(items: list, max_bytes: int, factor_kinds: dict | None) -> tuple[_Collector, list[IngestError]]:
     """Every item into a new :class:`_Collector` (:func:`_run`), and the errors.
 
     The json+ bins are decoded raw and parsed for the whole batch at once
@@ -583,7 +644,6 @@ def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
     writes (an edited or corrupted file), the batch is read again with the bins decoded into dicts, as
     every file was before: the tables and errors are then exactly those of that reading.
     """
-    items = list(items)
     kinds = dict(factor_kinds) if factor_kinds is not None else None
     col, errors = _Collector(max_bytes, factor_kinds, raw_bins=True), []
     _run(items, col, errors)
@@ -597,8 +657,63 @@ def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
     return col, errors
 
 
-def _result(collector: _Collector, errors: list[IngestError]) -> IngestResult:
-    return IngestResult(**collector.frames(), errors=errors, files=collector.files,
+def _tables(col: _Collector) -> tuple[dict[str, pd.DataFrame] | None, dict[str, IngestError]]:
+    """The batch's tables and the files the table gate refuses; ``(None, {})`` when building the tables
+    raised (a value no column can hold: :func:`_collect` then finds the file)."""
+    try:
+        frames = col.frames()
+        return frames, col.gate(frames)
+    except Exception:  # noqa: BLE001 - found file by file below: one bad file never loses the batch
+        return None, {}
+
+
+def _collect(items: Iterable[_Item | IngestError], max_bytes: int,
+             factor_kinds: dict | None = None) -> tuple[_Collector, list[IngestError], dict[str, pd.DataFrame]]:
+    """Every item into a :class:`_Collector`, its tables, and the errors: the table gate's too.
+
+    The tables of the batch are built and checked once (:meth:`_Collector.gate`, the declarations of
+    :mod:`storagebench.schema`); when the gate refuses some files, or building the tables raises (an
+    int above 2**63-1 ...: the file is then found by building each file's tables alone), the batch is
+    read again without them, so their rows are never written and every other file's are, unchanged.
+    """
+    items = list(items)
+    kinds = dict(factor_kinds) if factor_kinds is not None else None
+    refused: list[IngestError] = []
+    skip: set[str] = set()
+    while True:
+        if factor_kinds is not None:
+            factor_kinds.clear()
+            factor_kinds.update(kinds)
+        todo = [it for it in items if isinstance(it, IngestError) or it.path not in skip]
+        col, errors = _collect_once(todo, max_bytes, factor_kinds)
+        frames, bad = _tables(col)
+        if frames is None:
+            bad = {}
+            for path, _ in col.file_marks:
+                alone, _ = _collect_once([it for it in todo if not isinstance(it, IngestError) and it.path == path],
+                                         max_bytes, dict(kinds) if kinds is not None else None)
+                one, why = _tables(alone)
+                if one is None:
+                    try:
+                        alone.frames()
+                        reason = "the table gate failed"
+                    except Exception as exc:  # noqa: BLE001 - reported for its file
+                        reason = f"{type(exc).__name__}: {exc}"
+                    bad[path] = IngestError(f"its values cannot be stored in the tables ({reason}); none of "
+                                            "the file's rows are written", path=path)
+                else:
+                    bad.update(why)
+            if not bad:  # every file alone is fine, the batch is not: a storagebench bug, raised
+                col.frames()
+        if not bad:
+            return col, errors + refused, frames
+        skip.update(bad)
+        refused.extend(bad.values())
+
+
+def _result(collector: _Collector, errors: list[IngestError],
+            frames: dict[str, pd.DataFrame] | None = None) -> IngestResult:
+    return IngestResult(**(collector.frames() if frames is None else frames), errors=errors, files=collector.files,
                         spec_hashes=list(collector.spec_hashes))
 
 
@@ -748,8 +863,8 @@ def ingest_to_parquet(
     files = 0
     factor_kinds: dict = {}
 
-    def flush(col: _Collector) -> None:
-        for name, df in col.frames().items():
+    def flush(frames: dict[str, pd.DataFrame]) -> None:
+        for name, df in frames.items():
             if df.empty:
                 continue
             table = pa.Table.from_pandas(df, preserve_index=False)
@@ -777,11 +892,11 @@ def ingest_to_parquet(
             items = _discover(paths, max_bytes)
             while chunk := list(itertools.islice(items, int(batch_files))):
                 with _gc_paused():
-                    batch, batch_errors = _collect(chunk, max_bytes, factor_kinds)
+                    batch, batch_errors, frames = _collect(chunk, max_bytes, factor_kinds)
                     errors.extend(batch_errors)
                     files += batch.files
                     spec_hashes.update(batch.spec_hashes)
-                    flush(batch)
+                    flush(frames)
             hashes = list(spec_hashes)
             spec_hash = hashes[0] if len(hashes) == 1 else None
             for name, w in writers.items():  # known only now: the format version and the study's spec hash

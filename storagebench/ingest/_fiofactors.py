@@ -91,7 +91,8 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
         bs = (-1, -1, -1)
         notes.append("job options bs='': fio needs a value (bs_bytes -1)")
     else:
-        bs = _per_direction(bs_text, lambda s: opt_int(s, kb) if opt_int(s, kb) is not None else -1, 4096)
+        # fio's options have minval 1 (options.c): a block size of 0 is not one it runs
+        bs = _per_direction(bs_text, lambda s: v if (v := opt_int(s, kb)) is not None and v >= 1 else -1, 4096)
         if -1 in bs:
             notes.append(f"job options bs={shown(bs_text)}: not a size fio reads (bs_bytes -1)")
     is_random = rw.startswith("rand")
@@ -143,7 +144,7 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
             ints[name] = 1
             continue
         v = opt_int(opts[name])
-        if v is None:
+        if v is None or v < 1:  # minval 1 in fio's options.c
             notes.append(f"job options {name}={shown(opts[name])}: not a number fio reads ({name} -1)")
             v = -1
         ints[name] = v

@@ -332,6 +332,12 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
 _SECONDARY = (("lat", "mean"), ("lat", "stddev"), ("lat", "min"), ("lat", "max"), ("clat", "mean"),
               ("clat", "stddev"), ("slat", "mean"), *(("clat", f"percentile.{k}") for k in _PCT_STR))
 _LAT4 = operator.attrgetter("mean", "stddev", "min", "max")
+#: the ``runs`` column of each secondary metric (notes name the column a NaN is in: the table gate's rule)
+_SECONDARY_COLS = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns", "clat_mean_ns", "clat_stdev_ns",
+                   "slat_mean_ns", *(col for _, col in PCT_KEYS))
+_BLOCK_COLS = {"lat": "lat_*_ns", "clat": "clat_*_ns, clat_p*_ns", "slat": "slat_mean_ns"}
+_STAT_COLS = {"lat": "lat_*_ns", "clat": "clat_*_ns", "slat": "slat_mean_ns"}
+_CPU_COL = {"usr_cpu": "usr_cpu_pct", "sys_cpu": "sys_cpu_pct"}
 
 
 def _old_units(version: str) -> bool | None:
@@ -420,11 +426,13 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
                *((v * f for v in PCT_VALUES(pct)) if pct is not _U else (_NAN,) * len(_PCT_STR)))
         for name, block in (("lat", lat), ("clat", clat), ("slat", slat)):
             if block is _U:
-                notes.append(f"{where}.{name}{suffix}: missing (its columns are NaN)")
+                notes.append(f"{where}.{name}{suffix}: missing ({_BLOCK_COLS[name]} NaN)")
         if clat is not _U and pct is _U:
             did = clat.N if clat.N is not _U else max(total, 0) + d.io_bytes
             if did:  # fio leaves the percentiles out when the direction completed no I/O
                 notes.append(f"{where}.clat{suffix}.percentile: missing (clat_p*_ns are NaN)")
+            else:
+                notes.append(f"{where}.clat{suffix}.percentile: not printed, no I/O completed (clat_p*_ns NaN)")
     total_sec = sum(sec)  # NaN if a value is missing
     if total_sec == total_sec and min(sec) >= 0.0 and max(sec) < _LIMIT:  # the usual case: all in range ...
         # ... and the statistics consistent (every block is there: no value above is NaN)
@@ -449,19 +457,20 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
             if key.startswith("percentile."):
                 missing_pct.append(key.split(".", 1)[1])
             else:
-                notes.append(f"{where}.{name}{suffix}.{key}: missing (NaN)")
+                notes.append(f"{where}.{name}{suffix}.{key}: missing ({_SECONDARY_COLS[i]} NaN)")
         else:
             raw = v / f
-            notes.append(f"{where}.{name}{suffix}.{key} = {raw!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+            notes.append(f"{where}.{name}{suffix}.{key} = {raw!r}: impossible (allowed 0 to 2**63-1); "
+                         f"{_SECONDARY_COLS[i]} stored NaN")
     if missing_pct:
-        notes.append(f"{where}.clat{suffix}.percentile: no {', '.join(missing_pct)} (NaN)")
+        notes.append(f"{where}.clat{suffix}.percentile: no {', '.join(missing_pct)} (clat_p*_ns NaN)")
     for name, block in blocks.items():  # contradicting statistics: the block's mean/stddev/min/max are NaN
         problem = _lat_problem(block) if block is not _U else ""
         if problem:
             for i, (n, key) in enumerate(_SECONDARY):
                 if n == name and not key.startswith("percentile"):
                     out[i] = _NAN
-            notes.append(f"{where}.{name}{suffix}: {problem} (impossible; its mean, stddev, min, max stored NaN)")
+            notes.append(f"{where}.{name}{suffix}: {problem} (impossible; {_STAT_COLS[name]} stored NaN)")
     return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
 
 
@@ -476,9 +485,10 @@ def _cpu(value: float, where: str, notes: list[str]) -> float:
     if 0.0 <= value < _LIMIT:
         return value
     if value != value:
-        notes.append(f"{where}: missing (NaN)")
+        notes.append(f"{where}: missing ({_CPU_COL[where.rsplit('.', 1)[-1]]} NaN)")
     else:
-        notes.append(f"{where} = {value!r}: impossible (allowed 0 to 2**63-1); stored NaN")
+        notes.append(f"{where} = {value!r}: impossible (allowed 0 to 2**63-1); "
+                     f"{_CPU_COL[where.rsplit('.', 1)[-1]]} stored NaN")
     return _NAN
 
 
@@ -501,6 +511,55 @@ def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
                      "started_at NaT")
         return None
     return datetime.fromtimestamp(start, tz=_UTC)
+
+
+# ---- duplicated JSON keys ---------------------------------------------------------------------------
+
+
+def _pairs_once(pairs: list) -> dict:
+    seen: dict = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _Duplicate(k, seen[k], v)
+        seen[k] = v
+    return seen
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _check_duplicate_keys(data: bytes, doc: Any, path: str) -> None:
+    """Refuse a fio document in which an object holds a key twice (``"iops": 0, ..., "iops": 7262``).
+
+    JSON leaves duplicated keys undefined; msgspec (and orjson, the stdlib) keep the last, so an edited
+    or concatenated file could pass off either value. fio writes each key once. The check is cheap on
+    the usual file: each direction block fio prints has exactly one ``"iops"``, so its byte count (a
+    C-level scan, ~8 us for a 20 KiB json+ file) must equal the blocks decoded; only when it does not is
+    the document read again with the standard library, which names the duplicated key. Another key
+    given twice is not looked for (a scan per key costs as much again); where it matters the table
+    gate's relations stand behind it (two ``io_bytes`` with the last wrong break bandwidth x runtime).
+    """
+    entries = (doc.jobs or []) if doc.jobs is not _U else []
+    if doc.client_stats is not _U and doc.client_stats:
+        entries = [*entries, *doc.client_stats]
+    blocks = 0
+    for e in entries:
+        blocks += (e.read is not _U) + (e.write is not _U) + (e.trim is not _U) + (e.mixed is not _U)
+    if data.count(b'"iops"') == blocks:
+        return
+    import json  # the slow reading: only for a file whose counts are off
+
+    try:
+        json.loads(data, object_pairs_hook=_pairs_once)
+    except _Duplicate as dup:
+        key, first, last = dup.args
+        shown = [repr(x) if not isinstance(x, dict) else "{...}" for x in (first, last)]
+        raise IngestError(f"the key {key!r} appears twice in one JSON object ({shown[0]}, then {shown[1]}): "
+                          "fio writes each key once, and which value a reader keeps is a guess; refused",
+                          path=path) from None
+    except (ValueError, RecursionError):
+        return  # not one stdlib-readable document: the typed decoder's reading stands
 
 
 # ---- one file's rows --------------------------------------------------------------------------------
@@ -536,6 +595,7 @@ def emit_rows(
             doc = decode_or_none(data, path)
     if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
         partial = False
+        _check_duplicate_keys(data, doc, path)
     else:
         fd = read_fio_json(data, path)
         doc, partial = fd.doc, fd.partial

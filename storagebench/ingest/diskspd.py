@@ -77,7 +77,17 @@ from .._inputs import MAX_TOOL_OUTPUT_BYTES, read_input
 from ..errors import IngestError
 from ..schema import PERCENTILES, percentile_column
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
+from .loadgen import (
+    MIB,
+    NS_PER_MS,
+    LoadgenRows,
+    decode_text,
+    detect_format,
+    never_crash,
+    refuse_format,
+    run_row,
+    unexplained_nan,
+)
 
 __all__ = ["DiskSpdRun", "DiskSpdResult", "parse_diskspd", "read_diskspd"]
 
@@ -170,6 +180,7 @@ class DiskSpdResult:
 
     # -- tables ---------------------------------------------------------------------------
 
+    @never_crash("DiskSPD output")
     def rows(self) -> LoadgenRows:
         """``runs`` and ``timeseries`` rows (:class:`~storagebench.ingest.loadgen.LoadgenRows`)."""
         out = LoadgenRows(problems=list(self.problems))
@@ -179,8 +190,11 @@ class DiskSpdResult:
             w = run.workload
             pct = {p: (r, wr) for p, r, wr, _ in run.percentiles}
             fio_version = f"diskspd-{run.version}" if run.version else "diskspd"
-            note = ("DiskSPD latency is issue-to-completion (fio lat); its percentiles are in the clat_p* "
-                    "columns; no 99.5th percentile")
+            note = ("DiskSPD latency is issue-to-completion (fio lat): clat_mean_ns, clat_stdev_ns, slat_mean_ns "
+                    "NaN; its percentiles are in the clat_p columns, without a 99.5th (clat_p99_5_ns NaN); its "
+                    "CPU use is per processor, not per job (usr_cpu_pct, sys_cpu_pct NaN)")
+            if not run.percentiles:
+                note += "; no latency percentiles in the file (-L not given): lat_min_ns, lat_max_ns, clat_p*_ns NaN"
             if run.source == "xml":
                 note += f"; IOPS = sum(I/O counts) / TestTimeSeconds ({run.test_time_s:.2f} s as printed)"
             dirs = [d for d in ("read", "write") if run.totals.get(d, {}).get("ios", 0) > 0]
@@ -204,6 +218,9 @@ class DiskSpdResult:
                     fio_version=fio_version, started_at=run.started_at, hostname=run.computer_name,
                     source_file=self.path, note=note, **fields,
                 ))
+                gone = unexplained_nan(out.runs[-1])
+                if gone:  # a trimmed percentile table, no -L averages ...: named, never silent
+                    out.runs[-1]["note"] += f"; not in the file for {d}: {', '.join(gone)} NaN"
                 k = 1 if d == "read" else 2
                 lat = [(x[0], x[k + 3] * NS_PER_MS) for x in run.series if x[k] and not math.isnan(x[k + 3])]
                 for metric, t_s, vals in (("iops", [x[0] for x in run.series], [float(x[k]) for x in run.series]),
@@ -248,6 +265,7 @@ def read_diskspd(path: str | Path, *, strict: bool = True) -> DiskSpdResult:
     return parse_diskspd(data, str(p), strict=strict)
 
 
+@never_crash("DiskSPD output")
 def parse_diskspd(data: bytes, path: str = "<bytes>", *, strict: bool = True) -> DiskSpdResult:
     """Parse DiskSPD output, XML or text, told apart by content.
 
@@ -294,7 +312,11 @@ def _run_ids(data: bytes, n: int) -> list[str]:
 
 
 def _x(el: ET.Element | None, tag: str, conv=str, default: Any = None, *, where: str = "", path: str = "") -> Any:
-    child = el.find(tag) if el is not None else None
+    found = el.findall(tag) if el is not None else []
+    if len(found) > 1:  # ElementTree's find() would take the first and drop the other in silence
+        raise IngestError(f"{where or el.tag}: <{tag}> appears {len(found)} times (DiskSPD writes it once; an edited "
+                          "or concatenated file?)", path=path)
+    child = found[0] if found else None
     if child is None or child.text is None or not child.text.strip():
         if default is not None or where == "":
             return default
@@ -302,7 +324,31 @@ def _x(el: ET.Element | None, tag: str, conv=str, default: Any = None, *, where:
     try:
         return conv(child.text.strip())
     except ValueError:
-        raise IngestError(f"{where}/<{tag}> must be a number, got {child.text.strip()!r}", path=path) from None
+        raise IngestError(f"{where}/<{tag}> must be {getattr(conv, 'what', 'a number')}, got {child.text.strip()!r}",
+                          path=path) from None
+
+
+def _count(text: str) -> int:
+    """A DiskSPD I/O or byte count: an integer from 0 to 2**63-1 (DiskSPD's are UINT64 of what it did;
+    a negative one is not a count, and one past int64 cannot be stored): ValueError otherwise."""
+    v = int(text)
+    if not 0 <= v <= 2**63 - 1:
+        raise ValueError(f"{text!r} is not a count from 0 to 2**63-1")
+    return v
+
+
+_count.what = "a count from 0 to 2**63-1"  # type: ignore[attr-defined]
+
+
+def _check_time(t: float, what: str, path: str) -> None:
+    """DiskSPD prints its measured time with 2 decimals ("%.2f"): a time it wrote is >= 0.01 s and finite.
+    0 is a test interrupted before measuring; anything else (1e-300, inf, a negative time) was not
+    written by DiskSPD, and IOPS over it would be invented."""
+    if t == 0:
+        raise IngestError(f"{what} is 0 s: the test was interrupted before measuring", path=path)
+    if not 0.01 <= t < 1e9:
+        raise IngestError(f"{what} is {t!r} s: DiskSPD prints a measured time of 0.01 s or more with 2 decimals "
+                          "(allowed 0.01 to 1e9 s)", path=path)
 
 
 def _bool(text: str) -> bool:
@@ -370,23 +416,29 @@ def parse_diskspd_xml(data: bytes, path: str = "<bytes>") -> DiskSpdResult:
 
 def _xml_timespan(ts: ET.Element, prof: ET.Element | None, i: int, where: str, path: str) -> DiskSpdRun:
     t = _x(ts, "TestTimeSeconds", float, where=where, path=path)
-    if not t > 0:
-        raise IngestError(f"{where}: TestTimeSeconds is {t}: the test was interrupted before measuring", path=path)
+    _check_time(t, f"{where}: TestTimeSeconds", path)
     run = DiskSpdRun(timespan=i, run_index=1, source="xml", test_time_s=t)
     threads = ts.findall("Thread")
     sums = {"read": [0, 0], "write": [0, 0]}
     for th in threads:
-        tid = _x(th, "Id", int, default=-1)
+        tid = _x(th, "Id", int, default=-1, where=f"{where}/Thread", path=path)
+        seen_paths: set[str] = set()
         for tg in th.findall("Target"):
             w = f"{where}/Thread {tid}/Target"
-            rc, wc = _x(tg, "ReadCount", int, where=w, path=path), _x(tg, "WriteCount", int, where=w, path=path)
-            rb, wb = _x(tg, "ReadBytes", int, where=w, path=path), _x(tg, "WriteBytes", int, where=w, path=path)
-            ioc, bc = _x(tg, "IOCount", int, default=rc + wc), _x(tg, "BytesCount", int, default=rb + wb)
+            rc, wc = _x(tg, "ReadCount", _count, where=w, path=path), _x(tg, "WriteCount", _count, where=w, path=path)
+            rb, wb = _x(tg, "ReadBytes", _count, where=w, path=path), _x(tg, "WriteBytes", _count, where=w, path=path)
+            ioc = _x(tg, "IOCount", _count, default=rc + wc, where=w, path=path)
+            bc = _x(tg, "BytesCount", _count, default=rb + wb, where=w, path=path)
+            tpath = _x(tg, "Path", default="", where=w, path=path) or ""
+            if tpath in seen_paths:
+                raise IngestError(f"{w}: target {tpath!r} is listed twice in thread {tid} (DiskSPD writes one <Target> "
+                                  "per path per thread; counting it twice would double its I/Os)", path=path)
+            seen_paths.add(tpath)
             if ioc != rc + wc or bc != rb + wb:
                 raise IngestError(f"{w}: IOCount {ioc} / BytesCount {bc} != ReadCount + WriteCount {rc + wc} / "
                                   f"ReadBytes + WriteBytes {rb + wb}: the counts do not add up (edited file?)",
                                   path=path)
-            row = {"thread": tid, "path": _x(tg, "Path", default="") or "", "read_ios": rc, "read_bytes": rb,
+            row = {"thread": tid, "path": tpath, "read_ios": rc, "read_bytes": rb,
                    "write_ios": wc, "write_bytes": wb}
             lat = _x(tg, "AverageLatencyMilliseconds", float, default=math.nan)
             if not math.isnan(lat):
@@ -726,8 +778,7 @@ def _text_timespan(block: list[str], n: int, where: str, path: str) -> DiskSpdRu
             layout = "2.2"
     if math.isnan(run.test_time_s):
         raise IngestError(f"{where}: no 'actual test time:' line (trimmed excerpt?)", path=path)
-    if not run.test_time_s > 0:
-        raise IngestError(f"{where}: actual test time is {run.test_time_s} s", path=path)
+    _check_time(run.test_time_s, f"{where}: actual test time", path)
     tables = {}
     for i, ln in enumerate(block):
         name = _SECTION.get(ln.strip())
@@ -811,7 +862,7 @@ def _section(block: list[str], start: int, where: str, path: str) -> dict:
 
 def _nums(vals: dict, header: list[str], mib: int, extra: dict, where: str, path: str, what: str) -> dict:
     try:
-        out = {"bytes": int(vals["bytes"]), "ios": int(vals["I/Os"]), "mib_s": float(vals[header[mib]]),
+        out = {"bytes": _count(vals["bytes"]), "ios": _count(vals["I/Os"]), "mib_s": float(vals[header[mib]]),
                "iops": float(vals["I/O per s"])}
         for name, key in extra.items():
             if name in vals:

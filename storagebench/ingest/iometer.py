@@ -70,7 +70,17 @@ import pandas as pd
 from .._inputs import MAX_TOOL_OUTPUT_BYTES, read_input
 from ..errors import IngestError
 from .fio import file_run_id
-from .loadgen import MIB, NS_PER_MS, LoadgenRows, decode_text, detect_format, refuse_format, run_row
+from .loadgen import (
+    MIB,
+    NS_PER_MS,
+    LoadgenRows,
+    decode_text,
+    detect_format,
+    never_crash,
+    refuse_format,
+    run_row,
+    unexplained_nan,
+)
 
 __all__ = ["IometerSpec", "IometerBlock", "IometerResult", "parse_iometer", "read_iometer"]
 
@@ -84,6 +94,10 @@ _ROW_TYPES = {"ALL", "MANAGER", "PROCESSOR", "WORKER", "DISK", "NETWORK", "UNKNO
 _BINARY = ("MiBps (Binary)", "MBps (Binary)", "MBps")
 _DECIMAL = ("MBps (Decimal)",)
 _REL = 2e-5  # C++ default stream precision: 6 significant digits
+#: what an Iometer row never has (the table gate wants every NaN named)
+_NOT_PRINTED = ("Iometer prints no latency deviation, minimum, completion/submission split, percentiles or "
+                "per-job CPU: lat_stdev_ns, lat_min_ns, clat_mean_ns, clat_stdev_ns, slat_mean_ns, clat_p*_ns, "
+                "usr_cpu_pct, sys_cpu_pct NaN")
 
 
 @dataclass
@@ -119,6 +133,7 @@ class IometerBlock:
     all_row: dict
     parts: list[dict] = field(default_factory=list)
     time_stamp: str = ""
+    intervals: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +160,8 @@ class IometerResult:
     blocks: list[IometerBlock]
     run_ids: list[str]
     problems: list[str] = field(default_factory=list)
+    #: read from an instantaneous ("last update") file: the blocks carry their ``intervals``
+    instantaneous: bool = False
 
     @property
     def parts(self):
@@ -161,9 +178,12 @@ class IometerResult:
                              "read_bytes": _i(p.get("Bytes Read")), "write_bytes": _i(p.get("Bytes Written"))})
         return pd.DataFrame(rows)
 
+    @never_crash("an Iometer results file")
     def rows(self) -> LoadgenRows:
-        """``runs`` rows (one per block and direction) and ``histograms`` blocks."""
+        """``runs`` rows (one per block and direction), ``histograms`` blocks and, for an instantaneous
+        file, ``timeseries`` rows from its update intervals."""
         out = LoadgenRows(problems=list(self.problems))
+        ts: dict[str, list] = {k: [] for k in ("run_id", "host", "job", "direction", "t_s", "metric", "value")}
         for b, rid in zip(self.blocks, self.run_ids, strict=True):
             test = self.tests[b.test - 1]
             a = b.all_row
@@ -198,9 +218,15 @@ class IometerResult:
                     fio_version=f"iometer-{test['version']}" if test["version"] else "iometer",
                     started_at=None, hostname=",".join(managers), source_file=self.path,
                     note=(f"Iometer test {b.test} block {b.block} ({test['description']}); local time stamp "
-                          f"{test['time_stamp']!r} (no zone, so started_at is NaT)"
-                          + (f"; {errs} {d} errors" if errs > 0 else "")),
+                          f"{test['time_stamp']!r} (no zone, so started_at is NaT); " + _NOT_PRINTED
+                          + (f"; {errs} {d} errors" if errs > 0 else "")
+                          + ("" if runtime == runtime else "; no MANAGER/WORKER Total Raw Run Time: runtime_s NaN")),
                 ))
+                gone = unexplained_nan(out.runs[-1])
+                if gone:
+                    out.runs[-1]["note"] += f"; not in the file for {d}: {', '.join(gone)} NaN"
+            if b.intervals:
+                self._series(b, rid, spec_name, test, [d for d, _ in dirs], ts)
             bins = [_i(a.get(c)) for c in _bin_columns(a)]
             total = _i(a.get("Read I/Os")) + _i(a.get("Write I/Os"))
             if len(bins) == len(LATENCY_BINS_NS) and sum(bins) > 0 and sum(bins) == total:
@@ -209,7 +235,37 @@ class IometerResult:
                     if c > 0:
                         counts[edge] = counts.get(edge, 0) + c
                 out.histograms.append(((rid, "local", spec_name, 0, "mixed"), counts))
+        if ts["t_s"]:
+            ts["log_index"] = [1] * len(ts["t_s"])
+            out.timeseries = ts
         return out
+
+    @staticmethod
+    def _series(b: IometerBlock, rid: str, job: str, test: dict, dirs: list[str], ts: dict) -> None:
+        """The block's update intervals as run-level ``timeseries``: per time stamp the workers' IOPS
+        added up (``iops``) and their mean response time weighted by their I/Os (``lat_ns``), per direction;
+        ``t_s`` = seconds from the test's 'Time Stamp to the interval's (the end of the interval)."""
+        t0 = _stamp_s(test["time_stamp"])
+        by_stamp: dict[str, list[dict]] = {}
+        for r in b.intervals:
+            if r["type"] == "WORKER" or not any(x["type"] == "WORKER" for x in b.intervals):
+                by_stamp.setdefault(r["stamp"], []).append(r)
+        for stamp, rows in by_stamp.items():
+            t = _stamp_s(stamp) - t0
+            if not t >= 0:
+                continue  # a time stamp that is not one, or before the test's: no point of the series
+            for d in dirs:
+                cap = d.title()
+                iops = sum(_f(r.get(f"{cap} IOps")) for r in rows)
+                n = sum(max(_i(r.get(f"{cap} I/Os")), 0) for r in rows)
+                lat = (sum(_f(r.get(f"Average {cap} Response Time")) * max(_i(r.get(f"{cap} I/Os")), 0) for r in rows)
+                       / n * NS_PER_MS) if n > 0 else math.nan
+                for metric, v in (("iops", iops), ("lat_ns", lat)):
+                    if metric == "lat_ns" and not n:
+                        continue
+                    for col, x in (("run_id", rid), ("host", "local"), ("job", job), ("direction", d),
+                                   ("metric", metric), ("t_s", t), ("value", v)):
+                        ts[col].append(x)
 
 
 def _bin_columns(row: dict) -> list[str]:
@@ -286,6 +342,7 @@ def read_iometer(path: str | Path, *, strict: bool = True) -> IometerResult:
     return parse_iometer(data, str(p), strict=strict)
 
 
+@never_crash("an Iometer results file")
 def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) -> IometerResult:
     """Parse an Iometer results CSV: every test appended to the file, every results block of each.
 
@@ -313,13 +370,16 @@ def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) ->
     """
     fmt = detect_format(data)
     text, enc = decode_text(data, path)
-    if fmt != "iometer":
+    if fmt not in ("iometer", "iometer-instantaneous"):
         head = text.strip().splitlines()[0][:80] if text.strip() else ""
-        if fmt in ("iometer-instantaneous", "iometer-icf"):
+        if fmt == "iometer-icf":
             refuse_format(fmt, path)
         raise IngestError(f"not an Iometer results file (no 'Test Type / 'Results sections); it starts with "
                           f"{head!r}", path=path)
     rows = list(csv.reader(io.StringIO(text)))
+    intervals: list[list[dict]] = []
+    if fmt == "iometer-instantaneous":
+        rows, intervals = _split_instantaneous(rows, path)
     tests: list[dict] = []
     blocks: list[IometerBlock] = []
     problems: list[str] = []
@@ -381,7 +441,79 @@ def parse_iometer(data: bytes, path: str = "<bytes>", *, strict: bool = True) ->
         raise IngestError("no 'Results block with an ALL row (a test that never ran?)", path=path)
     base = file_run_id(data)
     ids = [base] if len(blocks) == 1 else [f"{base}-{k}" for k in range(1, len(blocks) + 1)]
-    return IometerResult(path=path, encoding=enc, tests=tests, blocks=blocks, run_ids=ids, problems=problems)
+    res = IometerResult(path=path, encoding=enc, tests=tests, blocks=blocks, run_ids=ids, problems=problems)
+    if fmt == "iometer-instantaneous":
+        res.instantaneous = True
+        for b, k in zip(blocks, _block_numbers(rows), strict=False):
+            b.intervals = intervals[k] if k < len(intervals) else []
+    return res
+
+
+def _block_numbers(rows: list[list[str]]) -> list[int]:
+    """The 0-based 'Results section number of each results block, in order."""
+    return list(range(sum(1 for r in rows if r and r[0].strip() == "'Results")))
+
+
+def _split_instantaneous(rows: list[list[str]], path: str) -> tuple[list[list[str]], list[list[dict]]]:
+    """An Iometer instantaneous ("last update") file as a results file, and its intervals.
+
+    Iometer's ``PrepareInstantaneousFile`` (``src/GalileoView.cpp``) writes the results header prefixed
+    by ``TimeStamp,`` and, per update interval, a ``WORKER`` row per worker whose ``Access Specification
+    Name`` is empty (numbers at C++'s default 6 significant digits: the interval's own I/Os and rates);
+    the test ends with the rows of a results file -- the ``WORKER`` rows with the specification name
+    (the whole run) and the ``ALL`` row, full precision -- each also prefixed by its time stamp. The
+    time stamp column is dropped and the interval rows (with any ``DISK``/``PROCESSOR`` rows after
+    them) set aside, so the rest is read exactly as a results file; the intervals become ``timeseries``.
+    """
+    out: list[list[str]] = []
+    blocks: list[list[dict]] = []
+    header: list[str] | None = None
+    interval = False
+    for r in rows:
+        c = r[0].strip().strip("'") if r else ""
+        if c.lower() == "timestamp" and len(r) > 1 and r[1].strip().lstrip("'").startswith("Target Type"):
+            header = [h.strip() for h in r[1:]]
+            header[0] = header[0].lstrip("'")
+            out.append(r[1:])
+            continue
+        if header is None or not r or r[0].strip().startswith("'"):
+            if r and r[0].strip() in ("'Results", "'Time Stamp"):  # a block starts / ends (its time stamp next)
+                if r[0].strip() == "'Results":
+                    blocks.append([])
+                header = None
+            out.append(r)
+            continue
+        stamp, rest = r[0].strip(), r[1:]
+        if not any(x.strip() for x in r):
+            continue
+        if _stamp_s(stamp) != _stamp_s(stamp):
+            raise IngestError(f"an Iometer instantaneous file, but the row {','.join(r)[:60]!r} does not start with "
+                              "a time stamp (YYYY-MM-DD hh:mm:ss:mmm) under its TimeStamp header (edited or cut?)",
+                              path=path)
+        kind = rest[0].strip().upper() if rest else ""
+        vals = {h: (rest[k].strip() if k < len(rest) else "") for k, h in enumerate(header)}
+        if kind in ("WORKER", "MANAGER"):
+            interval = not vals.get("Access Specification Name", "")
+        elif kind == "ALL":
+            interval = False
+        if interval:
+            if kind in ("WORKER", "MANAGER") and blocks:
+                blocks[-1].append({"stamp": stamp, "type": kind, **vals})
+            continue
+        out.append(rest)
+    return out, blocks
+
+
+def _stamp_s(text: str) -> float:
+    """Seconds since the epoch of an Iometer time stamp ``YYYY-MM-DD hh:mm:ss:mmm`` (local time, no zone:
+    only differences are used); NaN when it is not one."""
+    from datetime import datetime
+
+    try:
+        day, ms = text.strip().rsplit(":", 1)
+        return datetime.strptime(day, "%Y-%m-%d %H:%M:%S").timestamp() + int(ms) / 1000.0
+    except ValueError:
+        return math.nan
 
 
 def _skip_to_next_section(rows: list[list[str]], i: int) -> int:
@@ -487,8 +619,12 @@ def _check_block(b: IometerBlock, label: str, path: str) -> None:
     """The ALL row and its parts must add up (exact integer counts, 6-digit rates)."""
     a = b.all_row
     try:
-        for key in ("Read I/Os", "Write I/Os", "Bytes Read", "Bytes Written"):
-            _i(a.get(key))
+        for row in [a, *b.parts]:
+            for key in ("Read I/Os", "Write I/Os", "Bytes Read", "Bytes Written", *_bin_columns(row)):
+                v = _i(row.get(key))
+                if (v < 0 and str(row.get(key)).strip()) or v > 2**63 - 1:  # empty is -1: not printed
+                    raise IngestError(f"{label}: {row.get('type', 'ALL')} row "
+                                      f"{key} = {row.get(key)!r}: not a count (allowed 0 to 2**63-1)", path=path)
         iops, r_iops, w_iops = _f(a["IOps"]), _f(a["Read IOps"]), _f(a["Write IOps"])
     except (ValueError, KeyError) as exc:
         raise IngestError(f"{label}: ALL row has a non-numeric count ({exc})", path=path) from None

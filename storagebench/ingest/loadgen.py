@@ -42,6 +42,9 @@ __all__ = [
     "detect_format",
     "run_row",
     "refuse_format",
+    "check_row",
+    "unexplained_nan",
+    "never_crash",
     "MIB",
     "NS_PER_MS",
 ]
@@ -56,7 +59,7 @@ FORMATS: tuple[str, ...] = (
     "fio", "diskspd-xml", "diskspd-text", "diskspd-linux", "iometer", "iometer-instantaneous", "iometer-icf",
 )
 #: Formats whose rows go into the tidy tables (the others are recognised only to say why not).
-INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer")
+INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer", "iometer-instantaneous")
 
 _BOMS = (
     (b"\xff\xfe\x00\x00", "utf-32-le"),
@@ -175,7 +178,8 @@ def detect_format(data: bytes) -> str | None:
         ``"iometer"``
             an Iometer results CSV (``'Test Type,Test Description`` or ``'Results`` with its header);
         ``"iometer-instantaneous"``
-            Iometer's "last update" file (header starting ``TimeStamp,``), recognised to be refused;
+            Iometer's "last update" file (header starting ``TimeStamp,``): its final ``ALL`` row is the run,
+            its update intervals a time series;
         ``"iometer-icf"``
             an Iometer configuration file (``'TEST SETUP``), not results.
     """
@@ -295,3 +299,90 @@ def refuse_format(fmt: str, path: str) -> NoReturn:
         raise IngestError("an Iometer configuration (.icf), not results; "
                           "`storagebench translate icf` turns it into a study", path=path)
     raise IngestError(f"format must be one of {list(INGESTIBLE)}, got {fmt!r}", path=path)
+
+
+_RUN_COLUMNS = {c.name: c for c in schema.RUNS}
+
+
+def unexplained_nan(row: dict) -> list[str]:
+    """The metric columns of a ``runs`` row that are NaN and that its ``note`` does not name yet
+    (the table gate's rule: every NaN says why, :func:`storagebench.schema.check_rows`)."""
+    note = row.get("note") or ""
+    out = []
+    for name, col in _RUN_COLUMNS.items():
+        v = row.get(name)
+        if col.valid is None or not col.valid.metric or not isinstance(v, float) or v == v:
+            continue
+        if not schema.note_pattern(col).search(note):
+            out.append(name)
+    return out
+
+
+def check_row(row: dict, path: str) -> dict:
+    """One DiskSPD/Iometer ``runs`` row against the schema's declared ranges, fio's rule applied.
+
+    A value outside its column's :class:`storagebench.schema.Valid` range refuses the file when the
+    column is core (``on_bad="error"``: IOPS, bandwidth, bytes, I/Os, runtime, factors) and becomes NaN
+    with a note naming the column and the value otherwise (latencies, percentiles, CPU), as fio's
+    reader does. An integer that no int64 column can hold (>= 2**63) refuses the file: it would
+    otherwise overflow when the batch's tables are built.
+
+    Returns
+    -------
+    dict
+        ``row``, changed in place.
+
+    Raises
+    ------
+    IngestError
+        A core value out of range, or an integer beyond int64.
+    """
+    notes = []
+    for name, col in _RUN_COLUMNS.items():
+        v = row.get(name)
+        if col.dtype == "int64":
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise IngestError(f"{name} = {v!r}: must be an integer", path=path)
+            if not -(2**63) <= v <= schema.MAX_INT:
+                raise IngestError(f"{name} = {v}: beyond a 64-bit integer (allowed "
+                                  f"{col.valid.describe() if col.valid else 'int64'})", path=path)
+        valid = col.valid
+        if valid is None or col.dtype not in ("int64", "float64"):
+            continue
+        if col.dtype == "float64":
+            try:
+                v = float(v)
+            except (TypeError, ValueError, OverflowError):
+                raise IngestError(f"{name} = {v!r}: not a number", path=path) from None
+            row[name] = v
+        if valid.allows(v):
+            continue
+        if valid.on_bad == "nan":
+            row[name] = math.nan
+            notes.append(f"{name} = {v!r}: impossible (allowed {valid.describe()}); stored NaN")
+        else:
+            raise IngestError(f"{name} = {v!r}: impossible (allowed {valid.describe()})", path=path)
+    if notes:
+        row["note"] = "; ".join([row["note"], *notes] if row.get("note") else notes)
+    return row
+
+
+def never_crash(what: str):
+    """Decorator: a parser's ValueError, ArithmeticError (an int of 1e309), KeyError, IndexError or
+    TypeError becomes an IngestError naming the file (its ``path`` argument, or ``self.path``), so the
+    public parsers refuse bad bytes with a message, never a traceback."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except IngestError:
+                raise
+            except (ValueError, ArithmeticError, KeyError, IndexError, TypeError) as exc:
+                path = kwargs.get("path") or (args[1] if len(args) > 1 and isinstance(args[1], str) else
+                                              getattr(args[0], "path", "<bytes>"))
+                raise IngestError(f"could not be read as {what}: {type(exc).__name__}: {exc}", path=path) from None
+        return inner
+    return wrap
