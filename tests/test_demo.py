@@ -86,7 +86,7 @@ def _umask() -> int:
 def test_demo_refuses_a_missing_study(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--study", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 1
-    assert "nope.yaml" in res.output and "cannot read" in res.output
+    assert "nope.yaml" in res.output and "does not exist" in res.output
     assert list(tmp_path.iterdir()) == []
 
 
