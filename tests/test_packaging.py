@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 
+import pytest
 import tomllib
 import yaml
 from conftest import ROOT
@@ -60,3 +62,26 @@ def test_every_script_with_a_shebang_is_executable():
         not_executable += [f"{p.relative_to(ROOT)} (in git)" for p in scripts
                            if str(p.relative_to(ROOT)) in modes and not modes[str(p.relative_to(ROOT))] & 0o111]
     assert not not_executable, f"scripts with a shebang that cannot be run as written: {not_executable}"
+
+
+def test_python_in_the_folder_above_a_clone_named_storagebench_imports_the_package(tmp_path):
+    """Issue 19: Python started in the folder above a clone named ``storagebench`` imported the clone as an empty
+    namespace package (setuptools' editable finder comes after the current directory). The Makefile installs the
+    package with ``editable_mode=compat`` (a path entry), which a regular package on ``sys.path`` wins over."""
+    import json
+    from importlib import metadata
+
+    try:
+        url = json.loads(metadata.distribution("storagebench").read_text("direct_url.json") or "{}").get("url", "")
+    except metadata.PackageNotFoundError:
+        url = ""
+    if url.removeprefix("file://") != str(ROOT.resolve()):
+        pytest.skip(f"the venv's storagebench is not this checkout ({url or 'not installed'}): make venv installs it")
+    (tmp_path / "storagebench").symlink_to(ROOT.resolve(), target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", "import storagebench; print(storagebench.__file__)"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(ROOT.resolve() / "storagebench" / "__init__.py"), \
+        "the clone directory was imported as a namespace package: reinstall with `make venv` (editable_mode=compat)"
+    assert "editable_mode=compat" in (ROOT / "Makefile").read_text()
