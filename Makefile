@@ -52,11 +52,14 @@ bench-quick: venv sysdeps
 
 venv: $(STAMP)
 
+# editable_mode=compat: the venv finds the package through a path entry (a .pth with this directory), so
+# Python started in the folder above a clone named storagebench imports the package, not the clone as an
+# empty namespace package (setuptools' default editable finder comes after the current directory).
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || runners/ensure_system_packages.sh python3-venv python3-pip
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[lab,test]'
+	$(PIP) install --quiet -e '.[lab,test]' --config-settings editable_mode=compat
 	@touch $@
 
 sysdeps:

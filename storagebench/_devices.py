@@ -243,9 +243,6 @@ class DeviceReport:
             out.append((owner, sig.get("owner_path") or self.resolved, _signature_text(sig, self.name)))
         return out
 
-    def data_reasons(self) -> list[str]:
-        """Reasons that ``allow_devices`` lifts (partition table, signatures), none lifted."""
-        return [text for _, _, text in self.data_problems()]
 
 
 def _signature_text(sig: dict, default: str) -> str:

@@ -11,6 +11,7 @@ Percentiles that span several jobs, clients or runs are computed here from *merg
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -39,6 +40,8 @@ FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 _DENSE_GROUPS = 2048
 #: values per step of :func:`grid_index` (512 KiB of int64)
 _STEP = 1 << 16
+#: counts the dense path sums exactly: ``np.bincount`` adds its weights as float64
+_EXACT_FLOAT_SUM = 2.0**53
 
 
 def plat_idx_to_val(idx: int, plat_bits: int = FIO_IO_U_PLAT_BITS, group_nr: int = FIO_IO_U_PLAT_GROUP_NR) -> int:
@@ -235,7 +238,8 @@ def grouped_percentiles(
     Returns
     -------
     numpy.ndarray
-        ``(n_groups, len(percentiles))`` values in ns (float), NaN for a group without completions.
+        ``(n_groups, len(percentiles))`` values in ns (float), NaN for a group without completions or whose
+        counts add up past ``2**63 - 1`` (an edited file: ingest notes it).
 
     Raises
     ------
@@ -268,6 +272,10 @@ def grouped_percentiles(
     out = np.full((int(n_groups), len(plist)), np.nan)
     if not len(g):
         return out
+    big = c.sum(dtype=np.float64) >= _EXACT_FLOAT_SUM or (
+        totals is not None and len(totals) and np.asarray(totals, dtype=np.float64).max() >= _EXACT_FLOAT_SUM)
+    if big:  # an edited file: float64 sums would round, int64 running sums over all groups could wrap
+        return _exact_percentiles(g, b, c, out, plist, totals, ftype)
     idx = bucket_idx if bucket_idx is not None else grid_index(b)
     if idx is not None:
         nr = FIO_IO_U_PLAT_NR
@@ -314,6 +322,29 @@ def grouped_percentiles(
     for j, p in enumerate(plist):
         at = np.minimum(np.searchsorted(cum, need(base, total, rows, p), side="left"), last)
         out[rows[has], j] = b[at[has]].astype(np.float64)
+    return out
+
+
+def _exact_percentiles(g, b, c, out, plist, totals, ftype) -> np.ndarray:
+    """:func:`grouped_percentiles` one group at a time with Python's integers: for counts or totals past 2**53
+    (only an edited file has them), where the vectorised sums would round or wrap. A group whose counts add up
+    past ``2**63 - 1`` stays NaN."""
+    order = np.lexsort((b, g))
+    g, b, c = g[order], b[order], c[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(g)], strict=True):
+        row = int(g[lo])
+        counts = c[lo:hi].tolist()
+        total = sum(counts)
+        n = total if totals is None else int(np.asarray(totals)[row])
+        if total <= 0 or n <= 0 or total > np.iinfo(np.int64).max:
+            continue
+        cum = np.cumsum(c[lo:hi])  # exact: the group's total fits int64
+        last = int(np.searchsorted(cum, total, side="left"))
+        for j, p in enumerate(plist):
+            need = math.ceil(float(ftype(p) / ftype(100.0) * ftype(n)))  # fio's double threshold, as an int
+            at = min(int(np.searchsorted(cum, min(need, total), side="left")), last)
+            out[row, j] = float(b[lo + at])
     return out
 
 

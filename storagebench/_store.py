@@ -47,11 +47,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 import orjson
-import yaml
 
-from ._inputs import completed_runs, read_input, read_text
+from ._inputs import completed_runs, read_input
 from ._recorded import RecordRefusedError, check_dir, make_dirs, read_recorded, warn_refused, write_recorded
-from ._safeyaml import MAX_YAML_BYTES
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
@@ -821,7 +819,3 @@ class StudyStore:
             except FileNotFoundError:
                 continue
         return out
-
-    def load_spec(self) -> dict[str, Any]:
-        """The stored ``study.yaml`` as a dict."""
-        return yaml.safe_load(read_text(self.spec_path, max_bytes=MAX_YAML_BYTES, what="study spec", error=StudyError))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
+import re
 import shutil
 import tempfile
 import time
@@ -62,7 +64,31 @@ def _plain_type(self, ctx) -> str | None:
 _METAVARS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "bool": "BOOLEAN"}
 
 
+#: What rich reads as a markup tag (``[a, b]``, ``[numjobs]``): rich.markup's rule, which hides such text.
+_MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def _literal_help(text: str | None, *, paragraphs: bool = False) -> str | None:
+    """Help text shown as written: brackets escaped for rich (``VALUE is YAML: [a, b]`` kept, not taken for a
+    tag), and with ``paragraphs``, the prose paragraphs of a docstring joined into one line each so the
+    terminal wraps them (an indented paragraph, an example command, keeps its lines)."""
+    if not text:
+        return text
+    if paragraphs:
+        parts = inspect.cleandoc(text).split("\n\n")
+        text = "\n\n".join(part if part.startswith(("\b", " ")) or "\n " in part else " ".join(part.split("\n"))
+                             for part in parts)
+    return _MARKUP_TAG.sub(lambda m: m.group(1) * 2 + "\\" + m.group(2), text)
+
+
 class _Command(TyperCommand):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _literal_help(self.help, paragraphs=True)
+        for p in self.params:
+            if getattr(p, "help", None):
+                p.help = _literal_help(p.help)
+
     def get_params(self, ctx) -> list:
         params = super().get_params(ctx)
         for p in params:
@@ -505,8 +531,9 @@ def publish_cmd(
 
       storagebench publish studies/hdd_iops.ipynb --out results/hdd_iops
 
-      storagebench publish compare.ipynb --out results/demo-compare -p table=results/demo/tidy/runs.parquet \\
-          -p factor=iodepth -p baseline=1 -p metric=iops -p by='[numjobs]'
+      storagebench publish compare.ipynb --out results/demo-compare \\
+          -p table=results/demo/tidy/runs.parquet -p factor=iodepth \\
+          -p baseline=1 -p metric=iops -p by='[numjobs]'
     """
     from . import publish
     params = _parse_params(param or [])
@@ -568,10 +595,12 @@ def compare_cmd(
 
     Examples:
 
-      storagebench compare results/demo --factor iodepth --baseline 1 --metric iops --by numjobs
+      storagebench compare results/demo --factor iodepth --baseline 1 \\
+          --metric iops --by numjobs
 
-      storagebench compare published:vsan_stripe --factor stripe_width --baseline 1 --metric iops \\
-          --by pattern --by direction --pair-on vms --pair-on source_tool --out stripe.csv
+      storagebench compare published:vsan_stripe --factor stripe_width \\
+          --baseline 1 --metric iops --by pattern --by direction \\
+          --pair-on vms --pair-on source_tool --out stripe.csv
     """
     import pandas as pd
 
@@ -655,7 +684,8 @@ def testbed_cmd(
 
       storagebench testbed stripe_width --quick
 
-      storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 --out results
+      storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 \\
+          --out results
     """
     import pandas as pd
 
@@ -782,7 +812,8 @@ def scaling_cmd(
 
       storagebench scaling data/studies/scaling.yaml
 
-      storagebench scaling data/studies/scaling.yaml --hosts hosts.list --out results
+      storagebench scaling data/studies/scaling.yaml --hosts hosts.list \\
+          --out results
     """
     s = sb.measure_scaling(study, str(hostfile) if hostfile else None, _out_dir(out), test_hosts=test_hosts,
                         test_mode=test_mode, test_insecure_tcp=insecure_tcp, runtime=runtime,
@@ -857,7 +888,8 @@ def translate_cmd(
 
     Examples:
 
-      storagebench translate diskspd -b4K -d60 -o32 -t4 -r -w0 -Sh C:\\test.dat --out data/studies/from_diskspd.yaml
+      storagebench translate diskspd -b4K -d60 -o32 -t4 -r -w0 -Sh C:\\test.dat \\
+          --out data/studies/from_diskspd.yaml
 
       storagebench translate icf profile.icf --name iometer_oltp
     """

@@ -281,10 +281,6 @@ class Findings:
         return Findings(self.findings + other.findings, title=self.title or other.title,
                         provenance="; ".join(dict.fromkeys(parts)))  # one source named once
 
-    def sentences(self) -> list[str]:
-        """The sentences, in order (what the CLI prints)."""
-        return [f.sentence for f in self.findings]
-
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{"format_version", "title", "provenance", "findings": [...]}``."""
         return {"format_version": FORMAT_VERSION, "title": self.title, "provenance": self.provenance,

@@ -5,7 +5,7 @@ literals, then calls into :mod:`storagebench`. :func:`execute_notebook` runs one
 with checked parameters; :func:`publish_report` runs the analysis notebook(s) of a study
 into ``results/<study>/notebooks/`` and converts them with nbconvert into a single
 self-contained ``results/<study>/report.html`` (code hidden, figures embedded as
-base64 PNG).
+base64 ``<img>``: SVG by default, PNG on request; :func:`storagebench.display.show_figure`).
 """
 
 from __future__ import annotations
@@ -837,8 +837,8 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     -------
     pathlib.Path
         The HTML report: executed notebooks concatenated, code cells hidden, figures
-        embedded as base64 ``<img>``; the executed notebooks are kept in
-        ``<study_dir>/notebooks/``.
+        embedded as base64 ``<img>`` (SVG by default, :func:`storagebench.display.show_figure`); the
+        executed notebooks are kept in ``<study_dir>/notebooks/``.
 
     Raises
     ------

@@ -234,7 +234,7 @@ RUNS: tuple[Column, ...] = (
     # identity
     Column("study", _S, "1", "study name from the spec"),
     Column("run_id", _S, "1", "stable hash of the study point and repetition"),
-    Column("repetition", _I, "1", "0-based repetition index of the point", valid=_NONNEG),
+    Column("repetition", _I, "1", "1-based repetition of the point (the plan's RunPoint); 0 outside a study", valid=_NONNEG),
     Column("run_order", _I, "1", "position in the randomised execution order (-1 when unknown)", valid=Valid(0, MAX_INT, unknown=-1)),
     Column("host", _S, "1", "'local', or 'hostname:port' of a fio server (client/server mode)"),
     Column("job", _S, "1", "fio jobname"),

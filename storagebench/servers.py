@@ -325,15 +325,6 @@ class FioServer:
         if self._proc is not None:
             self._proc.wait(timeout=10)
 
-    def alive(self) -> bool:
-        """True while the server process runs."""
-        if self._proc is not None:
-            return self._proc.poll() is None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 def _refuse_any(address: str, allow_any: bool) -> None:
@@ -630,12 +621,6 @@ def _guard_remove(table: str) -> None:
     nft = _nft()
     if nft is not None:
         subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)
-
-
-def _guard_exists(table: str) -> bool:
-    nft = _nft()
-    return nft is not None and subprocess.run([nft, "list", "table", "inet", table],
-                                              capture_output=True).returncode == 0
 
 
 # ---- who can reach a server ---------------------------------------------------------------

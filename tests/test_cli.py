@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -184,3 +185,27 @@ def test_a_warning_of_another_library_is_shown_once_and_the_command_ends(tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("0 ") and "done" in proc.stdout and "storagebench: warning: ours" in proc.stdout
     assert proc.stdout.count("UserWarning: from another library") == 1  # CliRunner mixes stderr into output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_brackets_and_examples_as_written(command):
+    """Issue 19: `publish -h` lost the `[a, b]` of `--param` (rich took it for a markup tag). Every bracketed
+    text of a command's help and of its options' help is shown, and each example line fits 80 columns."""
+    click_command = typer.main.get_command(app).commands[command]
+    texts = [click_command.help or "", *(getattr(p, "help", None) or "" for p in click_command.params)]
+    brackets = {b.replace("\\[", "[") for t in texts for b in re.findall(r"(?<!\\)\[[^\]\n]*\]", t.replace("\\[", "["))}
+    flag = "--help" if command == "translate" else "-h"
+    wide = CliRunner().invoke(app, [command, flag], env={"COLUMNS": "250"}).output
+    missing = sorted(b for b in brackets if b not in wide)
+    assert not missing, f"{command} -h hides {missing}:\n{wide}"
+    narrow = CliRunner().invoke(app, [command, flag], env={"COLUMNS": "80"}).output
+    examples = narrow.split("Examples:", 1)[1].split("╭", 1)[0]
+    lines = [x for x in examples.splitlines() if x.strip()]
+    assert lines and all(x.strip().startswith(("storagebench", "-", "runners/", "#")) for x in lines), \
+        f"an example wraps at 80 columns:\n{examples}"
+
+
+def test_publish_help_shows_the_list_example_of_param():
+    out = CliRunner().invoke(app, ["publish", "-h"], env={"COLUMNS": "120"}).output
+    assert "VALUE is YAML: 4, 0.5, text, [a, b]" in " ".join(out.replace("│", " ").split())
+    assert "-p by='[numjobs]'" in out

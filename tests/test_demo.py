@@ -73,6 +73,9 @@ def test_demo_end_to_end_on_a_tiny_study(tmp_path, fio_bin):
     target = Path(runs["target"].iloc[0])
     assert target.name == "target.dat" and target.parent.name.startswith(".storagebench-demo-")
     assert not target.parent.exists()
+    # issue 19: the figures' captions name the device and filesystem, not that temporary path; the write-up's
+    # one provenance line still names it
+    assert html.count(str(target)) == 1 and html.index(str(target)) > html.rindex("<img")
 
 
 def _umask() -> int:

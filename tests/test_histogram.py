@@ -161,3 +161,24 @@ def test_grid_index_finds_every_bucket_and_refuses_other_values():
         edited = many.copy()
         edited[-3] = bad
         assert grid_index(edited) is None, bad
+
+
+@pytest.mark.parametrize("on_grid", [True, False])
+def test_grouped_percentiles_with_counts_past_float_and_int64(on_grid):
+    """Issue 19: counts past 2**53 were summed as float64 (inexact) and cast back past 2**63 with numpy's
+    "invalid value encountered in cast" warning. Now no warning: a group whose counts add up past 2**63 - 1
+    is NaN, a group past 2**53 gets fio's rule exactly, and the other groups are untouched, on fio's grid
+    (dense sums) and off it (sorted)."""
+    import warnings
+
+    from storagebench._histogram import grouped_percentiles
+
+    bins = [plat_idx_to_val(i) for i in (100, 200, 300)] if on_grid else [1001, 2003, 3007]
+    groups = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    counts = [1, 2**53 + 1, 2**53, 5, 2**62, 2**62, 10, 80, 10]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = grouped_percentiles(np.array(groups), np.array(bins * 3), np.array(counts), 3, [50, 99])
+    assert out[0].tolist() == [bins[1], bins[2]]  # 2**53 + 1 reaches half of 2**54 + 2; 99 % needs the third bin
+    assert np.isnan(out[1]).all()
+    assert out[2].tolist() == [bins[1], bins[2]]

@@ -364,6 +364,10 @@ def test_provenance_caption_and_add_caption(runs):
     # the JSON form of the records gives the same caption (one reader: Provenance.from_json)
     assert plots.provenance_caption(runs, [p.to_json() for p in prov]) == text
     assert f"{runs['run_id'].nunique()} runs" in text and "UTC" in text
+    # a figure's caption says the device and filesystem, not the target's path; target=True adds it
+    assert not any(t in text for t in runs["target"].unique())
+    with_target = plots.provenance_caption(runs, prov, target=True)
+    assert f"on {runs['target'].iloc[0]}" in with_target and with_target.replace(f" on {runs['target'].iloc[0]}", "") == text
     ax = plots.iops_vs_iodepth(runs)
     cap = plots.add_caption(ax.figure, text)
     assert cap in ax.figure.texts and cap.get_text() == text

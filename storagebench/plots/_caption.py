@@ -25,8 +25,12 @@ def _uniq(values) -> list[str]:
     return out
 
 
-def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
+def provenance_caption(runs: pd.DataFrame, provenance: Any = None, *, target: bool = False) -> str:
     """One-paragraph provenance text for a figure: workload, device, fio version, host, date.
+
+    A figure's caption names what was measured by its device and filesystem, not by the target's path (a
+    file in the user's temporary directory says nothing to a reader, and would be printed under every
+    figure); ``target=True`` adds the paths, for the one provenance line of a write-up.
 
     Parameters
     ----------
@@ -38,12 +42,15 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         ``provenance.json`` records of the runs (:func:`storagebench.publish.study_provenance`, or
         their JSON form: :func:`storagebench.records.provenance_records`); the device
         (:attr:`storagebench.records.DeviceInfo.label`) and filesystem are taken from them.
+    target : bool
+        Also name the targets (``runs["target"]``, at most three): ``on /tmp/x``.
 
     Returns
     -------
     str
-        e.g. ``"study demo, 36 runs, randread bs=4 KiB libaio direct=1 on /tmp/x · device:
-        /dev/vda (ext4) · fio-3.33 · kernel 6.1.0 · host h · 2026-11-22 05:41–05:45 UTC"``.
+        e.g. ``"study demo, 36 runs: randread bs=4 KiB libaio direct=1 · device /dev/vda (virtio disk,
+        non-rotational, 256 GiB), filesystem ext4 · fio-3.33 · kernel 6.1.0 · host h · 2026-11-22 05:41–05:45
+        UTC"`` (with ``target=True``: ``... direct=1 on /tmp/x · ...``).
     """
     need_columns(runs, ["run_id"], "runs")
     recs = provenance_records(provenance)
@@ -61,7 +68,7 @@ def provenance_caption(runs: pd.DataFrame, provenance: Any = None) -> str:
         wl.append("/".join(_uniq(runs["ioengine"])))
     if "direct" in runs:
         wl.append("direct=" + "/".join(_uniq(runs["direct"].astype("boolean").astype("Int64"))))
-    if "target" in runs:
+    if target and "target" in runs:
         wl.append("on " + ", ".join(_uniq(runs["target"])[:3]))
     parts.append(", ".join(head) + (": " + " ".join(wl) if wl else ""))
     devs = _uniq(r.device.label for r in recs if r.device is not None)

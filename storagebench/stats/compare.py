@@ -410,12 +410,6 @@ def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
 # --------------------------------------------------------------------------- one row
 
 
-def _log_bounds(margin) -> tuple[float, float]:
-    if isinstance(margin, tuple):
-        return math.log(margin[0]), math.log(margin[1])
-    return math.log1p(-margin), math.log1p(margin)
-
-
 def _ratio_bounds(margin) -> tuple[float, float]:
     return margin if isinstance(margin, tuple) else (1.0 - margin, 1.0 + margin)
 

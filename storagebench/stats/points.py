@@ -112,11 +112,6 @@ class SpreadCheck:
         header = header.rsplit(" (", 1)[0] if header.endswith(")") else header
         return header.split(", ")[0]  # "mean latency, lat" -> "mean latency"
 
-    @property
-    def log_scale(self) -> bool:
-        """The estimate is a geometric mean and its CI is on the log scale."""
-        return self.method != "t"
-
     def check_text(self) -> str:
         """The spread check in words: ``"Brown-Forsythe test of equal spread of log iops: p = 0.31; per-point
         SD of log iops 0.010 to 0.20"``; ``""`` when nothing could be checked."""

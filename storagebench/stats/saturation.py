@@ -367,11 +367,6 @@ class Recommendation:
         extend to more outstanding I/Os before this choice is trusted."""
         return bool(self.outstanding_ios >= self.table["outstanding_ios"].max())
 
-    @property
-    def share_of_peak(self) -> float:
-        """``value / max_value``: the recommended point's share of the peak metric."""
-        return self.value / self.max_value
-
     def knee_point(self, knee: Knee | None) -> pd.Series | None:
         """The frontier row of :attr:`table` at a knee's outstanding-I/O count (``None`` without a knee)."""
         if knee is None or not np.isfinite(knee.x):
