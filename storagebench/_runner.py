@@ -253,6 +253,10 @@ def run_study(
     run fails or the sweep is interrupted too; a sweep killed outright leaves a journal that the
     next sweep of the study reads first (``SweepResult.schedulers_restored``).
 
+    The public entry point keeps its keyword parameters (more than the runner's rule of 6, the one
+    exception, named in ``tests/test_architecture.py``); inside, they become one frozen
+    :class:`storagebench._runcontext.RunContext` that every step of the sweep takes.
+
     Resume is exact at every level of the design:
 
     * a run is complete or absent (``raw/<run_id>/`` appears in one rename);
