@@ -1,0 +1,313 @@
+"""Measure one run: check its target, render its job file, look for a quiet host, run fio (or fio's
+client/server mode), assemble its provenance, and commit ``raw/<run_id>/`` in one rename.
+
+Each step has one function here; what the steps share comes in as one frozen
+:class:`storagebench._runcontext.RunContext` and, for the run itself, one frozen :class:`_Run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import _clientserver as clientserver
+from . import _safety as safety
+from ._hostinfo import QuietProbe, collect_provenance
+from ._jobfile import render_jobfile, rendered_options, verify_fio_parse
+from ._runcontext import (
+    RunContext,
+    absolute_targets,
+    host_steps_for,
+    hosts_list,
+    quiet_window_for,
+    resolve_target,
+    utc_now,
+    wait_for_helper,
+)
+from ._runfio import check_measured, run_fio
+from ._runwrite import WRITE_ERRNOS, not_writable, output_cut_short, results_full, target_not_writable
+from ._store import StudyStore
+from ._study import RunPoint, Study
+from .errors import FioError, HostError
+from .fio import process
+from .fio.options import split_filenames
+from .records import Provenance, SetUpInfo
+
+
+def run_point(
+    point: RunPoint,
+    study: Study,
+    store: StudyStore,
+    *,
+    target: str | os.PathLike[str] | None,
+    targets: Mapping[str, Any] | None,
+    fio_exe: str,
+    allow_devices: Sequence[str],
+    timeout_s: float,
+    pool: ThreadPoolExecutor | None = None,
+    wait_quiet_s: float = 0.0,
+    quiet_window_s: float | None = None,
+    report: dict[str, Any] | None = None,
+    set_up: SetUpInfo | Mapping[str, Any] | None = None,
+    host_steps: Sequence[Mapping[str, Any]] | None = None,
+) -> float:
+    """Measure one point of a plan and store it (the step :func:`storagebench._runner.run_study` repeats).
+
+    Checks the target (:func:`storagebench._safety.check_run`), renders ``job.fio``, checks
+    that the host is quiet (:class:`storagebench._hostinfo.QuietProbe`), runs fio (or
+    ``clientserver.run_clients`` when the study has ``hosts``) and commits ``raw/<run_id>/``
+    atomically. Safe to call from several threads at once for different points (concurrent
+    workloads); callers other than :func:`run_study` should hold :meth:`StudyStore.lock`.
+    A public entry point, so it keeps its keywords; inside, they become one :class:`RunContext`
+    (:func:`measure_point`).
+
+    Parameters
+    ----------
+    point : RunPoint
+    study : Study
+    store : StudyStore
+        Its spec must already be stored (:meth:`StudyStore.ensure_spec`).
+    target, targets
+        As in :func:`storagebench._runner.run_study`.
+    fio_exe : str
+        fio executable (:func:`storagebench.fio.process.find_fio`).
+    allow_devices : sequence of str
+    timeout_s : float
+        Wall-clock limit of the fio process, s.
+    pool : ThreadPoolExecutor, optional
+        Helper thread for provenance and fsyncs while fio runs; default a private one.
+    wait_quiet_s, quiet_window_s : float
+        As in :func:`storagebench._runner.run_study`, s.
+    report : dict, optional
+        Receives ``quiet_host``: the quiet-host record of this run (also in ``provenance.json``).
+    set_up : SetUpInfo or mapping, optional
+        The testbed build the run is measured on (``setup``, ``block``, ``arm``, ``build_id``),
+        kept in ``provenance.json`` as ``set_up``.
+    host_steps : sequence of dict, optional
+        Records of the study's ``host_steps`` the caller applied for this run
+        (:class:`storagebench.hoststeps.HostSteps`; :func:`run_study` applies them once around each
+        concurrency group), kept in ``provenance.json``. ``None``: the study's ``host_steps``, if
+        any, are applied here around this one run (and a changed scheduler put back after it).
+
+    Returns
+    -------
+    float
+        Wall time of the fio process, s.
+
+    Raises
+    ------
+    FioError, HostError
+        After the attempt was kept under ``failed/<run_id>/<utc>/``. A run that completed 0
+        I/Os in every job, or after which fio printed a fatal message (``failed allocating``
+        ...), is such a failure.
+    NotWritableError
+        The results directory cannot be written (nothing of the run is kept), or fio could not
+        write a local target (the attempt is kept under ``failed/``).
+    UnsafeTargetError
+        Before anything is written; also a ``host_steps`` scheduler on a device it may not change.
+    """
+    ctx = RunContext(study=study, store=store, fio_exe=fio_exe, timeout_s=timeout_s, target=target, targets=targets,
+                     allow_devices=allow_devices, wait_quiet_s=wait_quiet_s,
+                     quiet_window_s=quiet_window_for(study) if quiet_window_s is None else quiet_window_s,
+                     set_up=set_up, pool=pool)
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            ctx = replace(ctx, pool=stack.enter_context(
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-point")))
+        if host_steps is None:
+            host_steps = stack.enter_context(host_steps_for(ctx, [point]))
+        return measure_point(ctx, point, host_steps, report)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run being measured: what :func:`measure_point` found out before fio starts."""
+
+    point: RunPoint
+    target: str  # absolute paths for a local run; the servers' path for a client/server run
+    hosts: list[str] | None  # the hosts of a client/server run (``hosts[:clients]``), else None or []
+    safety: dict[str, Any]  # the safety check's record
+    existed: Any  # the target's files that existed before the run (local), else the hosts
+    staging: Path
+    probe: QuietProbe | None  # the quiet-host probe, opened before the run's preparation
+    host_steps: tuple[Mapping[str, Any], ...]
+    report: dict[str, Any] | None
+
+
+def measure_point(ctx: RunContext, point: RunPoint, host_steps: Sequence[Mapping[str, Any]],
+                  report: dict[str, Any] | None = None) -> float:
+    """Measure ``point`` with the helper thread ``ctx.pool`` and the applied ``host_steps`` records, and
+    commit it (:func:`run_point`, whose returns and raises these are); ``report`` receives ``quiet_host``."""
+    study, store = ctx.study, ctx.store
+    hosts = study.hosts_for(point, hosts_list(study.hosts))  # hosts[:clients] with a clients factor
+    tgt = resolve_target(ctx, point)
+    if not hosts:
+        wait_for_helper(ctx.pool)  # the previous run's fsyncs must not count as another's I/O
+    probe = None if hosts else QuietProbe(tgt)  # the window starts here: the preparation is inside it
+    checked = _check_safety(ctx, point, tgt, hosts)  # relative paths: in our cwd
+    if not hosts:
+        tgt = absolute_targets(tgt)  # fio runs in the staging dir: a relative path would mean another file
+    existed = hosts or _existing_files(tgt)
+    try:
+        staging = store.staging_dir(point.run_id)
+    except OSError as exc:
+        if exc.errno in WRITE_ERRNOS:
+            raise not_writable(exc, store) from None
+        raise
+    run = _Run(point=point, target=tgt, hosts=hosts, safety=checked, existed=existed, staging=staging, probe=probe,
+               host_steps=tuple(host_steps), report=report)
+    try:
+        try:
+            return _measure(ctx, run)
+        except OSError as exc:
+            if exc.errno in WRITE_ERRNOS:
+                raise not_writable(exc, store) from None
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # an interrupted or failed run leaves nothing in raw/
+        raise
+
+
+def _check_safety(ctx: RunContext, point: RunPoint, tgt: str, hosts: list[str] | None) -> dict[str, Any]:
+    """:mod:`storagebench._safety` on what this run's fio will touch; the record goes to provenance."""
+    study, store, allow_devices = ctx.study, ctx.store, ctx.allow_devices
+    common = {"allow": sorted(study.allowed), "allow_devices": list(allow_devices)}
+    if hosts:
+        rec = safety.check_point_hosts(tgt, point.options, hosts, allow_devices=allow_devices, allow=study.allowed,
+                                       allow_remote=study.allow_remote, forbidden_roots=[store.root])
+    else:
+        # own_files: regular files this study's runs created (fio laid them out), read through the
+        # root-action gate and checked against the files (StudyStore.own_files)
+        rec = safety.check_run(tgt, point.options, allow_devices=allow_devices, allow=study.allowed,
+                               cwd=os.getcwd(), own_files=store.own_files(), forbidden_roots=[store.root])
+    return {**common, **rec}
+
+
+def _existing_files(target: str) -> set[str]:
+    return {p for p in split_filenames(target) if os.path.lexists(p)}
+
+
+def _note_created(store: StudyStore, target: str, existed: set[str]) -> None:
+    """Remember files fio created for this study, so a later run may grow them (see safety's size rule)."""
+    store.note_created(p for p in split_filenames(target) if p not in existed)
+
+
+_FIO_PARSED: set[str] = set()
+
+
+def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) -> None:
+    """fio's own reading of the job file must be what was checked; once per distinct option set (0.15 s)."""
+    expected = rendered_options(point, tgt)
+    key = orjson.dumps(expected, option=orjson.OPT_SORT_KEYS).decode()
+    if key in _FIO_PARSED:
+        return
+    verify_fio_parse(job_path, expected, fio_exe)
+    _FIO_PARSED.add(key)
+
+
+def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float, wait_s: float) -> dict[str, Any]:
+    """The ``quiet_host`` record; waits up to ``wait_s`` for a quiet host."""
+    if probe is None:
+        return {"quiet": None, "note": "client/server run: the target and its device are on the servers"}
+    rec = probe.finish(window_s)
+    t0 = time.monotonic()
+    while not rec["quiet"] and time.monotonic() - t0 < wait_s:
+        time.sleep(min(1.0, max(0.0, wait_s - (time.monotonic() - t0))))
+        rec = QuietProbe(tgt).finish(max(window_s, 0.25))
+    rec["waited_s"] = round(time.monotonic() - t0, 3) if wait_s > 0 else 0.0
+    rec["own_fio_runs"] = len(process.live_markers())  # this process's other runs (concurrent workloads)
+    return rec
+
+
+def _write_inputs(ctx: RunContext, run: _Run) -> Path:
+    """``job.fio`` (checked against fio's own reading of it) and ``point.json`` in the staging directory."""
+    job_path = run.staging / "job.fio"
+    job_path.write_text(render_jobfile(run.point, ctx.study, run.target))
+    _verify_with_fio(job_path, run.point, run.target, ctx.fio_exe)
+    (run.staging / "point.json").write_bytes(
+        orjson.dumps(run.point.to_dict(ctx.study.name), option=orjson.OPT_INDENT_2)
+    )
+    return job_path
+
+
+def _known_before(ctx: RunContext, run: _Run, started: datetime) -> Provenance:
+    """Off the critical path, while fio starts: what is known before the run (sysfs, mountinfo), and the
+    fsync of the files written so far."""
+    known = collect_provenance(None if run.hosts else run.target, spec_hash=ctx.study.spec_hash,
+                               fio_bin=ctx.fio_exe, started_at=started)
+    ctx.store.sync_files([run.staging / "job.fio", run.staging / "point.json"])
+    return known
+
+
+def _measure(ctx: RunContext, run: _Run) -> float:
+    """Write the run's inputs, run fio, write ``provenance.json`` (also for a failed run), commit."""
+    job_path = _write_inputs(ctx, run)
+    quiet = _quiet_record(run.probe, run.target, ctx.quiet_window_s, ctx.wait_quiet_s)
+    if run.report is not None:
+        run.report["quiet_host"] = quiet
+    pending = ctx.pool.submit(_known_before, ctx, run, datetime.now(timezone.utc))
+    output, stderr = run.staging / "output.json", run.staging / "stderr.txt"
+    t0 = time.monotonic()
+    client = None
+    try:
+        try:
+            if run.hosts:
+                res = clientserver.run_clients(job_path, run.hosts, output, stderr, ctx.timeout_s, ctx.fio_exe,
+                                               record_path=run.staging / process.RECORD_NAME)
+                client = res.provenance()  # the servers' fio versions and the client command
+                doc, head = clientserver.read_client_output(output)
+                check_measured(doc or {}, stderr.read_text(errors="replace"), head, res.returncode)
+            else:
+                run_fio(job_path, output, stderr, fio_bin=ctx.fio_exe, timeout_s=ctx.timeout_s, cwd=run.staging,
+                        record_path=run.staging / process.RECORD_NAME)
+        finally:
+            duration = time.monotonic() - t0
+            _write_provenance(ctx, run, pending.result(), duration, quiet, client)
+    except (FioError, HostError) as exc:
+        _keep_failure(ctx, run, exc, output)
+        raise
+    if not run.hosts:
+        _note_created(ctx.store, run.target, run.existed)
+    ctx.store.commit_run(run.point.run_id, run.staging, synced=[job_path, run.staging / "point.json"],
+                         sync_parent=False)
+    ctx.pool.submit(ctx.store.sync_raw_dir)  # makes the rename durable while the next run starts
+    return duration
+
+
+def _write_provenance(ctx: RunContext, run: _Run, known: Provenance, duration: float, quiet: dict[str, Any],
+                      client: Any) -> None:
+    """The run's one record: what was known before it, and what only its end tells."""
+    hosts = run.hosts
+    prov = known.replace(
+        finished_at=utc_now(), duration_s=round(duration, 6), safety=run.safety, quiet_host=quiet,
+        set_up=_set_up_info(ctx.set_up), host_steps=run.host_steps,
+        **({"hosts": tuple(hosts), "target": run.target, "client_server": client} if hosts else {}))
+    (run.staging / "provenance.json").write_bytes(orjson.dumps(prov.to_json(), option=orjson.OPT_INDENT_2))
+
+
+def _keep_failure(ctx: RunContext, run: _Run, exc: FioError | HostError, output: Path) -> None:
+    """Keep a failed attempt under ``failed/``; raise :class:`NotWritableError` instead of ``exc`` when the
+    results filesystem is full (nothing kept) or fio could not write a local target."""
+    if isinstance(exc, FioError) and results_full(ctx.store):
+        raise output_cut_short(output, ctx.store) from None
+    ctx.store.record_failure(run.point.run_id, error=exc, staging=run.staging)
+    if isinstance(exc, FioError) and not run.hosts:
+        unwritable = target_not_writable(exc, run.target, ctx.store.failed_dir / run.point.run_id)
+        if unwritable is not None:
+            raise unwritable from exc
+
+
+def _set_up_info(set_up: SetUpInfo | Mapping[str, Any] | None) -> SetUpInfo | None:
+    if set_up is None or isinstance(set_up, SetUpInfo):
+        return set_up
+    return SetUpInfo.from_json(set_up)
