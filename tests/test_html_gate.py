@@ -261,21 +261,23 @@ def test_build_site_shows_hostile_names_as_text_and_links_by_the_rule(tmp_path):
     root = tmp_path / "results"
     for p in PAYLOADS:
         _sidecar(root / p.replace("/", "\u2215").replace("\x00", "")[:200], p, p, p)
-    # a report.html that is a symlink out of the tree: listed, not linked
+    # a report.html that is a symlink out of the tree: never opened nor linked (the walk of _inputs refuses it and
+    # the index names it under "Not listed")
     outside = tmp_path / "elsewhere.html"
     outside.write_text("x")
     (root / "escape").mkdir()
     (root / "escape" / "report.html").symlink_to(outside)
     (root / "escape" / "report.json").write_text((root / PAYLOADS[0].replace("/", "\u2215") / "report.json").read_text())
-    page_path, listed, _ = build_site(root)
+    page_path, listed, skipped = build_site(root)
     page = page_path.read_text()
-    assert len(listed) == len(PAYLOADS) + 1
+    assert len(listed) == len(PAYLOADS)
+    assert any("escape" in s and "report.html" in s for s in skipped)
     assert _html.page_problems(page) == []
     hrefs = re.findall(r'<a href="([^"]*)"', page)
     assert len(hrefs) == len(PAYLOADS)  # every report but the symlinked one
     for href in hrefs:
         assert ":" not in href and not href.startswith("/") and ".." not in href.split("/")
-    assert "escape" in page and "not linked" in page
+    assert "escape" in page and "Not listed" in page
     tree = _parse(page)
     text = "".join(tree.text)
     for p in PAYLOADS:
