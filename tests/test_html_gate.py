@@ -260,7 +260,7 @@ def _sidecar(directory: Path, title: str, sentence: str, summary: str) -> None:
     (directory / "report.json").write_text(json.dumps({
         "format_version": 1, "title": title, "date": "2026-01-01T00:00:00Z", "report": "report.html",
         "findings": [{"sentence": sentence}, {"sentence": sentence, "caveat": True}],
-        "provenance": {"summary": summary}}))
+        "provenance": {"summary": summary}, "partial": sentence}))  # a hostile tree writes every field
 
 
 def test_build_site_shows_hostile_names_as_text_and_links_by_the_rule(tmp_path):
