@@ -215,6 +215,37 @@ def _url_text(value: str) -> str:
                                                   "\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
 
 
+def _element_problems(tag: str, attrs: list[tuple[str, str | None]], where: str) -> list[str]:
+    """What one element (its tag and attributes) could run or load; ``where`` names its place in the page."""
+    problems = []
+    if tag in _FORBIDDEN_TAGS:
+        problems.append(f"<{tag}> element at {where}")
+    for name, value in attrs:
+        name, value = name.lower(), value or ""
+        if name.startswith("on"):
+            problems.append(f"event-handler attribute {name}= on <{tag}> at {where}")
+        elif name == "srcdoc":
+            problems.append(f"srcdoc= on <{tag}> at {where}")
+        elif name == "style" and _CSS_BAD.search(value):
+            problems.append(f"style= with {_CSS_BAD.search(value)[0]!r} on <{tag}> at {where}")
+        elif name in _URL_ATTRS or name.endswith(":href"):
+            url = _url_text(value)
+            scheme = urlsplit(url).scheme.lower() if ":" in url.split("/", 1)[0] else ""
+            if name in ("src", "srcset", "poster", "lowsrc", "dynsrc", "background"):
+                if not _IMAGE_DATA.match(url):
+                    problems.append(f"{name}={url[:60]!r} on <{tag}> at {where} (only data:image/ URIs are embedded)")
+            elif name == "href" and tag == "a":
+                if scheme and scheme not in _LINK_SCHEMES:
+                    problems.append(f"link to a {scheme}: URL on <a> at {where}")
+            else:
+                problems.append(f"{name}= on <{tag}> at {where}")
+    if tag == "meta":
+        equiv = {k.lower(): (v or "") for k, v in attrs}.get("http-equiv", "").lower()
+        if equiv and equiv not in _META_OK:
+            problems.append(f"<meta http-equiv={equiv!r}> at {where}")
+    return problems
+
+
 class _PageCheck(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -234,36 +265,12 @@ class _PageCheck(HTMLParser):
             self.head_first = tag + ("|" + dict(attrs).get("http-equiv", "") if tag == "meta" else "")
         if tag == "head":
             self.in_head = True
-        if tag in _FORBIDDEN_TAGS:
-            self.problems.append(f"<{tag}> element at {self._where()}")
         if tag == "style":
             self.in_style = True
-        for name, value in attrs:
-            name, value = name.lower(), value or ""
-            if name.startswith("on"):
-                self.problems.append(f"event-handler attribute {name}= on <{tag}> at {self._where()}")
-            elif name == "srcdoc":
-                self.problems.append(f"srcdoc= on <{tag}> at {self._where()}")
-            elif name == "style" and _CSS_BAD.search(value):
-                self.problems.append(f"style= with {_CSS_BAD.search(value)[0]!r} on <{tag}> at {self._where()}")
-            elif name in _URL_ATTRS or name.endswith(":href"):
-                url = _url_text(value)
-                scheme = urlsplit(url).scheme.lower() if ":" in url.split("/", 1)[0] else ""
-                if name in ("src", "srcset", "poster", "lowsrc", "dynsrc", "background"):
-                    if not _IMAGE_DATA.match(url):
-                        self.problems.append(f"{name}={url[:60]!r} on <{tag}> at {self._where()} (only data:image/ "
-                                             "URIs are embedded)")
-                elif name == "href" and tag == "a":
-                    if scheme and scheme not in _LINK_SCHEMES:
-                        self.problems.append(f"link to a {scheme}: URL on <a> at {self._where()}")
-                else:
-                    self.problems.append(f"{name}= on <{tag}> at {self._where()}")
+        self.problems += _element_problems(tag, attrs, self._where())
         if tag == "meta":
             a = {k.lower(): (v or "") for k, v in attrs}
-            equiv = a.get("http-equiv", "").lower()
-            if equiv and equiv not in _META_OK:
-                self.problems.append(f"<meta http-equiv={equiv!r}> at {self._where()}")
-            if equiv == "content-security-policy":
+            if a.get("http-equiv", "").lower() == "content-security-policy":
                 self.csp.append(a.get("content", ""))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -282,6 +289,40 @@ class _PageCheck(HTMLParser):
             self.problems.append(f"<style> with {_CSS_BAD.search(data)[0]!r} at {self._where()}")
 
 
+def _tree_problems(page: str) -> tuple[list[str], str | None, list[str]]:
+    """:func:`_element_problems` of every element of the tree a browser builds from ``page``, the first element
+    of its ``<head>`` and the content of every Content-Security-Policy ``<meta>``.
+
+    Python's tokenizer is not the HTML5 one: it reads ``<!-->`` as the start of a comment running to the next
+    ``-->`` (a browser: an empty comment, and what follows is markup), ``<![CDATA[`` outside SVG as a marked
+    section (a browser: a bogus comment ending at the first ``>``), the content of ``<noframes>`` as markup
+    (a browser: raw text ending at the first ``</noframes>``, even inside an attribute), and an ``<img>`` in
+    an SVG ``<style>`` as CSS (a browser: an HTML element that breaks out of the SVG). html5lib builds the
+    tree by the HTML5 parsing algorithm (tokenizer and tree construction, foreign content included), so what
+    is judged here is what a browser would run.
+    """
+    import html5lib
+
+    tree = html5lib.parse(page, namespaceHTMLElements=False)
+    problems: list[str] = []
+    for el in tree.iter():
+        if not isinstance(el.tag, str):  # a comment or processing instruction: inert in the tree
+            continue
+        tag = el.tag.rsplit("}", 1)[-1].lower()
+        attrs = [(str(k).rsplit("}", 1)[-1] if not str(k).startswith("{http://www.w3.org/1999/xlink}")
+                  else "xlink:" + str(k).rsplit("}", 1)[-1], v) for k, v in el.attrib.items()]
+        problems += _element_problems(tag, attrs, "the page as a browser parses it")
+        if tag == "style" and _CSS_BAD.search(el.text or ""):
+            problems.append(f"<style> with {_CSS_BAD.search(el.text or '')[0]!r} (the page as a browser parses it)")
+    head = tree.find("head")
+    first = next((c.tag + ("|" + c.get("http-equiv", "") if c.tag == "meta" else "") for c in
+                  (head if head is not None else []) if isinstance(c.tag, str)), None)
+    csp = [el.get("content", "") for el in tree.iter()
+           if isinstance(el.tag, str) and el.tag.rsplit("}", 1)[-1].lower() == "meta"
+           and (el.get("http-equiv") or "").lower() == "content-security-policy"]
+    return problems, first, csp
+
+
 def page_problems(page: str) -> list[str]:
     """What in a finished page could run script or load anything, one line each (empty: the page is clean).
 
@@ -291,14 +332,25 @@ def page_problems(page: str) -> list[str]:
     URI, a link whose scheme is not http, https or mailto, CSS with ``javascript:``, ``expression(`` or a
     ``url()`` that is not a data image, a ``<meta http-equiv>`` other than the CSP, and a page whose
     ``<head>`` does not open with exactly one :data:`CSP`. A literal ``<script`` anywhere counts too (a
-    tokenizer may disagree with a browser; the text cannot hold one, since text is escaped).
+    tokenizer may disagree with a browser; the text cannot hold one, since text is escaped). The same rules
+    are applied a second time to the tree html5lib builds by the HTML5 parsing algorithm, as a browser does
+    (:func:`_tree_problems`): ``<!--><img onerror=...>``, ``<noframes>``, ``<![CDATA[`` and an ``<img>`` in
+    an SVG ``<style>`` hide markup from Python's tokenizer, not from a browser.
     """
     check = _PageCheck()
     check.feed(page)
     check.close()
     problems = list(check.problems)
+    # the same rules on the tree a browser builds (html5lib): what the two tokenizers read differently is judged
+    # as the browser reads it, and a page either reading finds fault with is refused
+    tree, tree_first, tree_csp = _tree_problems(page)
+    problems += list(dict.fromkeys(tree))
     if re.search(r"<\s*/?\s*script", page, re.I) and not any("<script>" in p for p in problems):
         problems.append("the text '<script' in the page")
+    if (tree_csp != [CSP] or tree_first != "meta|Content-Security-Policy") and check.csp == [CSP] \
+            and check.head_first == "meta|Content-Security-Policy":
+        problems.append("as a browser parses the page, its <head> does not open with exactly storagebench's one "
+                        "Content-Security-Policy")
     if check.csp != [CSP]:
         problems.append(f"the page carries {len(check.csp)} Content-Security-Policy meta element(s), not exactly "
                         "storagebench's one")

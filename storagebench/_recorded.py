@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .errors import StorageBenchError, StorageBenchWarning, display_path
 
-__all__ = ["RecordRefusedError", "read_recorded", "write_recorded", "make_dirs", "check_dir", "boot_id",
+__all__ = ["RecordRefusedError", "read_recorded", "write_recorded", "make_dirs", "check_dir", "check_in_tree", "boot_id",
            "state_dir", "warn_refused", "MAX_RECORD_BYTES"]
 
 #: Largest recorded file read, bytes (the biggest real one, a long sweep's created-targets list, is a few KiB).
@@ -237,14 +237,35 @@ def write_recorded(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o6
         raise
 
 
+def _ancestor_problem(st: os.stat_result) -> str | None:
+    """Why a directory above a results directory lets others replace it (``None``: it does not).
+
+    Owned by root or by you, and not writable by group or others unless its sticky bit is set (``/tmp``:
+    others may add entries but not rename or remove yours)."""
+    me = os.geteuid()
+    if st.st_uid not in (0, me):
+        return f"it is owned by {_user(st.st_uid)}, not by root or by you ({_user(me)})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return (f"it is writable by group or others without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o}): "
+                "they could rename the directory below it away and put their own in its place")
+    return None
+
+
 def check_dir(path: str | os.PathLike[str], *, what: str = "results directory") -> None:
     """Refuse a directory that records root acts on may not live in: a symlink is followed, but the
-    directory must be owned by root or by you and not writable by group or others.
+    directory must be owned by root or by you and not writable by group or others, and nobody else may be
+    able to replace it: every directory above it (by its real path) is owned by root or by you and not
+    writable by group or others unless sticky (``/tmp``), and every symlink on the way as named is owned by
+    root or by you.
+
+    A directory another user can rename (``/tmp/results/<study>`` where ``/tmp/results`` is theirs) could
+    be swapped for theirs between the check and the sweep's writes: the job files fio reads as root, the
+    records a later sweep acts on.
 
     Raises
     ------
     RecordRefusedError
-        The message names the directory, the reason and the fix.
+        The message names the directory (or the directory or symlink above it), the reason and the fix.
     """
     p = os.fspath(path)
     st = os.stat(p)
@@ -256,18 +277,88 @@ def check_dir(path: str | os.PathLike[str], *, what: str = "results directory") 
             f"{what} {display_path(p)}: {problem}; storagebench keeps records there that root acts on "
             f"(journals, process records), so it must be yours and not writable by others: "
             f"{_dir_fix(p)}, or pass another --out", path=display_path(p), reason=problem)
+    named = Path(os.path.abspath(p))
+    checked: set[str] = set()
+    for prefix in [*reversed(named.parents), named]:
+        try:
+            lst = os.lstat(prefix)
+        except OSError:
+            continue
+        if stat.S_ISLNK(lst.st_mode) and lst.st_uid not in (0, os.geteuid()):
+            reason = f"the symlink {display_path(prefix)} on its way is owned by {_user(lst.st_uid)}"
+            raise RecordRefusedError(f"{what} {display_path(p)}: {reason}, who can point it elsewhere at any time; "
+                                     "pass an --out reached without it", path=display_path(p), reason=reason)
+        real = Path(os.path.realpath(prefix))
+        for above in (real.parents if prefix == named else [*real.parents, real]):
+            if str(above) in checked:
+                continue
+            checked.add(str(above))
+            problem = _ancestor_problem(os.stat(above))
+            if problem:
+                reason = f"the directory {display_path(above)} above it: {problem}"
+                raise RecordRefusedError(
+                    f"{what} {display_path(p)}: {reason}; storagebench keeps records there that root acts on, so "
+                    f"nobody else may be able to replace it: pass an --out whose every directory is yours or "
+                    f"root's ('chmod go-w' or 'chmod +t' {display_path(above)} if it is yours)",
+                    path=display_path(p), reason=reason)
 
 
-def make_dirs(path: str | os.PathLike[str], *, mode: int = 0o755) -> Path:
+def check_in_tree(path: str | os.PathLike[str], tree: str | os.PathLike[str], *,
+                  what: str = "results directory") -> bool:
+    """Whether ``path``, a directory inside the results directory ``tree``, exists, after checking every
+    directory from ``tree`` (exclusive) down to it that exists: a real directory, never a symlink (a copied
+    tree may hold ``raw -> /var/tmp``: root would write its runs there and remove what it takes for stale
+    runs), owned by root or by you and not writable by group or others.
+
+    Raises
+    ------
+    RecordRefusedError
+        Naming the directory and why.
+    """
+    base = Path(os.path.abspath(os.fspath(tree)))
+    p = Path(os.path.abspath(os.fspath(path)))
+    try:
+        parts = p.relative_to(base).parts
+    except ValueError:
+        raise _refuse(what, str(p), f"it is not inside {display_path(base)}") from None
+    if any(x in ("..", ".") for x in parts):
+        raise _refuse(what, str(p), f"it does not name a directory inside {display_path(base)}")
+    where = base
+    for name in parts:
+        where = where / name
+        try:
+            st = os.lstat(where)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise _refuse(what, str(where), "it is a symlink or not a directory: storagebench makes the "
+                          f"directories of {display_path(base)} itself and follows no link out of it",
+                          "remove it if you do not know where it comes from")
+        problem = _problem(st)
+        if problem:
+            raise _refuse(what, str(where), problem, _dir_fix(str(where)))
+    return True
+
+
+def make_dirs(path: str | os.PathLike[str], *, mode: int = 0o755, tree: str | os.PathLike[str] | None = None) -> Path:
     """``mkdir -p`` with an explicit mode on every directory it creates, whatever the umask.
 
-    Directories that exist already are left as they are (see :func:`check_dir`).
+    Directories that exist already are left as they are (see :func:`check_dir`); with ``tree`` (the
+    results directory ``path`` lies in), those between ``tree`` and ``path`` are first checked by
+    :func:`check_in_tree` (no symlink, yours, not writable by others).
 
     Returns
     -------
     Path
+
+    Raises
+    ------
+    RecordRefusedError
+        With ``tree``: a directory on the way is a symlink, another user's, or writable by others.
     """
     p = Path(path)
+    if tree is not None:
+        check_in_tree(p, tree)
     missing = []
     q = p
     while not q.exists() and q != q.parent:

@@ -49,7 +49,15 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from ._inputs import completed_runs, read_input
-from ._recorded import RecordRefusedError, check_dir, make_dirs, read_recorded, warn_refused, write_recorded
+from ._recorded import (
+    RecordRefusedError,
+    check_dir,
+    check_in_tree,
+    make_dirs,
+    read_recorded,
+    warn_refused,
+    write_recorded,
+)
 from ._study import load_study
 from .errors import ResultsBusyError, SchemaError, StudyError
 from .fio import process
@@ -468,7 +476,7 @@ class StudyStore:
                 self._lock.release()  # type: ignore[union-attr]
                 make_dirs(self.root)
                 self._lock.acquire()  # type: ignore[union-attr]
-        make_dirs(self.raw_dir)
+        make_dirs(self.raw_dir, tree=self.root)
         text = study.to_yaml(comments=[f"spec_hash: {study.spec_hash}"])
         tmp = self.root / f".study.yaml.tmp-{os.getpid()}"
         _write_file(tmp, text)
@@ -485,7 +493,9 @@ class StudyStore:
     def _stale_staging(self) -> list[Path]:
         """``raw/.tmp-*`` directories of sweeps that are gone: their pid is dead, or, while this
         store holds the lock, any pid but ours (a reused pid is not a sweep of this study)."""
-        if not self.raw_dir.is_dir():
+        # raw/ as a symlink (a copied tree: raw -> /var/tmp) would make root remove what it takes for stale runs
+        # outside the tree: the root-action gate refuses it
+        if not check_in_tree(self.raw_dir, self.root, what="runs directory"):
             return []
         out = []
         for p in sorted(self.raw_dir.iterdir()):
@@ -561,7 +571,7 @@ class StudyStore:
     def staging_dir(self, run_id: str) -> Path:
         """A fresh ``raw/.tmp-<run_id>-<pid>/`` for a run being measured: mode 0700 while it is (its job
         file is read by fio as root; nobody else may reach it, whatever the umask), 0755 once committed."""
-        make_dirs(self.raw_dir)
+        make_dirs(self.raw_dir, tree=self.root)
         tmp = self.raw_dir / f"{_TMP_PREFIX}{run_id}-{os.getpid()}"
         if tmp.is_symlink():
             tmp.unlink()  # not ours: a run is never measured through a planted link
@@ -676,7 +686,7 @@ class StudyStore:
             The attempt's directory.
         """
         dest_parent = self.failed_dir / run_id
-        make_dirs(dest_parent)
+        make_dirs(dest_parent, tree=self.root)
         dest = dest_parent / utc_stamp()
         if staging is not None and staging.exists():
             _publishable(staging)
@@ -736,7 +746,7 @@ class StudyStore:
         if not todo:
             return None
         dest = self.aside_dir / utc_stamp()
-        make_dirs(self.aside_dir)
+        make_dirs(self.aside_dir, tree=self.root)
         os.mkdir(dest, 0o755)
         os.chmod(dest, 0o755)
         _write_file(dest / "reason.json", orjson.dumps(

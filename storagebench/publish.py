@@ -1036,12 +1036,15 @@ def build_site(results_dir: str | os.PathLike, out: str | os.PathLike | None = N
         when = date.replace("T", " ").replace("Z", " UTC") if date else "date unknown"
         where = str(sidecar.parent.relative_to(root)) if sidecar.parent != root else "."
         summary = data["provenance"].get("summary") if isinstance(data.get("provenance"), dict) else None
+        # a write-up published with --partial says so in the index too (its sidecar keeps the banner's text)
+        partial = (html('<p class="sb-partial" role="note"><strong>Partial write-up:</strong> {}</p>', data["partial"])
+                   if data.get("partial") else "")
         title = (html('<a href="{}">{}</a>', href, data["title"]) if href is not None
                  else html('{} <span class="sb-report-meta">(not linked: {} is not a file under {})</span>',
                            data["title"], sidecar.with_suffix(".html").name, base.name or str(base)))
         items.append(html(
-            '<article class="sb-site-entry"><h2>{}</h2><p class="sb-report-meta">{} · {}{}</p>{}{}</article>',
-            title, when, where, html(" · {}", summary) if summary else "",
+            '<article class="sb-site-entry"><h2>{}</h2><p class="sb-report-meta">{} · {}{}</p>{}{}{}</article>',
+            title, when, where, html(" · {}", summary) if summary else "", partial,
             html("<ul>{}</ul>", lis) if lis else Markup("<p>No findings recorded.</p>"),
             html('<p class="sb-report-meta">{} more finding(s) in the write-up.</p>', more) if more > 0 else ""))
     now = dt.datetime.now(dt.timezone.utc)

@@ -107,6 +107,13 @@ def test_report_and_ingest_of_a_running_sweep(tmp_path):
         sidecar = orjson.loads((tmp_path / "partial.json").read_bytes())
         assert sidecar["provenance"]["runs"] == done and f"{done} of 12" in sidecar["partial"]
         assert not (study / "tidy").exists()  # tidy tables are not written from a partial study
+        # the site index lists the partial write-up as partial, with the banner's numbers
+        site = runner.invoke(app, ["site", str(tmp_path), "--out", str(tmp_path / "index.html")])
+        assert site.exit_code == 0, site.output
+        index = (tmp_path / "index.html").read_text()
+        entry = index[index.index('href="partial.html"'):]
+        entry = entry[:entry.index("</article>")]
+        assert 'class="sb-partial"' in entry and f"{done} of 12 planned runs done" in entry, entry
 
         ing = runner.invoke(app, ["ingest", str(study), "--partial", "--out", str(tmp_path / "tidy")])
         assert ing.exit_code == 0 and f"{done} of 12 planned runs done" in ing.stderr, ing.output

@@ -240,6 +240,60 @@ def test_a_sweep_refuses_a_study_directory_others_can_write(tmp_path):
     assert not (root / ".sweep.lock").exists()
 
 
+def test_a_symlinked_raw_directory_makes_root_remove_and_write_nothing_outside_the_tree(tmp_path):
+    # a copied tree holds raw -> a directory elsewhere with a ".tmp-*" directory in it: cleanup_stale would have
+    # removed it (rmtree) and staging_dir would have written the run's job file there
+    outside = tmp_path / "elsewhere"
+    (outside / ".tmp-keep-notapid" / "sub").mkdir(parents=True)
+    (outside / ".tmp-keep-notapid" / "sub" / "data").write_text("precious\n")
+    root = tmp_path / "study"
+    root.mkdir()
+    (root / "raw").symlink_to(outside)
+    store = StudyStore(root)
+    with store.lock():
+        with pytest.raises(RecordRefusedError, match=r"runs directory .*raw was not acted on: it is a symlink"):
+            store.cleanup_stale()
+        with pytest.raises(RecordRefusedError, match=r"raw was not acted on: it is a symlink"):
+            store.staging_dir("abc")
+    (root / "failed").symlink_to(outside)
+    (root / "aside").symlink_to(outside)
+    with pytest.raises(RecordRefusedError, match=r"failed was not acted on: it is a symlink"):
+        store.record_failure("def", error="x")
+    assert (outside / ".tmp-keep-notapid" / "sub" / "data").read_text() == "precious\n"
+    assert sorted(p.name for p in outside.iterdir()) == [".tmp-keep-notapid"]
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("plant", ["other-users-parent", "group-writable-parent", "other-users-symlink"])
+def test_a_study_directory_another_user_can_replace_is_refused(require_root, tmp_path, plant):
+    # --out /tmp/shared/results where /tmp/shared is another user's (or 0777 without the sticky bit): they could
+    # rename results/<study> away between the check and the sweep's writes and put their own in its place
+    tmp_path.chmod(0o755)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    out = shared / "results"
+    if plant == "other-users-parent":
+        os.chown(shared, NOBODY, NOBODY)
+    elif plant == "group-writable-parent":
+        shared.chmod(0o777)
+    else:  # a symlink another user owns, in a sticky directory of root's: they can point it anywhere later
+        shared.chmod(0o1777)
+        real = tmp_path / "real"
+        real.mkdir()
+        out.symlink_to(real)
+        os.lchown(out, NOBODY, NOBODY)
+    with pytest.raises(RecordRefusedError, match=r"study directory .*(above it|symlink .*owned by uid 65534)"):
+        StudyStore(out / "demo").lock()
+    assert not list((tmp_path / "real" if plant == "other-users-symlink" else out).rglob(".sweep.lock"))
+    # the same under a sticky world-writable directory with directories of one's own is fine (/tmp itself)
+    shared.chmod(0o1777)
+    os.chown(shared, 0, 0)
+    mine = shared / "mine"
+    mine.mkdir(mode=0o755)
+    with StudyStore(mine / "demo").lock():
+        pass
+
+
 def test_a_planted_lock_symlink_is_not_written_through(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
