@@ -117,3 +117,18 @@ def test_format_hostfile_round_trip_and_refuses_duplicates():
     assert parse_hostfile(text) == [parse_host(h) for h in hosts]
     with pytest.raises(HostError, match="distinct"):
         format_hostfile(["127.0.0.1,9000", "ip:127.0.0.1,9000"])
+
+
+@pytest.mark.parametrize("spec", ["ip:a;b", "a#b,8765", "a$b", "x=y", "ip:[x]", "h\u00e9te", "a'b", "ip6:fe80::1%e;t,1"])
+def test_a_tcp_address_holding_job_file_or_shell_syntax_is_refused(spec):
+    """The address reaches job files (the span-log name), hostfiles and labels: a host name or an IP literal only
+    (issue 18: a second way into a job file, found by attacking the gates)."""
+    with pytest.raises(HostError, match="host name .* or an IP address"):
+        parse_host(spec)
+
+
+@pytest.mark.parametrize("spec, label", [("node-1.example.com", "node-1.example.com:8765"), ("my_host,9000", "my_host:9000"),
+                                         ("10.1.2.3:8766", "10.1.2.3:8766"), ("[::1]:8765", "::1:8765"),
+                                         ("ip6:fe80::1%eth0,8765", "fe80::1%eth0:8765")])
+def test_host_names_and_ip_literals_still_parse(spec, label):
+    assert parse_host(spec).label == label

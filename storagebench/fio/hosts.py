@@ -65,6 +65,8 @@ SUN_PATH_MAX = 107
 
 _PREFIXES = (("sock:", "sock"), ("ip6:", "ip6"), ("ip4:", "ip"), ("ip:", "ip"))
 _BAD_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
+_TCP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,253}")
+_V6_ADDR = re.compile(r"[0-9A-Fa-f:.]{2,45}(%[A-Za-z0-9_.-]{1,15})?")
 _V6_BRACKETS = re.compile(r"^\[(?P<addr>[0-9a-fA-F:.]+)\](?::(?P<port>[^:]*))?$")
 
 
@@ -85,8 +87,9 @@ class Host:
     Raises
     ------
     HostError
-        Empty address, whitespace or a control character in it, a port outside 1..65535, an
-        unknown family, or a socket path that is relative or longer than :data:`SUN_PATH_MAX`
+        Empty address, whitespace or a control character in it, a TCP address that is neither a host name
+        nor an IP address (``;``, ``#``, ``$``, ``=`` ... would reach job files and hostfiles), a port outside
+        1..65535, an unknown family, or a socket path that is relative or longer than :data:`SUN_PATH_MAX`
         bytes.
     """
 
@@ -117,6 +120,11 @@ class Host:
         elif self.family == "ip" and ":" in self.address:
             raise HostError(f"an IPv4 host (ip:) must not contain ':', got {self.address!r}; "
                             "IPv6 addresses take 'ip6:ADDR,PORT' or '[ADDR]:PORT'")
+        elif not (_TCP_NAME if self.family == "ip" else _V6_ADDR).fullmatch(self.address):
+            # the address reaches job files (span-log names), hostfiles, labels and write-ups: only what a host
+            # name (RFC 1123 letters, digits, '-', '.', and the '_' some networks use) or an IP literal holds
+            raise HostError(f"TCP host address must be a host name (letters, digits, '-', '_', '.') or an IP "
+                            f"address, got {self.address!r}")
 
     @property
     def is_socket(self) -> bool:
