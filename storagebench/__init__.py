@@ -9,17 +9,19 @@ API", documents it and a test keeps the two equal)::
     tables = sb.ingest_study(result.root)
     sb.stats.compare(tables.runs, "numjobs", 1, "iops", by=["iodepth"])
 
-The sub-APIs ``stats``, ``plots``, ``display``, ``tables``, ``aggregate``, ``testbed``, ``servers``,
+The sub-APIs ``stats``, ``plots``, ``show``, ``tables``, ``aggregate``, ``testbed``, ``servers``,
 ``studies`` and ``hoststeps`` load on first use (``sb.stats``, ``from storagebench import plots``):
 they bring scipy, statsmodels and matplotlib, which ``import storagebench`` and every
 ``storagebench`` command would otherwise pay for. The names of ``__all__`` load the same way, from the
 module that owns each (``_LAZY``): ``import storagebench`` itself loads only the version and the errors,
-not pandas or pyarrow.
+not pandas or pyarrow. ``storagebench.display`` is the old name of ``show`` (it clashed with IPython's
+``display``): ``from storagebench import display`` still gives ``show``, with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__ as __version__
@@ -102,13 +104,21 @@ __all__ = [
 ]
 
 #: Sub-APIs imported on first access (see the module docstring).
-SUBMODULES = ("stats", "plots", "display", "tables", "aggregate", "testbed", "servers", "studies", "hoststeps")
+SUBMODULES = ("stats", "plots", "show", "tables", "aggregate", "testbed", "servers", "studies", "hoststeps")
+
+#: Old names of sub-APIs, still importable with a DeprecationWarning: {old: new}.
+_RENAMED = {"display": "show"}
 
 
 def __getattr__(name: str) -> Any:
     """PEP 562: load a sub-API or a name of ``__all__`` from its owner on first access, then keep it."""
     if name in SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(f"storagebench.{name} is now storagebench.{new}: `from storagebench import {new}`",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module(f".{new}", __name__)
     owner = _LAZY.get(name)
     if owner is not None:
         value = getattr(importlib.import_module(owner, __name__), name)

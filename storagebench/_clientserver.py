@@ -305,7 +305,7 @@ def run_clients(jobfile, hosts, output_path, stderr_path, timeout_s, fio_bin="fi
         One job file for every server, or one per server (fio accepts a job file per
         ``--client``; use it to give each server its own ``directory=``/``filename=``).
     hosts : sequence of str or Host
-        Servers (``host[,port]``, ``host:port`` or :class:`~storagebench.servers.Host`).
+        Servers (``host[,port]``, ``host:port`` or :class:`~storagebench.fio.hosts.Host`).
     output_path : path
         fio's JSON+ output file (client messages and ``<hostname>`` lines precede the JSON).
     stderr_path : path

@@ -23,8 +23,9 @@ from .errors import SchemaError, StatsError
 from .findings import Finding, Findings, fmt_ci, fmt_number
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
-from .stats import compare, find_knee, mean_ci
-from .stats.compare import FACTOR_COLUMNS
+from .stats import compare, mean_ci
+from .stats.comparison import FACTOR_COLUMNS
+from .stats.saturation import find_knee
 
 __all__ = [
     "combine_jobs",
@@ -311,7 +312,7 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         One curve per group (the access pattern; add the tool column when several tools measured).
     factors : sequence of str, optional
         Columns that are factors, never replicates: none may vary within a (group, ``x``) cell. Default:
-        those of :data:`storagebench.stats.compare.FACTOR_COLUMNS` present (the fio factors of the runs
+        those of :data:`storagebench.stats.comparison.FACTOR_COLUMNS` present (the fio factors of the runs
         schema, ``tool``, and ``source_tool`` of the published seed tables).
     confidence : float
         Confidence level of the CIs.
@@ -406,7 +407,7 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
         significantly (the first level when none does; the largest level when the last step
         still adds: not saturated within the range; NaN when no step has a CI), ``saturated`` (bool;
         None when no step has a CI), ``mean_at_saturation``, ``knee_<x>`` (Kneedle on the means,
-        :func:`storagebench.stats.find_knee`; NaN with fewer than 3 levels or no knee), and
+        :func:`storagebench.stats.saturation.find_knee`; NaN with fewer than 3 levels or no knee), and
         ``rule`` in words.
     """
     by = list(by)

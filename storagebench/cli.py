@@ -43,8 +43,9 @@ from .errors import (
     display_path,
     shown,
 )
+from .fio.hosts import parse_host, parse_hostfile
 from .fio.process import fio_version
-from .servers import check_versions, exposure, parse_host, parse_hostfile, server_versions
+from .servers import check_versions, exposure, server_versions
 
 
 def _plain_type(self, ctx) -> str | None:
@@ -605,8 +606,9 @@ def compare_cmd(
     import pandas as pd
 
     from .published import match_level, select_rows
-    from .stats import ESTIMANDS, compare  # stats (scipy, statsmodels): see the imports
-    from .stats.compare import TABLE_SUFFIXES
+    from .stats import compare  # stats (scipy, statsmodels): see the imports
+    from .stats.comparison import TABLE_SUFFIXES
+    from .stats.ratio import ESTIMANDS
 
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
         raise StatsError(f"--out suffix must be one of {list(TABLE_SUFFIXES)}, got {out.suffix!r}")

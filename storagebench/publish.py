@@ -5,13 +5,14 @@ literals, then calls into :mod:`storagebench`. :func:`execute_notebook` runs one
 with checked parameters; :func:`publish_report` runs the analysis notebook(s) of a study
 into ``results/<study>/notebooks/`` and converts them with nbconvert into a single
 self-contained ``results/<study>/report.html`` (code hidden, figures embedded as
-base64 ``<img>``: SVG by default, PNG on request; :func:`storagebench.display.show_figure`).
+base64 ``<img>``: SVG by default, PNG on request; :func:`storagebench.show.show_figure`).
 """
 
 from __future__ import annotations
 
 import ast
 import datetime as dt
+import functools
 import math
 import os
 import re
@@ -641,17 +642,47 @@ def notebooks_to_html(notebooks: Sequence[str | os.PathLike], title: str | None 
         print): code cells and prompts hidden, stderr streams, stray matplotlib reprs and cells tagged
         ``nbval-only`` (checks printed for the tests) dropped, figures embedded. The page opens with the first heading and then a *Findings* section made of every
         :class:`storagebench.findings.Findings` the notebooks displayed (taken out of their cells);
-        ``storagebench.display`` figures are numbered again in page order.
+        ``storagebench.show`` figures are numbered again in page order.
     """
     return build_page(notebooks, title)[0]
 
 
-#: Calls that draw a figure: the storagebench figure functions, matplotlib's figure makers, and the
-#: testbed studies' ratio figure. A code cell calling one of them must show an image when executed.
-FIGURE_CALLS: frozenset[str] = frozenset({
-    "iops_vs_iodepth", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf", "metric_vs", "ratio_forest",
-    "ratio_figure", "bland_altman_plot", "cross_tool_plot", "show_figure", "subplots", "figure",
-})
+#: Calls that draw a figure outside :mod:`storagebench.plots`: matplotlib's figure makers, the figure of
+#: :mod:`storagebench.show` and the testbed studies' ratio figure (see :func:`figure_calls`).
+OTHER_FIGURE_CALLS: frozenset[str] = frozenset({"subplots", "figure", "show_figure", "ratio_figure"})
+_PLOTS = Path(__file__).with_name("plots")
+
+
+@functools.cache
+def figure_calls() -> frozenset[str]:
+    """The names whose call draws a figure: a code cell calling one must show an image when executed.
+
+    Every function of ``storagebench.plots.__all__`` whose return annotation is a matplotlib ``Axes`` or
+    ``Figure`` (so a new figure function is covered without an edit here), and :data:`OTHER_FIGURE_CALLS`.
+    The figure functions are read from the source of ``storagebench/plots/`` with :mod:`ast`, not imported:
+    ``publish`` and ``plots`` are one layer (docs/ARCHITECTURE.md), and importing ``plots`` would load
+    matplotlib into every ``storagebench`` command.
+
+    Returns
+    -------
+    frozenset of str
+        Function names (a call ``plots.heatmap(...)`` or ``heatmap(...)`` matches ``"heatmap"``).
+    """
+    public: set[str] = set()
+    for node in ast.parse((_PLOTS / "__init__.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            public = set(ast.literal_eval(node.value))
+    drawn = set()
+    for module in sorted(_PLOTS.glob("*.py")):
+        for node in ast.parse(module.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name in public and node.returns is not None:
+                names = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.returns)
+                         if isinstance(n, (ast.Name, ast.Attribute))}
+                if names & {"Axes", "Figure"}:
+                    drawn.add(node.name)
+    return frozenset(drawn) | OTHER_FIGURE_CALLS
+
+
 _ADDED_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
 
@@ -680,17 +711,18 @@ def _calls_figure(source: str) -> bool:
         tree = ast.parse(code)
     except SyntaxError:
         return False
+    calls = figure_calls()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-            if name in FIGURE_CALLS:
+            if name in calls:
                 return True
     return False
 
 
 def _html_image(out) -> bool:
-    """An HTML output holding an embedded image (:func:`storagebench.display.show_figure`'s ``<figure>``)."""
+    """An HTML output holding an embedded image (:func:`storagebench.show.show_figure`'s ``<figure>``)."""
     htm = out.get("data", {}).get("text/html")
     text = htm if isinstance(htm, str) else "".join(htm or [])
     return bool(re.search(r"<img\s[^>]*src=\"data:image/|<svg[\s>]", text))
@@ -699,11 +731,11 @@ def _html_image(out) -> bool:
 def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
     """The figure-drawing code cells of an executed notebook that have no image output.
 
-    A code cell draws a figure when it calls one of :data:`FIGURE_CALLS` (``plots.heatmap(...)``,
+    A code cell draws a figure when it calls one of :func:`figure_calls` (``plots.heatmap(...)``,
     ``plt.subplots(...)``, ``ts.ratio_figure(...)`` ...) or is tagged ``figure``; a cell tagged
     ``no-figure`` is never counted. Its executed outputs must hold an image (``image/png``,
     ``image/svg+xml`` or ``image/jpeg`` in a ``display_data`` or ``execute_result``, or an HTML
-    output with an embedded image, as :func:`storagebench.display.show_figure` shows one).
+    output with an embedded image, as :func:`storagebench.show.show_figure` shows one).
 
     Parameters
     ----------
@@ -837,7 +869,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     -------
     pathlib.Path
         The HTML report: executed notebooks concatenated, code cells hidden, figures
-        embedded as base64 ``<img>`` (SVG by default, :func:`storagebench.display.show_figure`); the
+        embedded as base64 ``<img>`` (SVG by default, :func:`storagebench.show.show_figure`); the
         executed notebooks are kept in ``<study_dir>/notebooks/``.
 
     Raises

@@ -24,10 +24,10 @@ from ._inputs import completed_runs
 from ._runner import run_study
 from ._study import CLIENTS_FACTOR, Study, load_study
 from .errors import StudyError
-from .fio.hosts import Host, parse_host
+from .fio.hosts import Host, parse_host, parse_hostfile
 from .ingest import IngestResult, ingest_study
 from .records import Provenance
-from .servers import default_socket_root, fio_servers, parse_hostfile
+from .servers import default_socket_root, fio_servers
 
 __all__ = ["scaling_study", "run_scaling", "load_scaling", "measure_scaling"]
 

@@ -46,14 +46,11 @@ from typing import Iterable, Iterator, Sequence
 
 from .errors import HostError, TestbedError
 from .fio import process
-from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, local_addresses, parse_host, parse_hostfile
+from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, local_addresses, parse_host
 
+# Host, parse_host, parse_hostfile and FIO_DEFAULT_PORT are storagebench.fio.hosts's (their one home).
 __all__ = [
-    "FIO_DEFAULT_PORT",
-    "Host",
     "FioServer",
-    "parse_host",
-    "parse_hostfile",
     "write_hostfile",
     "server_versions",
     "check_versions",

@@ -3,7 +3,7 @@
 :func:`table` puts units in the headers, shows tidy columns in their display unit (ns -> ms, bytes/s ->
 MB/s or MiB/s, bs in KiB), gives ``digits`` significant digits, formats p-values (``< 1e-06``), merges an
 estimate and its CI bounds into one column and hides the index. It depends on pandas only, so every
-layer can format its results with it (:class:`storagebench.stats.ComparisonTable` does).
+layer can format its results with it (:class:`storagebench.stats.comparison.ComparisonTable` does).
 
 It is the one owner of a column's words and unit: :func:`column_display` (header and scale of a tidy
 column), :func:`metric_words` (the words for a sentence) and :data:`METRICS` (the display metrics the

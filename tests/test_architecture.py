@@ -32,16 +32,24 @@ def test_import_contracts_hold():
     assert "0 broken" in res.stdout
 
 
-def test_import_contracts_catch_an_upward_import_and_a_cycle(tmp_path):
-    """The same contracts on a copy of the package in which the fio layer imports the CLI: broken."""
+def test_import_contracts_catch_an_upward_import_a_cycle_and_a_new_study_importing_another(tmp_path):
+    """The same contracts on a copy of the package in which the fio layer imports the CLI, and a new testbed
+    study (a module no contract names) imports a built-in one: all broken. The studies contract covers every
+    module of ``studies/`` by wildcard, so the new study is checked without an edit of pyproject.toml."""
     shutil.copytree(ROOT / "storagebench", tmp_path / "storagebench", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     hosts = tmp_path / "storagebench" / "fio" / "hosts.py"
     hosts.write_text(hosts.read_text() + "\nfrom .. import cli  # noqa: E402,F401\n")
+    built_in = sorted(p.stem for p in (ROOT / "storagebench" / "studies").glob("[!_]*.py"))[0]
+    (tmp_path / "storagebench" / "studies" / "zz_new_study.py").write_text(
+        f"from storagebench.studies import StudyData, {built_in}  # noqa: F401\n")
     res = _lint_imports(tmp_path, pythonpath=tmp_path)
     assert res.returncode != 0, res.stdout
-    assert "storagebench.fio is not allowed to import storagebench.cli" in res.stdout, res.stdout
-    assert "No cycles are allowed in storagebench." in res.stdout, res.stdout
+    out = " ".join(res.stdout.split())
+    assert "storagebench.fio is not allowed to import storagebench.cli" in out, res.stdout
+    assert "No cycles are allowed in storagebench." in out, res.stdout
+    assert f"storagebench.studies.zz_new_study is not allowed to import storagebench.studies.{built_in}" in out, \
+        res.stdout
 
 
 def _module_table() -> list[str]:

@@ -24,9 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storagebench import _html
-from storagebench.display import Collapsed, FigureHTML, collapsed, table
 from storagebench.errors import PublishError
 from storagebench.findings import Finding, Findings
+from storagebench.show import Collapsed, FigureHTML, collapsed
+from storagebench.tables import table
 
 #: Hostile values planted in every string field a write-up shows. Each one that could run calls
 #: ``alert(N)`` with its own number, so the browser suite can say which one ran.
@@ -312,7 +313,7 @@ def test_findings_figures_collapsed_and_tables_escape_every_value(payload):
 
 
 def test_collapsed_text_is_text_and_html_is_made_by_show_html():
-    from storagebench import display as show
+    from storagebench import show
 
     assert "&lt;b&gt;" in Collapsed("s", ("<b>x</b>",))._repr_html_()
     frag = show.html("<ul>{}</ul>", show.html("").join(show.html("<li>{}</li>", p) for p in PAYLOADS))

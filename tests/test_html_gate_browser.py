@@ -364,7 +364,7 @@ def test_every_field_holds_every_payload(hostile_pages):
 @pytest.mark.slow
 def test_iometer_specification_names_reach_a_table_as_text(tmp_path):
     """Iometer's access-specification names, read by the real reader, shown through the write-ups' table()."""
-    from storagebench import display as show
+    from storagebench import show
     from storagebench.published import load_result_sets
 
     _hostile_iometer(tmp_path / "iometer")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -545,3 +546,23 @@ def test_parameter_claim_square_sits_on_the_drawn_point():
     assert square.get_ydata()[0] == pytest.approx(gmean(cell["lat_mean_ns"]) / 1e6)
     assert square.get_xdata()[0] != pytest.approx(cell["iops"].mean())
     plt.close(fig)
+
+
+def test_publish_knows_every_figure_function_of_plots(tmp_path):
+    """Issue 19: publish's figure calls are derived from ``plots.__all__``, not kept by hand: every public
+    function returning an Axes or a Figure is one (``parameter_claim_plot`` was missing from the hand list),
+    and a cell calling it without an image in its outputs is reported."""
+    import inspect
+
+    import nbformat
+
+    from storagebench import publish
+
+    drawing = {n for n in plots.__all__ if callable(getattr(plots, n))
+               and re.search(r"\b(Axes|Figure)\b", str(inspect.signature(getattr(plots, n)).return_annotation))}
+    assert "parameter_claim_plot" in drawing and len(drawing) >= 10
+    assert drawing == publish.figure_calls() - publish.OTHER_FIGURE_CALLS
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)"),
+                                         nbformat.v4.new_code_cell("plots.parameter_claim_plot(sweep, v, by='tool')")])
+    nbformat.write(nb, str(tmp_path / "x.ipynb"))
+    assert publish.missing_figures(tmp_path / "x.ipynb") == [(1, "plots.parameter_claim_plot(sweep, v, by='tool')")]

@@ -87,3 +87,65 @@ def test_the_version_is_written_once():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'version = { attr = "storagebench._version.__version__" }' in pyproject
     assert not re.search(r'^version = "', pyproject, re.M)
+
+
+def _public_modules() -> list:
+    """Every public module of storagebench (no ``_`` part in its dotted name), imported."""
+    import importlib
+    import pkgutil
+
+    names = ["storagebench"] + [m.name for m in pkgutil.walk_packages(storagebench.__path__, "storagebench.")
+                                if not any(p.startswith("_") for p in m.name.split(".")[1:])]
+    return [importlib.import_module(n) for n in names]
+
+
+def test_stats_is_a_curated_surface_and_no_function_hides_its_module():
+    """Issue 19: ``stats`` exports at most 40 names, each resolving; and in every package a submodule is
+    reached by its name (``stats.compare`` is the function, its module ``stats.comparison``)."""
+    import importlib
+    import pkgutil
+    import types
+
+    from storagebench import stats
+
+    assert len(stats.__all__) <= 40 and len(set(stats.__all__)) == len(stats.__all__)
+    assert all(callable(getattr(stats, n)) for n in stats.__all__)
+    hidden = []
+    for pkg in (m for m in _public_modules() if hasattr(m, "__path__")):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name == "__main__":
+                continue
+            sub = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            if getattr(pkg, info.name) is not sub:
+                hidden.append(f"{pkg.__name__}.{info.name} is {type(getattr(pkg, info.name)).__name__}")
+    assert hidden == []
+    assert isinstance(stats.comparison, types.ModuleType) and isinstance(stats.verdicts, types.ModuleType)
+    assert stats.compare is stats.comparison.compare and stats.verdict is stats.verdicts.verdict
+
+
+def test_one_home_per_public_name():
+    """A function, class or table of constants is in the ``__all__`` of one public module only (a package
+    re-exporting its private modules' names is their one home; ``storagebench`` itself is the facade of
+    "The public API", each name loaded from its owner)."""
+    homes: dict[int, list[str]] = {}
+    keep = {}
+    for mod in _public_modules()[1:]:
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name)
+            if isinstance(obj, (int, float, str, bytes, bool)) or obj is None:
+                continue  # equal literals share an object without being one name
+            keep[id(obj)] = obj
+            homes.setdefault(id(obj), []).append(f"{mod.__name__}.{name}")
+    twice = sorted(v for v in homes.values() if len(v) > 1)
+    assert twice == [], twice
+
+
+def test_display_is_the_old_name_of_show():
+    """``storagebench.show`` does not clash with IPython's ``display``; the old import still works, warned."""
+    import pytest
+
+    from storagebench import show
+
+    with pytest.warns(DeprecationWarning, match="storagebench.display is now storagebench.show"):
+        from storagebench import display
+    assert display is show and "table" not in show.__all__

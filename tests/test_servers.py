@@ -17,16 +17,14 @@ import orjson
 import pytest
 
 from storagebench.errors import HostError, TestbedError
+from storagebench.fio.hosts import Host, parse_host, parse_hostfile
 from storagebench.fio.process import fio_version
 from storagebench.servers import (
     GUARD_PREFIX,
-    Host,
     check_versions,
     connect_as,
     exposure,
     fio_servers,
-    parse_host,
-    parse_hostfile,
     private_dir,
     server_version,
     server_versions,

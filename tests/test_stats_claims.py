@@ -12,8 +12,6 @@ import pytest
 from storagebench.errors import StatsError
 from storagebench.published import load_published, published_metadata
 from storagebench.stats import (
-    ParameterClaim,
-    RatioClaim,
     claim_checks,
     claim_findings,
     claim_verdicts,
@@ -21,6 +19,7 @@ from storagebench.stats import (
     parameter_claim_verdicts,
     recommend_parameters,
 )
+from storagebench.stats.claims import ParameterClaim, RatioClaim
 
 UNIT = "VM-count step of one sweep (a block), both tools averaged within it"
 

@@ -11,15 +11,9 @@ import pytest
 from scipy import stats as st
 
 from storagebench.errors import StatsError
-from storagebench.stats import (
-    ComparisonTable,
-    adjust_pvalues,
-    compare,
-    fieller_ratio_ci,
-    hedges_g,
-    ratio_ci,
-    summary_table,
-)
+from storagebench.stats import compare, ratio_ci
+from storagebench.stats.comparison import ComparisonTable, adjust_pvalues, summary_table
+from storagebench.stats.ratio import fieller_ratio_ci, hedges_g
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +242,7 @@ def test_fieller_only_by_name_and_never_substituted():
 
 
 def test_normalize_baseline_is_exactly_one_and_others_carry_its_uncertainty():
-    from storagebench.stats import normalize
+    from storagebench.stats.saturation import normalize
 
     df = pd.DataFrame({"datastore": ["raw"] * 3 + ["xfs"] * 3, "iops": [*RDM_RAW_IOPS, *RDM_XFS_IOPS]})
     out = normalize(df, "iops", "datastore == 'raw'", by="datastore").set_index("datastore")

@@ -12,13 +12,12 @@ import statsmodels.formula.api as smf
 from storagebench.errors import StatsError
 from storagebench.records import DeviceInfo
 from storagebench.stats import (
-    CACHE_CAVEAT,
-    ROTATIONAL_FLOOR_NS,
     cache_caveats,
     drift_check,
     steady_state,
     steady_state_timeseries,
 )
+from storagebench.stats.regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS
 from storagebench.stats.sweep import CACHE_LATENCY_MS
 
 

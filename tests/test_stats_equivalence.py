@@ -11,16 +11,8 @@ import pytest
 from statsmodels.stats.weightstats import ttost_ind
 
 from storagebench.errors import StatsError
-from storagebench.stats import (
-    cv_upper_bound,
-    mean_ci,
-    pilot_cv,
-    tost,
-    tost_plan,
-    tost_power,
-    tost_sample_size,
-    variance_components,
-)
+from storagebench.stats import mean_ci, pilot_cv, tost, tost_plan, variance_components
+from storagebench.stats.equivalence import cv_upper_bound, tost_power, tost_sample_size
 
 
 @pytest.fixture

@@ -12,16 +12,8 @@ from kneed import DataGenerator
 
 from storagebench.errors import StatsError
 from storagebench.ingest import ingest_paths, ingest_study
-from storagebench.stats import (
-    compare,
-    find_knee,
-    improvement_pct,
-    littles_law,
-    normalize,
-    per_run,
-    qos_max_load,
-    recommend_parameters,
-)
+from storagebench.stats import compare, littles_law, per_run, qos_max_load, recommend_parameters
+from storagebench.stats.saturation import find_knee, improvement_pct, normalize
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats as st
 
 from storagebench.errors import StatsError
-from storagebench.stats import fio_steadystate, steady_state, steady_state_timeseries
+from storagebench.stats import steady_state, steady_state_timeseries
+from storagebench.stats.steady import fio_steadystate
 
 
 def test_pts_window_on_a_preconditioning_curve():

@@ -12,8 +12,8 @@ from scipy import stats as st
 
 from storagebench.errors import StatsError
 from storagebench.published import load_published
-from storagebench.stats import compare, interaction, verdict, verdict_words
-from storagebench.stats.verdict import NO_CI_VERDICT
+from storagebench.stats import compare, interaction, verdict
+from storagebench.stats.verdicts import NO_CI_VERDICT, verdict_words
 
 UNIT = "VM-count step of one sweep (a block; one published value per cell, nothing was repeated)"
 

@@ -13,7 +13,9 @@ Every good file is ingested; every bad one becomes an :class:`~storagebench.erro
 What is read in a directory: ``*.json`` files (fio ``--output-format=json``/``json+``), fio logs
 (``<prefix>_<iops|bw|lat|clat|slat>.<n>.log``), and every other file whose *content* is DiskSPD XML
 or text or an Iometer results CSV (:func:`_loadgen_format`; other content is skipped; a file named
-explicitly must be one of these formats or fio output). A directory holding ``point.json`` is a run
+explicitly must be one of these formats or fio output). The formats are a registry
+(:data:`storagebench.ingest.loadgen.FORMATS`): each format module registers its detection, its parser
+and its test fixtures together, and is imported below (a new format: one module and its import here). A directory holding ``point.json`` is a run
 directory of the runner: ``output.json`` is its fio output, ``point.json`` its identity and study factors,
 ``provenance.json`` its provenance, ``*.log`` its fio logs. In a study directory (``raw/`` beside
 ``failed/`` or ``study.yaml``) only ``raw/`` is read: not the failed attempts under ``failed/``, nor ``aside/``,
@@ -54,8 +56,9 @@ from .._inputs import (
 from ..errors import IngestError, SchemaError, display_path
 from ..runlevel import run_totals
 from . import _fiorows
+from . import diskspd as _diskspd  # noqa: F401 - registers the DiskSPD formats
+from . import iometer as _iometer  # noqa: F401 - registers the Iometer formats
 from . import loadgen as _loadgen
-from .diskspd import parse_diskspd
 from .fio import (
     RUN_FIELDS,
     RowSink,
@@ -64,11 +67,9 @@ from .fio import (
     emit_rows,
     empty_frame,
     file_run_id,
-    parse_fio_output,
     runs_frame,
 )
 from .fiolog import is_fio_log, parse_fio_log
-from .iometer import parse_iometer
 
 __all__ = [
     "IngestResult",
@@ -77,8 +78,6 @@ __all__ = [
     "ingest_paths",
     "ingest_study",
     "ingest_to_parquet",
-    "parse_fio_output",
-    "parse_fio_log",
 ]
 
 TABLES = ("runs", "histograms", "all_clients", "timeseries", "run_totals")
@@ -392,7 +391,13 @@ class _Collector(RowSink):
         if fmt is not None:
             _add_loadgen(self, fmt, data, path, item.identity)
         elif item.kind == "fio":
-            emit_rows(self, data, path, item.identity, item.provenance, file_id)
+            try:
+                emit_rows(self, data, path, item.identity, item.provenance, file_id)
+            except IngestError as exc:  # a file named explicitly that is not fio's JSON: is it anything?
+                if path.lower().endswith(".json") or not data.strip() or _loadgen.detect_format(data) is not None:
+                    raise
+                raise IngestError(f"{exc.reason}; nor is it any other format storagebench reads "
+                                  f"(known: {', '.join(_loadgen.FORMATS)})", path=path) from None
         else:
             prov = item.provenance
             run_id = item.run_id or file_id or file_run_id(data)
@@ -521,29 +526,32 @@ def _merge_columns(parts: list) -> list[pd.DataFrame]:
     return out
 
 
-# ---- DiskSPD / Iometer: content sniffing and dispatch (storagebench.ingest.loadgen) ----------------
+# ---- formats other than fio's JSON: content sniffing and dispatch (storagebench.ingest.loadgen.FORMATS) ----
 
 
 def _loadgen_format(data: bytes) -> str | None:
-    """The DiskSPD/Iometer format of ``data`` (:func:`storagebench.ingest.loadgen.detect_format`), or
-    ``None`` for fio JSON and for content that is none of them. A leading ``{`` is fio's fast path."""
+    """The registered format of ``data`` (:func:`storagebench.ingest.loadgen.detect_format`), or ``None``
+    for fio JSON and for content that is none of them. A leading ``{`` is fio's fast path."""
     if data[:1] == b"{":
         return None
     fmt = _loadgen.detect_format(data)
-    return None if fmt == "fio" else fmt
+    return None if fmt == _loadgen.FIO else fmt
 
 
 def _parse_loadgen(fmt: str, data: bytes, path: str, identity: Mapping[str, Any] | None) -> _loadgen.LoadgenRows:
-    """Parse one DiskSPD or Iometer file of format ``fmt`` (:func:`~storagebench.ingest.loadgen.detect_format`)
-    into its rows, ``study``/``repetition``/``run_order`` of a runner's ``point.json`` stamped on them.
+    """Parse one file of the registered format ``fmt`` (:func:`~storagebench.ingest.loadgen.detect_format`)
+    with the parser it registered, ``study``/``repetition``/``run_order`` of a runner's ``point.json``
+    stamped on its rows.
 
-    Raises IngestError: ``fmt`` is not ingestible (:func:`~storagebench.ingest.loadgen.refuse_format`
-    says why), or the parser refuses the file; a parser's ValueError & co. become IngestError, never a crash.
+    Raises IngestError: ``fmt`` is not registered (the message names it and the formats known), is
+    recognised only to be refused (its :attr:`~storagebench.ingest.loadgen.Format.refusal` says why), or the
+    parser refuses the file; a parser's ValueError & co. become IngestError, never a crash.
     """
-    if fmt not in _loadgen.INGESTIBLE:
+    parse = _loadgen.format_of(fmt, path).parse
+    if parse is None:
         _loadgen.refuse_format(fmt, path)
     try:
-        rows = (parse_iometer(data, path) if fmt.startswith("iometer") else parse_diskspd(data, path)).rows()
+        rows = parse(data, path)
     except IngestError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:  # never a crash

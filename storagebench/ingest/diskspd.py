@@ -80,11 +80,13 @@ from .fio import file_run_id
 from .loadgen import (
     MIB,
     NS_PER_MS,
+    Format,
     LoadgenRows,
     decode_text,
     detect_format,
     never_crash,
     refuse_format,
+    register,
     run_row,
     unexplained_nan,
 )
@@ -929,3 +931,31 @@ def _text_percentiles(block: list[str], where: str, path: str) -> list[tuple]:
         except ValueError:
             raise IngestError(f"{where}: latency row {s!r} is not numbers", path=path) from None
     return out
+
+
+# ---- the formats of this module, registered for the ingest (storagebench.ingest.loadgen.FORMATS) ------------
+
+_TEXT_MARKERS = ("Input parameters:", "Results for timespan", "actual test time:")
+
+
+def _is_xml(text: str) -> bool:
+    return text[0] == "<" and "<Results" in text[:4096]
+
+
+def _is_linux_text(text: str) -> bool:
+    return text[0] != "<" and "Results for job" in text and ("System info:" in text or "test time:" in text)
+
+
+def _is_text(text: str) -> bool:
+    return text[0] != "<" and any(m in text for m in _TEXT_MARKERS) and (
+        "thread |" in text or "timespan:" in text or "actual test time:" in text)
+
+
+register(Format("diskspd-xml", _is_xml, lambda data, path: parse_diskspd_xml(data, path).rows(),
+                fixtures="diskspd", priority=10))
+register(Format("diskspd-linux", _is_linux_text, refusal=(
+    "DiskSPD for Linux text output (microsoft/diskspd-for-linux) is not ingested: it divides IOPS and MB/s by "
+    "the configured duration, not a measured time, and its 'Total' latency column over-counts with more than "
+    "one target (src/result_formatter.cc)"), priority=40))
+register(Format("diskspd-text", _is_text, lambda data, path: parse_diskspd_text(data, path).rows(),
+                fixtures="diskspd", priority=50))

@@ -62,6 +62,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,11 +74,13 @@ from .fio import file_run_id
 from .loadgen import (
     MIB,
     NS_PER_MS,
+    Format,
     LoadgenRows,
     decode_text,
     detect_format,
     never_crash,
     refuse_format,
+    register,
     run_row,
     unexplained_nan,
 )
@@ -656,3 +659,32 @@ def _check_block(b: IometerBlock, label: str, path: str) -> None:
                 if s != _i(parent.get(key)):
                     raise IngestError(f"{label}: {key} of {up} {parent['name']!r} is {_i(parent.get(key))} but its "
                                       f"{len(mine)} {down} row(s) sum to {s} (trimmed or edited file?)", path=path)
+
+
+# ---- the formats of this module, registered for the ingest (storagebench.ingest.loadgen.FORMATS) ------------
+
+#: The header of Iometer's "last update" file: PrepareInstantaneousFile prefixes it with TimeStamp.
+_INSTANT_HEADER = re.compile(r"^[\"']*TimeStamp[\"']*,[\"']*'?Target Type", re.M | re.I)
+
+
+def _is_icf(text: str) -> bool:
+    return text[0] != "<" and "'TEST SETUP" in text[:4096] and "'ACCESS SPECIFICATIONS" in text.upper()
+
+
+def _is_results_csv(text: str) -> bool:
+    unquoted = text.lstrip('"')  # a spreadsheet re-save quotes every field
+    return text[0] != "<" and (unquoted.startswith("'Test Type") or (
+        "'Results" in text and "'Target Type" in text and "Target Name" in text))
+
+
+def _rows(data: bytes, path: str) -> LoadgenRows:
+    return parse_iometer(data, path).rows()
+
+
+register(Format("iometer-icf", _is_icf, refusal=(
+    "an Iometer configuration (.icf), not results; `storagebench translate icf` turns it into a study"),
+    fixtures="iometer", priority=20))
+register(Format("iometer-instantaneous", lambda text: _is_results_csv(text) and bool(_INSTANT_HEADER.search(text)),
+                _rows, fixtures="iometer/instantaneous", priority=30))
+register(Format("iometer", lambda text: _is_results_csv(text) and not _INSTANT_HEADER.search(text), _rows,
+                fixtures="iometer", priority=31))

@@ -1,14 +1,18 @@
 """Shared plumbing of the non-fio load-generator parsers (:mod:`.diskspd`, :mod:`.iometer`).
 
 * :func:`decode_text` — bytes → text by byte-order-mark sniffing, never assuming UTF-8;
-* :func:`detect_format` — which tool wrote a file, from its content (never from its name);
+* :data:`FORMATS` / :func:`register` / :class:`Format` — the registry of ingest formats: each format module
+  registers its name, its detection, its parser and its test fixtures together (a new format is one
+  module plus its import in :mod:`storagebench.ingest`);
+* :func:`detect_format` — which tool wrote a file, from its content (never from its name), asking the registry;
 * :func:`run_row` — one ``runs`` row as a dict with every schema column, unknowns as the schema's
   "unknown" values (``""``, ``-1``, NaN, ``False``, ``None``);
 * :class:`LoadgenRows` — what a parser hands to :func:`storagebench.ingest.ingest_paths`;
 * :func:`refuse_format` — why a DiskSPD/Iometer file of another kind is not ingested.
 
-The dispatch to :mod:`.diskspd` and :mod:`.iometer` is :mod:`storagebench.ingest`'s (this module
-sits below both parsers and imports neither).
+This module sits below the parsers and imports none of them: :mod:`.diskspd` and :mod:`.iometer` register
+their formats here when :mod:`storagebench.ingest` imports them, and the ingest reads a file with the
+parser its format registered (:func:`format_of`).
 
 Where the rows of these tools go (the rule is the one of fio's "All clients" entry: a total and its
 parts are never both in ``runs``):
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -35,8 +40,12 @@ from .. import schema
 from ..errors import IngestError
 
 __all__ = [
+    "FIO",
     "FORMATS",
-    "INGESTIBLE",
+    "Format",
+    "register",
+    "format_of",
+    "ingestible",
     "LoadgenRows",
     "decode_text",
     "detect_format",
@@ -54,12 +63,87 @@ MIB = 1048576
 #: ns in one ms (DiskSPD and Iometer print latencies in ms).
 NS_PER_MS = 1e6
 
-#: Formats :func:`detect_format` can name.
-FORMATS: tuple[str, ...] = (
-    "fio", "diskspd-xml", "diskspd-text", "diskspd-linux", "iometer", "iometer-instantaneous", "iometer-icf",
-)
-#: Formats whose rows go into the tidy tables (the others are recognised only to say why not).
-INGESTIBLE: tuple[str, ...] = ("diskspd-xml", "diskspd-text", "iometer", "iometer-instantaneous")
+#: The name of fio's JSON output in :data:`FORMATS`: read by the ingest's own fio reader (its fast path into
+#: the tables, :mod:`storagebench.ingest.fio`), not through a :attr:`Format.parse`.
+FIO = "fio"
+
+
+@dataclass(frozen=True)
+class Format:
+    """One ingest format: how it is recognised, how it is read, where its test fixtures are.
+
+    Attributes
+    ----------
+    name : str
+        What :func:`detect_format` returns for it (``"diskspd-xml"``).
+    detect : callable
+        ``detect(text) -> bool``: whether a file is of this format, from the head of its content (its first
+        64 KiB decoded leniently by byte-order mark, leading white space stripped, never empty; never its name).
+    parse : callable or None
+        ``parse(data, path) -> LoadgenRows``: the file's rows (raising :class:`IngestError` for a bad file).
+        ``None`` for a format recognised only to be refused (:attr:`refusal` says why), and for fio's JSON
+        (:data:`FIO`), which the fio reader reads.
+    refusal : str or None
+        Why a file of this format is not ingested (the error's message), for a format without a parser.
+    fixtures : str or None
+        Directory of sample files of this format, relative to ``tests/fixtures/`` of the source tree; the
+        tests ingest every registered format's samples (``tests/test_ingest_formats.py``).
+    priority : int
+        Formats are asked in increasing priority (then in order of registration), the first that recognises
+        a file names it: a format whose test is looser than another's comes after it.
+    """
+
+    name: str
+    detect: Callable[[str], bool]
+    parse: Callable[[bytes, str], LoadgenRows] | None = None
+    refusal: str | None = None
+    fixtures: str | None = None
+    priority: int = 100
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", self.name):
+            raise ValueError(f"an ingest format's name must be lower-case words joined by '-', got {self.name!r}")
+        if (self.parse is None) == (self.refusal is None) and self.name != FIO:
+            raise ValueError(f"ingest format {self.name!r} needs a parse function or a refusal (exactly one)")
+
+
+#: The registry of ingest formats, by name, in the order :func:`detect_format` asks them.
+FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    """Add ``fmt`` to :data:`FORMATS` (a format module calls it once, at import) and return it.
+
+    Raises
+    ------
+    ValueError
+        A format of that name is registered already.
+    """
+    if fmt.name in FORMATS:
+        raise ValueError(f"ingest format {fmt.name!r} is registered twice")
+    ordered = sorted([*FORMATS.values(), fmt], key=lambda f: f.priority)  # stable: registration order within one
+    FORMATS.clear()
+    FORMATS.update((f.name, f) for f in ordered)
+    return fmt
+
+
+def ingestible() -> tuple[str, ...]:
+    """The formats whose rows go into the tidy tables: fio's JSON and every format with a parser."""
+    return tuple(name for name, f in FORMATS.items() if f.parse is not None or name == FIO)
+
+
+def format_of(name: str, path: str) -> Format:
+    """The registered format called ``name``.
+
+    Raises
+    ------
+    IngestError
+        No format of that name: the message names it and the formats known.
+    """
+    fmt = FORMATS.get(name)
+    if fmt is None:
+        raise IngestError(f"unknown ingest format {name!r}; the formats known are {list(FORMATS)}", path=path)
+    return fmt
 
 _BOMS = (
     (b"\xff\xfe\x00\x00", "utf-32-le"),
@@ -160,12 +244,12 @@ def _sniff_text(data: bytes) -> str:
 
 
 def detect_format(data: bytes) -> str | None:
-    """Which tool wrote ``data``, from its content.
+    """Which tool wrote ``data``, from its content: the first of :data:`FORMATS` that recognises it.
 
     Returns
     -------
     str or None
-        One of :data:`FORMATS`, or ``None`` when the content is none of them:
+        A name of :data:`FORMATS`, or ``None`` when the content is none of them. The built-in ones:
 
         ``"fio"``
             fio JSON (a ``{`` first, or ``"fio version"``/``"jobs"`` keys in the head);
@@ -183,36 +267,19 @@ def detect_format(data: bytes) -> str | None:
         ``"iometer-icf"``
             an Iometer configuration file (``'TEST SETUP``), not results.
     """
-    text = _sniff_text(data)
-    stripped = text.lstrip()
-    if not stripped:
+    text = _sniff_text(data).lstrip()
+    if not text:
         return None
-    if stripped[0] == "{" or '"fio version"' in stripped[:4096] or ('"jobs"' in stripped[:4096]
-                                                                     and '"jobname"' in stripped):
-        return "fio"
-    if stripped[0] == "<":
-        head = stripped[:4096]
-        if "<Results" in head:
-            return "diskspd-xml"
-        return None
-    if "'TEST SETUP" in stripped[:4096] and "'ACCESS SPECIFICATIONS" in stripped.upper():
-        return "iometer-icf"
-    unquoted = stripped.lstrip('"')  # a spreadsheet re-save quotes every field
-    if unquoted.startswith("'Test Type") or ("'Results" in stripped and "'Target Type" in stripped
-                                             and "Target Name" in stripped):
-        if _INSTANT_HEADER.search(stripped):  # PrepareInstantaneousFile prefixes the header with TimeStamp
-            return "iometer-instantaneous"
-        return "iometer"
-    if "Results for job" in stripped and ("System info:" in stripped or "test time:" in stripped):
-        return "diskspd-linux"
-    markers = ("Input parameters:", "Results for timespan", "actual test time:")
-    if any(m in stripped for m in markers) and ("thread |" in stripped or "timespan:" in stripped
-                                                or "actual test time:" in stripped):
-        return "diskspd-text"
-    return None
+    return next((name for name, fmt in FORMATS.items() if fmt.detect(text)), None)
 
 
-_INSTANT_HEADER = re.compile(r"^[\"']*TimeStamp[\"']*,[\"']*'?Target Type", re.M | re.I)
+def _is_fio(text: str) -> bool:
+    return text[0] == "{" or '"fio version"' in text[:4096] or ('"jobs"' in text[:4096] and '"jobname"' in text)
+
+
+register(Format(FIO, _is_fio, fixtures="fio", priority=0))
+
+
 _DEFAULT_INT = {"repetition": 0, "job_index": 0, "error": 0}
 
 
@@ -271,34 +338,25 @@ class LoadgenRows:
 
 
 def refuse_format(fmt: str, path: str) -> NoReturn:
-    """Raise why a file of format ``fmt`` is not ingested (the one wording of those reasons).
+    """Raise why a file of format ``fmt`` is not ingested (its registered :attr:`Format.refusal`).
 
     Parameters
     ----------
     fmt : str
-        :func:`detect_format` of the file, one that is not in :data:`INGESTIBLE`.
+        :func:`detect_format` of the file, one without a parser (DiskSPD for Linux, an Iometer ``.icf``).
     path : str
         The file's path (named in the error).
 
     Raises
     ------
     IngestError
-        Always: DiskSPD for Linux, Iometer's instantaneous file and an ``.icf`` configuration say
-        why; any other format names the ingestible ones.
+        Always: the format's refusal; for a name that is not registered, that name and the formats known;
+        for an ingestible format, the ingestible ones.
     """
-    if fmt == "diskspd-linux":
-        raise IngestError(
-            "DiskSPD for Linux text output (microsoft/diskspd-for-linux) is not ingested: it divides IOPS and "
-            "MB/s by the configured duration, not a measured time, and its 'Total' latency column "
-            "over-counts with more than one target (src/result_formatter.cc)", path=path)
-    if fmt == "iometer-instantaneous":
-        raise IngestError(
-            "an Iometer 'last update' (instantaneous) file, not a results file: its rows are per-interval "
-            "snapshots at default stream precision; ingest the results CSV written by /r", path=path)
-    if fmt == "iometer-icf":
-        raise IngestError("an Iometer configuration (.icf), not results; "
-                          "`storagebench translate icf` turns it into a study", path=path)
-    raise IngestError(f"format must be one of {list(INGESTIBLE)}, got {fmt!r}", path=path)
+    refusal = format_of(fmt, path).refusal
+    if refusal:
+        raise IngestError(refusal, path=path)
+    raise IngestError(f"format must be one of {list(ingestible())} here, got {fmt!r}", path=path)
 
 
 _RUN_COLUMNS = {c.name: c for c in schema.RUNS}

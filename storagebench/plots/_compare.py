@@ -57,7 +57,7 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
 
     Parameters
     ----------
-    comparison : storagebench.stats.ComparisonTable or pandas.DataFrame
+    comparison : storagebench.stats.comparison.ComparisonTable or pandas.DataFrame
         A result of :func:`storagebench.stats.compare` (its ``to_frame()`` is used), or one
         row per group with the ratio and its CI bounds.
     group : str or sequence of str, optional
@@ -323,7 +323,7 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
 
     Parameters
     ----------
-    ct : storagebench.stats.CrossTool
+    ct : storagebench.stats.crosstool.CrossTool
         From :func:`storagebench.stats.cross_tool`; its ``pairs`` are drawn, and its ``agreement``
         settings (log ratios or differences, confidence) are used.
     per_group : bool

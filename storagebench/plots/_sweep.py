@@ -27,7 +27,8 @@ from .._checks import need_columns, one_of
 from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import SchemaError
 from ..schema import DIRECTIONS
-from ..stats import attach_factors, per_point, point_percentiles
+from ..stats import per_point, point_percentiles
+from ..stats.points import attach_factors
 from ..tables import METRICS, display_metric
 from ._style import DPI, factor_label, house_style, new_ax
 
@@ -214,12 +215,12 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     runs : pandas.DataFrame
         Tidy ``runs`` table.
     knee : mapping or object, optional
-        The chosen operating point, e.g. the :class:`storagebench.stats.Recommendation` of
+        The chosen operating point, e.g. the :class:`storagebench.stats.saturation.Recommendation` of
         :func:`storagebench.stats.recommend_parameters`: anything with ``numjobs`` and ``iodepth``
         keys/attributes (the ``hue``/``order`` columns), or with ``iops`` and ``lat_mean_ns`` (or
         ``latency_ms``) to mark a point directly. A Recommendation is marked "recommended" on the mean
         (and, with ``histograms``, on the tail) line, and its knees
-        (:attr:`storagebench.stats.Recommendation.knees`) of the mean latency and of the tail are marked
+        (:attr:`storagebench.stats.saturation.Recommendation.knees`) of the mean latency and of the tail are marked
         on their lines. ``None`` marks nothing.
     latency : str
         A latency name from :data:`storagebench.tables.METRICS` (``"lat_mean_ms"``, ``"clat_mean_ms"``).

@@ -1,7 +1,11 @@
 """Statistics a reviewer would accept: every estimate with its CI, its n and its method.
 
-The public names are this package's ``__all__``, imported below from its modules; the modules declare
-no ``__all__`` of their own (one list of the surface, not two).
+The public names are this package's ``__all__``: the functions a write-up calls, at most 40 (a test keeps
+the count). Everything else -- result types (:class:`~storagebench.stats.comparison.ComparisonTable`,
+:class:`~storagebench.stats.drift.Drift` ...), constants and the less common helpers -- stays reachable from
+its module (``storagebench.stats.equivalence.tost_sample_size``). The modules declare no ``__all__`` of
+their own, and none is hidden by a function of the same name (``stats.compare`` is the function,
+``stats.comparison`` its module).
 
 Modules, one per concept:
 
@@ -9,11 +13,11 @@ Modules, one per concept:
     The estimand of every comparison: :func:`ratio_ci` gives the ratio other/baseline, its CI and the
     p-value of ratio = 1 from one statistic (default: ratio of geometric means, Welch / paired t on the
     log scale; Fieller's ratio of arithmetic means only by name), :func:`ratio_tost`, :func:`hedges_g`.
-``compare``
+``comparison``
     :func:`compare` two (or more) levels of a factor with a baseline, per group: the experimental unit
     (``unit``, ``pair_on``), keys that are not replicates (``blocks``, ``factors``), the estimand, an
     optional BCa CI (n >= 10), rank tests, Holm/BH adjustment over the family, optional TOST.
-``verdict``
+``verdicts``
     :func:`verdict`: plain-words verdicts naming estimand, CI, n, experimental unit, family and alpha;
     :func:`verdict_findings` (a sentence per row), :func:`verdict_summary` (a sentence per table or per
     level, groups sorted by verdict), :func:`methods_table` (what each comparison did);
@@ -61,181 +65,42 @@ Modules, one per concept:
 
 from __future__ import annotations
 
-from ..tables import metric_words
-from .agreement import Agreement, bland_altman
-from .claims import (
-    CLAIM_VERDICTS,
-    ParameterClaim,
-    RatioClaim,
-    claim_checks,
-    claim_findings,
-    claim_verdicts,
-    parameter_claim_verdicts,
-)
-from .compare import (
-    ADJUST_METHODS,
-    Comparison,
-    ComparisonTable,
-    Design,
-    adjust_pvalues,
-    compare,
-    summary_table,
-)
-from .crosstool import (
-    CONFIG_COLUMNS,
-    CrossTool,
-    cross_tool,
-    cross_tool_findings,
-    cross_tool_table,
-    tool_littles_law,
-)
-from .drift import Drift, drift_check
-from .equivalence import (
-    Equivalence,
-    Estimate,
-    PlanningCV,
-    SamplePlan,
-    cv_upper_bound,
-    mean_ci,
-    pilot_cv,
-    tost,
-    tost_plan,
-    tost_power,
-    tost_sample_size,
-)
-from .models import MixedModel, Model, fit_mixed, fit_model
-from .points import (
-    POINT_METHODS,
-    PointEstimates,
-    SpreadCheck,
-    attach_factors,
-    per_point,
-    point_estimates,
-    point_means,
-    point_percentiles,
-    point_table,
-)
-from .ratio import ESTIMANDS, RatioCI, fieller_ratio_ci, hedges_g, ratio_ci, ratio_tost
-from .regime import CACHE_CAVEAT, ROTATIONAL_FLOOR_NS, cache_caveats
+from .agreement import bland_altman
+from .claims import claim_checks, claim_findings, claim_verdicts, parameter_claim_verdicts
+from .comparison import compare
+from .crosstool import cross_tool, cross_tool_findings, cross_tool_table, tool_littles_law
+from .drift import drift_check
+from .equivalence import mean_ci, pilot_cv, tost, tost_plan
+from .models import fit_mixed, fit_model
+from .points import per_point, point_estimates, point_means, point_percentiles, point_table
+from .ratio import ratio_ci
+from .regime import cache_caveats
 from .saturation import (
-    Knee,
-    QosResult,
-    Recommendation,
-    find_knee,
-    improvement_pct,
     littles_law,
     littles_law_summary,
     littles_law_table,
-    normalize,
     per_run,
     qos_max_load,
     recommend_parameters,
 )
-from .steady import FioSteadyState, SteadyState, fio_steadystate, steady_state, steady_state_timeseries
-from .sweep import (
-    SweepPoint,
-    SweepSummary,
-    half_revolution_ms,
-    rotational_findings,
-    sweep_summary,
-)
-from .variance import VarianceComponents, variance_components
-from .verdict import (
-    interaction,
-    methods_table,
-    verdict,
-    verdict_findings,
-    verdict_summary,
-    verdict_words,
-)
+from .steady import steady_state, steady_state_timeseries
+from .sweep import rotational_findings, sweep_summary
+from .variance import variance_components
+from .verdicts import interaction, methods_table, verdict, verdict_findings, verdict_summary
 
 __all__ = [
-    "Agreement",
-    "bland_altman",
-    "CONFIG_COLUMNS",
-    "CrossTool",
-    "cross_tool",
-    "cross_tool_findings",
-    "cross_tool_table",
-    "metric_words",
-    "tool_littles_law",
-    "ADJUST_METHODS",
-    "Comparison",
-    "ComparisonTable",
-    "Design",
-    "ESTIMANDS",
-    "RatioCI",
-    "adjust_pvalues",
-    "compare",
-    "fieller_ratio_ci",
-    "hedges_g",
-    "ratio_ci",
-    "ratio_tost",
-    "summary_table",
-    "Drift",
-    "drift_check",
-    "CACHE_CAVEAT",
-    "ROTATIONAL_FLOOR_NS",
+    # comparisons and their verdicts
+    "compare", "ratio_ci", "verdict", "verdict_findings", "verdict_summary", "interaction", "methods_table",
+    # two tools, two methods, a source's claims
+    "cross_tool", "cross_tool_table", "cross_tool_findings", "tool_littles_law", "bland_altman",
+    "claim_checks", "claim_verdicts", "claim_findings", "parameter_claim_verdicts",
+    # equivalence and planning
+    "tost", "tost_plan", "pilot_cv", "mean_ci",
+    # variance, models, steady state, drift, the device's regime
+    "variance_components", "fit_model", "fit_mixed", "steady_state", "steady_state_timeseries", "drift_check",
     "cache_caveats",
-    "Equivalence",
-    "Estimate",
-    "PlanningCV",
-    "SamplePlan",
-    "cv_upper_bound",
-    "mean_ci",
-    "pilot_cv",
-    "tost",
-    "tost_plan",
-    "tost_power",
-    "tost_sample_size",
-    "VarianceComponents",
-    "variance_components",
-    "MixedModel",
-    "Model",
-    "fit_mixed",
-    "fit_model",
-    "Knee",
-    "QosResult",
-    "Recommendation",
-    "find_knee",
-    "improvement_pct",
-    "littles_law",
-    "littles_law_summary",
-    "littles_law_table",
-    "normalize",
-    "per_run",
-    "qos_max_load",
-    "recommend_parameters",
-    "FioSteadyState",
-    "SteadyState",
-    "fio_steadystate",
-    "steady_state",
-    "steady_state_timeseries",
-    "attach_factors",
-    "POINT_METHODS",
-    "PointEstimates",
-    "SpreadCheck",
-    "point_estimates",
-    "point_means",
-    "point_percentiles",
-    "per_point",
-    "point_table",
-    "SweepPoint",
-    "SweepSummary",
-    "sweep_summary",
-    "half_revolution_ms",
-    "rotational_findings",
-    "interaction",
-    "verdict",
-    "verdict_findings",
-    "verdict_summary",
-    "verdict_words",
-    "methods_table",
-    "CLAIM_VERDICTS",
-    "ParameterClaim",
-    "RatioClaim",
-    "claim_checks",
-    "claim_findings",
-    "claim_verdicts",
-    "parameter_claim_verdicts",
+    # a sweep: its points, its summary, its saturation
+    "per_run", "point_estimates", "point_means", "point_percentiles", "per_point", "point_table",
+    "sweep_summary", "rotational_findings", "littles_law", "littles_law_table", "littles_law_summary",
+    "recommend_parameters", "qos_max_load",
 ]

@@ -11,7 +11,7 @@ its transcription (``data/published/<name>.yaml``, key ``claim_checks``, read by
 * a **parameter claim** (:class:`ParameterClaim`): "these numjobs and iodepth give the highest
   performance", checked against the plateau of the sweep (:func:`~storagebench.stats.recommend_parameters`).
 
-:func:`claim_verdicts` applies the verdict rule of :mod:`storagebench.stats.verdict` (a direction only
+:func:`claim_verdicts` applies the verdict rule of :mod:`storagebench.stats.verdicts` (a direction only
 where the family-adjusted p < alpha and the CI lies on that side) to every group a ratio claim covers and
 combines them; :func:`parameter_claim_verdicts` does the same for a parameter claim per tool;
 :func:`claim_findings` writes the sentences.
@@ -30,10 +30,10 @@ import pandas as pd
 from ..errors import StatsError
 from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ._common import as_list
-from .compare import ComparisonTable
+from .comparison import ComparisonTable
 from .ratio import ESTIMANDS
 from .saturation import recommend_parameters
-from .verdict import verdict
+from .verdicts import verdict
 
 #: The verdicts a claim can get.
 CLAIM_VERDICTS = ("holds", "holds loosely", "contradicted", "not shown", "no verdict")

@@ -33,9 +33,9 @@ from ..schema import RUNS
 from ..tables import metric_words
 from ._common import as_list, require_columns
 from .agreement import bland_altman
-from .compare import ComparisonTable, compare
+from .comparison import ComparisonTable, compare
 from .saturation import littles_law, per_run
-from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
+from .verdicts import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
 #: The fio factor columns of ``runs`` that make two runs "the same configuration".
 CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
@@ -486,7 +486,7 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
     Notes
     -----
     Bland & Altman (1986), Lancet 327:307 (bias and limits of agreement; on log ratios for measures whose
-    differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdict`.
+    differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdicts`.
     """
     _check_ct(ct)
     unit = unit or ct.unit

@@ -352,7 +352,7 @@ def pilot_cv(pilot, *, confidence: float = 0.8) -> PlanningCV:
     pilot : array-like, sequence of array-like, VarianceComponents or sequence of them
         One arm of replicate values (> 0; ``df = n - 1``); several arms, e.g. ``[baseline, other]``
         (the log variance pooled over arms, ``df = sum(n_i - 1)``); for paired plans, the per-pair ratios
-        as one arm; or :class:`~storagebench.stats.VarianceComponents` of the pilot (one per arm), whose
+        as one arm; or :class:`~storagebench.stats.variance.VarianceComponents` of the pilot (one per arm), whose
         highest level is the experimental unit: its ``S^2`` (the variance of the unit means with the pilot's
         repetitions below, Kalibera & Jones 2013) over the squared grand mean gives the CV and
         ``df = r - 1`` with ``r`` the units measured (pooled over arms as ``log(1 + CV^2)``). The plan's

@@ -584,7 +584,7 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     pandas.DataFrame
         One row per point: the ``by`` columns, ``n`` (runs), and per metric ``<metric>`` (geometric mean,
         display unit), ``<metric>_ci_low``, ``<metric>_ci_high`` (equal to the estimate where there is no
-        CI). ``attrs["checks"]``: per metric the :class:`storagebench.stats.SpreadCheck` (method used).
+        CI). ``attrs["checks"]``: per metric the :class:`storagebench.stats.points.SpreadCheck` (method used).
 
     Raises
     ------

@@ -1,6 +1,6 @@
 """The ratio of two configurations, its CI and its p-value on ONE scale: the estimand of every comparison.
 
-Vocabulary (used by :func:`storagebench.stats.compare`, :func:`storagebench.stats.normalize` and
+Vocabulary (used by :func:`storagebench.stats.compare`, :func:`storagebench.stats.saturation.normalize` and
 :func:`storagebench.stats.verdict`):
 
 *estimand*

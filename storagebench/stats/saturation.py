@@ -16,7 +16,7 @@ from ..errors import StatsError
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
 from ._common import as_list, check_confidence, require_columns, require_positive_finite
-from .compare import ComparisonTable
+from .comparison import ComparisonTable
 from .points import point_estimates, point_percentiles
 from .ratio import check_estimand, ratio_ci
 

@@ -358,7 +358,7 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         Share of the best admissible point that counts as saturated
         (:func:`storagebench.stats.recommend_parameters`).
     method : str
-        CI method (:data:`storagebench.stats.POINT_METHODS`; default ``auto``).
+        CI method (:data:`storagebench.stats.points.POINT_METHODS`; default ``auto``).
 
     Returns
     -------

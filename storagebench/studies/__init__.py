@@ -27,6 +27,18 @@ The protocol: a study module defines
     Raises :class:`~storagebench.errors.StatsError` for parameter values ``analyse`` would refuse, so that
     they are refused before anything is built or measured.
 
+The kit: everything a study module needs from storagebench is imported from this package
+(``from storagebench.studies import SetUp, StudyData, compare_arms, ...``: the first names of ``__all__``), never
+from a private module, so a study found on ``STORAGEBENCH_STUDY_PATH`` or by an entry point is written
+like the built-in ones: :class:`SetUp` (what ``testbed`` yields), :class:`SetUpUnit` and :class:`Study`
+(its arguments), :class:`StudyData` (what ``analyse`` gets), :class:`TestbedResult` and :class:`Finding`
+(what it returns), and the shared analysis: :func:`compare_arms` (the set-up as the experimental unit),
+:func:`unit_values`, :func:`tost_plans`, :func:`setup_variance`, :func:`finish` (the findings every
+write-up carries), :func:`ratio_figure`, :func:`conf_text`, :func:`plain_log_axis`, :func:`loop_size` and
+:func:`region_bytes`. The devices come from :mod:`storagebench.testbed`, the statistics from
+:mod:`storagebench.stats`. Study modules import nothing of each other (an import-linter contract covers
+every module of this package by wildcard).
+
 The spec, ``<name>.yaml``, sits beside the module or in ``data/studies/`` of the source tree; its
 ``test_factors``/``test_settings`` give the quick variant (``--quick``).
 
@@ -65,17 +77,34 @@ from .._store import StudyStore
 from .._study import SetUpUnit, Study, load_study
 from ..errors import StatsError, StudyError
 from ..records import TestbedRecord
-from ._base import Finding, StudyData, TestbedResult, check_study_name, load_data, region_bytes
+from ._base import (
+    Finding,
+    StudyData,
+    TestbedResult,
+    check_study_name,
+    compare_arms,
+    conf_text,
+    finish,
+    load_data,
+    loop_size,
+    plain_log_axis,
+    ratio_figure,
+    region_bytes,
+    setup_variance,
+    tost_plans,
+    unit_values,
+)
 
 __all__ = [
+    # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
+    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "Finding", "compare_arms", "unit_values",
+    "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
+    "region_bytes",
+    # the registry
     "SPEC_DIR",
     "NOTEBOOK",
     "STUDY_PATH_ENV",
     "ENTRY_POINT_GROUP",
-    "Finding",
-    "SetUp",
-    "StudyData",
-    "TestbedResult",
     "TestbedStudy",
     "TestbedOutcome",
     "names",

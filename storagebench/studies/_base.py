@@ -207,7 +207,7 @@ class TestbedResult:
         Level of every CI; ``alpha = 1 - confidence`` for every test.
     unit : str
         The experimental unit in words.
-    drift : storagebench.stats.Drift
+    drift : storagebench.stats.drift.Drift
     runs, runs_not_steady, runs_cache_not_medium : int
         Runs analysed, runs the SNIA PTS window did not find steady (or too short to test), runs
         with a "cache, not medium" caveat.
@@ -225,7 +225,7 @@ class TestbedResult:
     figures: Mapping[str, Callable[[], Any]]
     confidence: float
     unit: str
-    drift: stats.Drift | None
+    drift: stats.drift.Drift | None
     runs: int
     runs_not_steady: int
     runs_cache_not_medium: int
@@ -274,7 +274,7 @@ class TestbedResult:
         return out.reset_index(drop=True)
 
     def verdict_table(self, digits: int = 3):
-        """The verdict table for a reader (:func:`storagebench.display.table`): the study's keys in their display
+        """The verdict table for a reader (:func:`storagebench.tables.table`): the study's keys in their display
         units, ``level``, the metric in words, the ratio with its CI in one column, ``n``, ``p_adjusted``,
         ``verdict`` and the flagged-run counts; no index column.
 
@@ -533,7 +533,7 @@ def unit_values(data: StudyData, metric: str, keys: Sequence[str]) -> pd.DataFra
 
 def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by: str | Sequence[str] | None = None,
                  up: str = "higher", down: str = "lower", confidence: float = 0.95, adjust: str = "holm",
-                 margin: float | None = None) -> tuple[stats.ComparisonTable, pd.DataFrame, list[Finding]]:
+                 margin: float | None = None) -> tuple[stats.comparison.ComparisonTable, pd.DataFrame, list[Finding]]:
     """Compare the arms of ``factor`` with the set-up as the experimental unit, and say what it shows.
 
     :func:`storagebench.stats.compare` on the per-run table with ``unit="setup"`` (several set-ups) and
@@ -709,7 +709,7 @@ def _pct(x: float) -> str:
 
 
 def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = 0.95) -> tuple[
-        stats.Drift | None, list[Finding], tuple[str, ...]]:
+        stats.drift.Drift | None, list[Finding], tuple[str, ...]]:
     """The drift check, the steady-state count and the cache caveats of a study, as findings.
 
     Returns
@@ -757,16 +757,16 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
             lat = g["clat_mean_ns"] / 1e3
             paths = sorted(p for p in g["target_device"].unique() if p)
             on = ", ".join(paths) if 0 < len(paths) <= 3 else f"{len(paths)} devices"
-            text = (f"{stats.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
+            text = (f"{stats.regime.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
                     f"{on}, which sysfs calls rotational"
                     + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
                     + f", completed I/Os in {_range_text(lat.min(), lat.max())} µs on average: a rotating medium "
-                    f"needs milliseconds per I/O (below {stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
+                    f"needs milliseconds per I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
                     "these runs measured a cache, not the medium.")
             caveats.append(text)
             out.append(Finding(sentence=text, estimate=float(g["clat_mean_ns"].median()), n=f"{len(g)} runs",
                                unit="run", method=f"stats.cache_caveats (rotational device, mean clat < "
-                                                  f"{stats.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", kind="caveat"))
+                                                  f"{stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", kind="caveat"))
     return drift, out, tuple(caveats)
 
 
@@ -878,7 +878,7 @@ def _short_name(column: str) -> str:
     return column
 
 
-def drift_figure(drift: stats.Drift):
+def drift_figure(drift: stats.drift.Drift):
     """Residuals (log scale, from the cell means) against the run order, with the fitted common slope.
 
     Returns

@@ -16,12 +16,13 @@ import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplo
 import numpy as np
 import pandas as pd
 
-from .. import testbed as tb
-from .._histogram import merge_histograms, percentiles_from_bins
-from .._runner import SetUp
-from .._study import SetUpUnit, Study
-from ..errors import StudyError
-from ._base import (
+from storagebench import testbed as tb
+from storagebench._histogram import merge_histograms, percentiles_from_bins
+from storagebench.errors import StudyError
+from storagebench.studies import (  # the kit for study authors
+    SetUp,
+    SetUpUnit,
+    Study,
     StudyData,
     TestbedResult,
     compare_arms,

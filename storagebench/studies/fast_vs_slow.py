@@ -18,13 +18,14 @@ from collections.abc import Iterator
 import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import pandas as pd
 
-from .. import stats
-from .. import testbed as tb
-from .._runner import SetUp
-from .._study import SetUpUnit, Study
-from ..errors import StatsError, TestbedError
-from ._base import (
+from storagebench import stats
+from storagebench import testbed as tb
+from storagebench.errors import StatsError, TestbedError
+from storagebench.studies import (  # the kit for study authors
     Finding,
+    SetUp,
+    SetUpUnit,
+    Study,
     StudyData,
     TestbedResult,
     compare_arms,
@@ -98,7 +99,7 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
     TestbedResult
         ``verdicts``: per load the verdict row fast/slow plus ``outstanding_ios``, ``improvement_pct`` with
         its CI; ``tables``: ``scores`` (set-up IOPS normalised to the slow device at its lowest load,
-        :func:`storagebench.stats.normalize`, with the p99 per load and device and whether it meets the
+        :func:`storagebench.stats.saturation.normalize`, with the p99 per load and device and whether it meets the
         limit), ``qos`` (per device the highest load meeting the limit, by the mean and by the upper CI
         bound; :func:`storagebench.stats.qos_max_load`), ``units``.
 
@@ -121,7 +122,7 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
     units["outstanding_ios"] = units[LOAD].map(order).astype(int)
     p99 = unit_values(data, "clat_p99_ns", [ARM, LOAD]).rename(columns={"clat_p99_ns": "clat_p99_ns_unit"})
     lowest = int(order.iloc[0])
-    scores = stats.normalize(units, "iops", f"{ARM} == '{BASELINE}' and outstanding_ios == {lowest}",
+    scores = stats.saturation.normalize(units, "iops", f"{ARM} == '{BASELINE}' and outstanding_ios == {lowest}",
                              by=[ARM, "outstanding_ios"], confidence=confidence)
     scores[LOAD] = scores["outstanding_ios"].map({int(x): k for k, x in order.items()})
     qos_rows, lat = [], []

@@ -19,13 +19,14 @@ from collections.abc import Iterator
 import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplot
 import numpy as np
 
-from .. import testbed as tb
-from .._runner import SetUp
-from .._study import SetUpUnit, Study
-from ..errors import StatsError
-from ..findings import fmt_number
-from ._base import (
+from storagebench import testbed as tb
+from storagebench.errors import StatsError
+from storagebench.findings import fmt_number
+from storagebench.studies import (  # the kit for study authors
     Finding,
+    SetUp,
+    SetUpUnit,
+    Study,
     StudyData,
     TestbedResult,
     compare_arms,

@@ -17,10 +17,11 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from .. import testbed as tb
-from .._runner import SetUp
-from .._study import SetUpUnit, Study
-from ._base import (
+from storagebench import testbed as tb
+from storagebench.studies import (  # the kit for study authors
+    SetUp,
+    SetUpUnit,
+    Study,
     StudyData,
     TestbedResult,
     compare_arms,

@@ -157,7 +157,7 @@ class Comparison:
         Rank test p: Mann-Whitney U (independent) or Wilcoxon signed-rank (paired); a separate test.
     effect_size : float
         On the estimand's scale (log values for the geometric estimand): Hedges' g (independent) or
-        Hedges' g_z of the paired differences (paired; Lakens 2013), :func:`~storagebench.stats.hedges_g`.
+        Hedges' g_z of the paired differences (paired; Lakens 2013), :func:`~storagebench.stats.ratio.hedges_g`.
     margin, p_equivalence, equivalent : float or None, float, bool or None
         Equivalence margin (fraction or ratio bounds), TOST p on the estimand's scale and whether
         ``p_equivalence < 1 - confidence``; ``equivalent`` is None when no margin was asked or TOST was

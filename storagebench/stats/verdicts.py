@@ -22,7 +22,7 @@ from ..errors import StatsError
 from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..tables import metric_words, value_text
 from ._common import as_list, key_tuple, require_columns, require_positive_finite
-from .compare import Comparison, ComparisonTable, compare
+from .comparison import Comparison, ComparisonTable, compare
 from .ratio import ESTIMANDS
 
 #: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
@@ -350,7 +350,7 @@ def methods_table(tables: Mapping[str, ComparisonTable], *, units: Mapping[str, 
     -------
     pandas.DataFrame
         Columns ``analysis``, ``compared`` (metric, levels), ``estimand``, ``experimental unit``, ``n`` (pairs
-        or units per arm, "12" or "3-5"), ``design`` (:class:`~storagebench.stats.compare.Design` in words),
+        or units per arm, "12" or "3-5"), ``design`` (:class:`~storagebench.stats.comparison.Design` in words),
         ``family`` (what was adjusted together), ``confidence``, ``alpha`` and ``method`` (the test, with
         its sources).
 

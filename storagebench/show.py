@@ -1,10 +1,10 @@
-"""What a write-up shows: tables a reader can use, numbered figures with captions, collapsed detail.
+"""What a write-up shows: numbered figures with captions, collapsed detail, text through the HTML gate.
 
-Three helpers, used by the notebooks and by :class:`storagebench.stats.ComparisonTable`:
+Notebooks import it as ``from storagebench import show`` (the module was ``storagebench.display``, which
+clashed with IPython's ``display``; ``from storagebench import display`` still works, with a
+DeprecationWarning). Tables a reader can use are :func:`storagebench.tables.table` (their one home).
 
-* :func:`table` -- a pandas ``Styler`` of a result table: units in the headers, tidy columns in their
-  display unit (ns -> ms, bytes/s -> MB/s or MiB/s, bs in KiB), ``digits`` significant digits, p-values
-  formatted (``< 1e-06``), an estimate and its CI bounds merged into one column, no index column.
+* :func:`html` / :func:`markdown` -- text with outside values, escaped by the HTML gate (:mod:`storagebench._html`);
 * :func:`show_figure` -- shows a matplotlib figure as a numbered ``<figure>`` (SVG by default, or PNG at
   >= 200 dpi) with its caption and provenance in the HTML, not in the bitmap, and alt text that says what
   the figure shows.
@@ -31,14 +31,11 @@ from ._html import Markup
 from ._html import html as _gate_html
 from ._html import markdown as _gate_markdown
 from .errors import PublishError
-from .tables import P_COLUMNS, column_display, table
+from .tables import table as _table
 
 __all__ = [
     "html",
     "markdown",
-    "P_COLUMNS",
-    "column_display",
-    "table",
     "Collapsed",
     "collapsed",
     "FigureHTML",
@@ -52,7 +49,7 @@ FIGURE_DPI = 200
 def _html_of(obj: Any) -> str:
     """HTML of a part of a write-up. A ``str`` is *text* (escaped, shown as it reads); HTML is
     :class:`markupsafe.Markup` made by :func:`html` (storagebench's own markup with escaped values), a Styler
-    (:func:`table`), a DataFrame or an object with ``_repr_html_``."""
+    (:func:`storagebench.tables.table`), a DataFrame or an object with ``_repr_html_``."""
     if isinstance(obj, Markup):
         return str(obj)
     if isinstance(obj, str):
@@ -60,7 +57,7 @@ def _html_of(obj: Any) -> str:
     if hasattr(obj, "to_html") and hasattr(obj, "hide"):  # a Styler
         return obj.to_html()
     if isinstance(obj, pd.DataFrame):
-        return table(obj).to_html()
+        return _table(obj).to_html()
     if hasattr(obj, "_repr_html_"):
         return obj._repr_html_()
     return str(html("<pre>{}</pre>", obj))
@@ -142,7 +139,7 @@ def collapsed(summary: str, *parts: Any) -> Collapsed:
     summary : str
         The one line shown (e.g. "All 36 runs of the Little's-law check (none flagged)").
     *parts
-        DataFrames (formatted with :func:`table`), Stylers, HTML strings or objects with ``_repr_html_``.
+        DataFrames (formatted with :func:`storagebench.tables.table`), Stylers, HTML strings or objects with ``_repr_html_``.
     """
     if not summary:
         raise PublishError("collapsed() needs a summary line")

@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 
-from storagebench import display, plots, stats
+from storagebench import plots, show, stats
 from storagebench.errors import PublishError
 from storagebench.findings import MIME_TYPE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from storagebench.ingest import ingest_study
 from storagebench.publish import study_provenance
 from storagebench.stats import sweep_summary
+from storagebench.tables import column_display, table
 
 STUDY = FIXTURES / "study_demo"
 
@@ -61,7 +62,7 @@ def test_sweep_findings_come_from_the_results(tables):
 def test_table_units_digits_p_values_and_no_index(tables):
     runs, hist = tables
     pts = sweep_summary(runs, hist).points.set_index(["numjobs", "iodepth"])
-    styled = display.table(pts)
+    styled = table(pts)
     frame = styled.data
     heads = list(frame.columns)
     assert heads[:3] == ["numjobs", "iodepth", "n"]  # the index became columns
@@ -77,12 +78,12 @@ def test_table_units_digits_p_values_and_no_index(tables):
     df = pd.DataFrame({"x": [1.0, 2.0], "x_ci_low": [0.5, 1.5], "x_ci_high": [1.5, 2.5], "y": [3.0, 4.0],
                        "y_ci_low": [2.0, 3.0], "y_ci_high": [4.0, 5.0], "p_adjusted": [8.25e-230, 0.3873],
                        "flagged": [True, False]})
-    out = display.table(df)
+    out = table(df)
     assert list(out.data.columns) == ["x", "x: 95% CI", "y", "y: 95% CI", "p_adjusted", "flagged"]
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", out.to_html())
     assert "&lt; 1e-06" in cells and "0.387" in cells and "yes" in cells and "1.50\u00a0–\u00a02.50" in cells
     with pytest.raises(PublishError, match="pandas DataFrame"):
-        display.table([1, 2])
+        table([1, 2])
 
 
 def test_table_of_one_metric_per_tool_and_limits_of_agreement():
@@ -93,24 +94,24 @@ def test_table_of_one_metric_per_tool_and_limits_of_agreement():
     ct = cross_tool(load_published("vsan_qd_threads"), tool_col="source_tool", baseline="DiskSPD",
                     metric="lat_mean_ns")
     tab = cross_tool_table(ct)
-    out = display.table(tab)
+    out = table(tab)
     heads = list(out.data.columns)
     assert heads[:3] == ["configurations", "DiskSPD mean latency, lat (ms)", "FIO mean latency, lat (ms)"]
     assert "lower LoA" in heads and "lower LoA: 95% CI" in heads and "upper LoA: 95% CI" in heads
     assert out.data["DiskSPD mean latency, lat (ms)"].iloc[0] == pytest.approx(tab["DiskSPD lat_mean_ns"].iloc[0] / 1e6)
-    assert display.column_display("FIO iops") == ("FIO IOPS (1/s)", 1.0)
-    assert display.column_display("DiskSPD my thing") == ("DiskSPD my thing", 1.0)  # not a tidy column: as is
+    assert column_display("FIO iops") == ("FIO IOPS (1/s)", 1.0)
+    assert column_display("DiskSPD my thing") == ("DiskSPD my thing", 1.0)  # not a tidy column: as is
 
 
 def test_figure_is_vector_numbered_and_described(tables):
     runs, hist = tables
     ax = plots.clat_cdf(hist, runs=runs, by="iodepth", where={"numjobs": 2})
-    fig = display.figure_html(ax, "Latency percentiles.", provenance="study demo", number=7)
+    fig = show.figure_html(ax, "Latency percentiles.", provenance="study demo", number=7)
     assert fig.mime == "image/svg+xml" and fig.data.lstrip().startswith(b"<?xml") and fig.width_px > 500
     page = fig._repr_html_()
     assert '<span class="sb-fignum">Figure 7.</span> Latency percentiles.' in page and "Data: study demo" in page
     assert "against completion latency" in fig.alt and "iodepth: 1, 4, 16" in fig.alt
-    png = display.figure_html(ax, "Same, raster.", fmt="png", dpi=200, number=8)
+    png = show.figure_html(ax, "Same, raster.", fmt="png", dpi=200, number=8)
     raw = png.data
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     import io
@@ -123,7 +124,7 @@ def test_figure_is_vector_numbered_and_described(tables):
     for bad, msg in (({"caption": ""}, "needs a caption"), ({"caption": "x", "dpi": 110}, "dpi must be"),
                      ({"caption": "x", "fmt": "gif"}, "fmt must be")):
         with pytest.raises(PublishError, match=msg):
-            display.figure_html(ax, **bad)
+            show.figure_html(ax, **bad)
 
 
 def test_collapsed_keeps_the_detail_behind_one_line(tables):
@@ -133,7 +134,7 @@ def test_collapsed_keeps_the_detail_behind_one_line(tables):
     checked = littles_law(runs)
     line = stats.littles_law_summary(checked)
     assert f"for {len(checked)} of {len(checked)} runs" in line and "no run is flagged" in line
-    box = display.collapsed(f"All {len(checked)} runs", stats.littles_law_table(checked))
+    box = show.collapsed(f"All {len(checked)} runs", stats.littles_law_table(checked))
     page = box._repr_html_()
     assert page.startswith('<details class="sb-details"><summary>All 12 runs</summary>') and page.count("<tr") == 13
 
@@ -174,6 +175,6 @@ def test_a_long_method_is_cut_after_a_whole_clause():
 
 def test_collapsed_detail_scrolls_sideways_on_its_own():
     wide = pd.DataFrame({f"c{i}": [i] for i in range(60)})
-    page = display.collapsed("60 columns", wide)._repr_html_()
+    page = show.collapsed("60 columns", wide)._repr_html_()
     inner = page.split('<div class="sb-scroll">', 1)[1]
     assert page.count('class="sb-scroll"') == 1 and "<table" in inner and inner.endswith("</table>\n</div></details>")
