@@ -34,6 +34,7 @@ from statsmodels.stats.multitest import multipletests
 
 from .._html import Markup, html
 from ..errors import StatsError, StorageBenchWarning
+from ..findings import CONFIDENCE
 from ..schema import RUNS
 from ..tables import table
 from ._common import (
@@ -729,7 +730,7 @@ def compare(
     blocks: str | Sequence[str] | None = None,
     factors: str | Sequence[str] | None = None,
     margin: float | None = None,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     adjust: str = "holm",
     n_boot: int | None = None,
     seed: int | None = 0,

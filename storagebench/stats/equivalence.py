@@ -12,6 +12,7 @@ from scipy import stats as st
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, check_confidence, check_margin
 from .variance import VarianceComponents
 
@@ -102,7 +103,7 @@ def _positive_array(x, name: str) -> np.ndarray:
     return a
 
 
-def mean_ci(x, confidence: float = 0.95, *, n_boot: int | None = None, seed: int | None = 0) -> Estimate:
+def mean_ci(x, confidence: float = CONFIDENCE, *, n_boot: int | None = None, seed: int | None = 0) -> Estimate:
     """Mean of ``x`` with a Student t CI, or a BCa bootstrap CI when ``n_boot`` is given.
 
     Parameters

@@ -21,6 +21,7 @@ from .._histogram import merge_histograms, percentiles_from_bins
 from .._runner import SetUp
 from .._study import SetUpUnit, Study
 from ..errors import StudyError
+from ..findings import CONFIDENCE
 from ._base import (
     StudyData,
     TestbedResult,
@@ -109,7 +110,7 @@ def pooled_percentiles(data: StudyData, by: Sequence[str], percentiles: Sequence
     return pd.DataFrame(rows)
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult:
     """Per workload and metric (IOPS, p90 and p99 completion latency): shared / isolated.
 
     Returns

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from .. import testbed as tb
 from .._runner import SetUp
 from .._study import SetUpUnit, Study
+from ..findings import CONFIDENCE
 from ._base import (
     StudyData,
     TestbedResult,
@@ -72,7 +73,7 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
         yield SetUp(targets=targets, devices=tuple(devices), notes=tuple(notes))
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult:
     """width 4 / width 1 IOPS per pattern (ratio of geometric means of the set-ups), Holm over the patterns.
 
     Returns
