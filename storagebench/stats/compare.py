@@ -774,7 +774,7 @@ def compare(
         Equivalence margin as a fraction (0.01 for "within 1%": ratio bounds 0.99 and 1.01), or explicit
         ratio bounds ``(low, high)`` such as ``(0.8, 1.25)``: adds a TOST on the estimand's scale.
     confidence : float
-        Confidence level of every CI (default 0.95); every test runs at ``alpha = 1 - confidence``.
+        Confidence level of every CI (default :data:`~storagebench.findings.CONFIDENCE`); every test runs at ``alpha = 1 - confidence``.
     adjust : {"holm", "bh", "bonferroni", "hommel", "by", "none"}
         Multiple-comparison adjustment of ``p`` across all estimable rows of the table (the family;
         ``statsmodels.stats.multitest.multipletests``): Holm (1979) for confirmatory claims,

@@ -111,7 +111,7 @@ def mean_ci(x, confidence: float = CONFIDENCE, *, n_boot: int | None = None, see
     x : array-like of float
         Replicate values (e.g. IOPS of repeated runs), finite.
     confidence : float
-        Confidence level (default 0.95).
+        Confidence level (default :data:`~storagebench.findings.CONFIDENCE`).
     n_boot : int, optional
         Bootstrap resamples (>= 100): BCa interval (Efron 1987, J. Am. Stat. Assoc. 82:171;
         ``scipy.stats.bootstrap(method="BCa")``) instead of the t interval (Student 1908). Refused with
