@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SchemaError, StatsError
-from .findings import Finding, Findings, fmt_ci, fmt_number
+from .findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number
 from .runlevel import is_run_totals, run_totals, select
 from .schema import PERCENTILES
 from .stats import compare, mean_ci
@@ -293,7 +293,7 @@ def fairness(host_rows: pd.DataFrame, metric: str = "iops",
 
 def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = "iops",
                     by: Sequence[str] = ("pattern",), factors: Sequence[str] | None = None,
-                    confidence: float = 0.95, min_gain: float = 0.0, geometric: bool = True) -> pd.DataFrame:
+                    confidence: float = CONFIDENCE, min_gain: float = 0.0, geometric: bool = True) -> pd.DataFrame:
     """Geometric mean of ``metric`` per ``x`` level with its CI, and the gain over the previous level.
 
     The rows of one (group, ``x`` level) cell are its replicates: repetitions of the same runs. A factor
@@ -445,7 +445,7 @@ def _level_words(n, x: str) -> str:
 
 def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairness_runs: pd.DataFrame | None = None,
                      cluster: pd.DataFrame | None = None, overlap: pd.DataFrame | None = None, x: str = "clients",
-                     by: Sequence[str] = ("pattern",), metric: str = "IOPS", confidence: float = 0.95,
+                     by: Sequence[str] = ("pattern",), metric: str = "IOPS", confidence: float = CONFIDENCE,
                      min_gain: float = 0.0, title: str = "", provenance: str = ""):
     """What a scale-out study found, as sentences with their numbers (the write-up opens with them).
 

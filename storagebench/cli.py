@@ -43,6 +43,7 @@ from .errors import (
     display_path,
     shown,
 )
+from .findings import CONFIDENCE
 from .fio.hosts import parse_host, parse_hostfile
 from .fio.process import fio_version
 from .servers import check_versions, exposure, server_versions
@@ -584,7 +585,7 @@ def compare_cmd(
         "--where", metavar="COLUMN=VALUE", help="keep rows with COLUMN=VALUE (repeat)")] = None,
     margin: Annotated[Optional[float],
                       typer.Option("--margin", help="equivalence margin as a fraction (0.01 = 1%): TOST")] = None,
-    confidence: Annotated[float, typer.Option("--confidence", help="confidence level of the CIs")] = 0.95,
+    confidence: Annotated[float, typer.Option("--confidence", help="confidence level of the CIs")] = CONFIDENCE,
     adjust: Annotated[str, typer.Option("--adjust", help="p adjustment: holm, fdr_bh, bonferroni, hommel, none")] = "holm",
     estimand: Annotated[str, typer.Option(
         "--estimand", help="geometric (ratio of geometric means, log-scale t) or arithmetic (Fieller)")] = "geometric",
@@ -670,7 +671,7 @@ def testbed_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="results root; the study goes to OUT/<study>[-quick]/")] = Path(
         "results"),
     quick: Annotated[bool, typer.Option("--quick", help="the spec's quick variant (test_factors, test_settings)")] = False,
-    confidence: Annotated[float, typer.Option("--confidence", help="level of every CI; tests at 1 - confidence")] = 0.95,
+    confidence: Annotated[float, typer.Option("--confidence", help="level of every CI; tests at 1 - confidence")] = CONFIDENCE,
     param: Annotated[Optional[List[str]], typer.Option(
         "-p", "--param", help="analysis parameter of the study as KEY=VALUE (repeatable), e.g. -p qos_p99_ms=5")] = None,
     report: Annotated[bool, typer.Option(

@@ -4,6 +4,11 @@ A :class:`Finding` is one sentence with the numbers behind it (estimate, CI, n, 
 replication and the method) kept as fields, so the same finding can be printed by the CLI, shown
 first in a write-up and recorded in the write-up's ``report.json``. Sentences are built by library
 functions from results (e.g. :func:`storagebench.stats.sweep_summary`), never typed into a notebook.
+It is the one finding type: the statistics, the testbed studies and the notebooks all build it.
+
+:data:`CONFIDENCE` is the one default confidence level of every CI and test in storagebench (stats,
+plots, studies, notebooks and the CLI read it): changing it here changes it everywhere. The level is
+always called ``confidence``; ``ci`` is an interval (:attr:`Finding.ci`, the ``*_ci_low`` columns).
 
 :class:`Findings` is what a notebook displays. Its display bundle holds ``text/html`` (a short
 *Findings* section), ``text/plain`` and the machine-readable :data:`MIME_TYPE` part, which
@@ -13,16 +18,83 @@ the sidecar.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+import numbers
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ._html import Markup, html
 from .errors import PublishError
 
-__all__ = ["MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number", "fmt_ci", "fmt_p", "P_FLOOR",
-           "METHOD_SHOWN", "short_method"]
+__all__ = ["CONFIDENCE", "confidence_level", "MIME_TYPE", "FORMAT_VERSION", "Finding", "Findings", "fmt_number",
+           "fmt_ci", "fmt_p", "P_FLOOR", "METHOD_SHOWN", "short_method"]
+
+#: The default confidence level of every CI and test (``alpha = 1 - CONFIDENCE``), for every function,
+#: notebook and command that takes a ``confidence``: the one place to change it.
+CONFIDENCE = 0.95
+
+
+def confidence_level(confidence: Any = None, *, name: str = "confidence",
+                     error: type[Exception] = ValueError) -> float:
+    """A confidence level checked: a number in (0, 1), or :data:`CONFIDENCE` for ``None``.
+
+    What a notebook whose ``confidence`` parameter defaults to ``None`` calls first, so that the default
+    stays :data:`CONFIDENCE` (papermill parameters are literals, and a literal would be a second default).
+
+    Parameters
+    ----------
+    confidence : float or None
+        The level (0.9, 0.95, 0.99); ``None`` for :data:`CONFIDENCE`.
+    name : str
+        The input's name in the error (``confidence``, ``--confidence``, ``-p confidence``).
+    error : type of Exception
+        What to raise (default :class:`ValueError`; the studies raise :class:`~storagebench.errors.StudyError`).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        (or ``error``) Not a number in (0, 1): a bool, text, a percentage such as 95, 0 or 1.
+    """
+    if confidence is None:
+        return CONFIDENCE
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
+        raise error(f"{name} must be a number in (0, 1), e.g. {CONFIDENCE:g}, got {confidence!r}")
+    return float(confidence)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def renamed_ci(func: _F) -> _F:
+    """Let ``func`` take its old keyword ``ci=`` (the level) for one more release, as ``confidence=``.
+
+    ``ci`` now names an interval everywhere; the old keyword still works but warns with a
+    :class:`FutureWarning` naming ``confidence`` (seaborn's way when it renamed its own ``ci``).
+
+    Raises
+    ------
+    TypeError
+        Both ``ci`` and ``confidence`` passed.
+    """
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "ci" in kwargs:
+            if "confidence" in kwargs:
+                raise TypeError(f"{func.__name__}() got both `ci` and `confidence`: pass `confidence` only "
+                                "(`ci` is its old name)")
+            warnings.warn(f"{func.__name__}(ci=...) is now {func.__name__}(confidence=...): the level of a CI is "
+                          "called `confidence` everywhere in storagebench; `ci` will be refused in a later release",
+                          FutureWarning, stacklevel=2)
+            kwargs["confidence"] = kwargs.pop("ci")
+        return func(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 #: MIME type of the machine-readable part of a :class:`Findings` display bundle.
 MIME_TYPE = "application/vnd.storagebench.findings+json"
@@ -72,7 +144,7 @@ def fmt_number(x: Any, digits: int = 3) -> str:
     return f"{v:,.{digits - 1 - mag}f}"
 
 
-def fmt_ci(low: Any, high: Any, confidence: float | None = 0.95, digits: int = 3) -> str:
+def fmt_ci(low: Any, high: Any, confidence: float | None = CONFIDENCE, digits: int = 3) -> str:
     """``"95% CI 102,830 to 107,527"``; ``"no CI: one run"`` when a bound is missing.
 
     Parameters
@@ -153,7 +225,7 @@ class Finding:
         Its confidence interval, in ``unit``; ``None`` when there is none (one run per point, a
         published value).
     confidence : float or None
-        Level of ``ci`` (0.95).
+        Level of ``ci`` (e.g. :data:`CONFIDENCE`).
     n : int or None
         How many units of replication the estimate rests on.
     unit_of_replication : str
@@ -164,7 +236,8 @@ class Finding:
     unit : str
         Unit of ``estimate`` and ``ci`` ("IOPS", "ms", "ratio").
     key : str
-        Short stable identifier ("peak_iops", "recommended"), for tests and the sidecar.
+        Short stable identifier ("peak_iops", "recommended"), for tests and the sidecar; a study's
+        findings are keyed ``<kind>:<position>`` (``verdict:0``, ``drift:5``), see :attr:`kind`.
     caveat : bool
         True for a caveat (e.g. the I/Os were served from a cache) rather than a result.
     """
@@ -187,8 +260,14 @@ class Finding:
             lo, hi = (_num(v) for v in self.ci)
             object.__setattr__(self, "ci", None if lo is None or hi is None else (lo, hi))
         object.__setattr__(self, "estimate", _num(self.estimate))
+        object.__setattr__(self, "confidence", _num(self.confidence))
         if self.n is not None:
             object.__setattr__(self, "n", int(self.n))
+
+    @property
+    def kind(self) -> str:
+        """What sort of finding this is: :attr:`key` up to its first ``:`` (``verdict``, ``drift``, ``plan`` ...)."""
+        return self.key.split(":", 1)[0]
 
     def detail(self, method: bool = True, *, limit: int | None = None) -> str:
         """``n = 2 fio runs per point; method: ...``: the numbers behind the sentence, in words.

@@ -24,7 +24,7 @@ from pandas.io.formats.style import Styler
 from ._checks import one_of
 from ._html import escape
 from .errors import PublishError
-from .findings import fmt_number, fmt_p
+from .findings import CONFIDENCE, fmt_number, fmt_p
 from .schema import PERCENTILES, percentile_column
 
 __all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
@@ -222,7 +222,7 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
     bandwidth : {"MB/s", "MiB/s"}
         Display unit of bandwidth columns.
     confidence : float, optional
-        Level of merged CIs, for their header; default: the table's ``confidence`` column, else 0.95.
+        Level of merged CIs, for their header; default: the table's ``confidence`` column, else :data:`~storagebench.findings.CONFIDENCE`.
     labels : mapping, optional
         Header per column, replacing the generated one (e.g. ``{"level": "stripe width"}``).
     units : bool
@@ -261,7 +261,7 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
     formats = dict(formats or {})
     if confidence is None:
         conf = data["confidence"].dropna().unique() if "confidence" in data.columns else []
-        confidence = float(conf[0]) if len(conf) == 1 else 0.95
+        confidence = float(conf[0]) if len(conf) == 1 else CONFIDENCE
     out: dict[str, pd.Series] = {}
     fmts: dict[str, Callable[[Any], str]] = {}
     merged = {}

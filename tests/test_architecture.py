@@ -502,3 +502,137 @@ def test_the_size_check_finds_long_signatures_long_functions_and_large_modules()
     big = "x = 1\n" * (MAX_MODULE_LINES + 1)
     assert size_problems(big, "big.py") == [f"big.py: {MAX_MODULE_LINES + 1} lines (at most {MAX_MODULE_LINES})"]
     assert size_problems("x = 1\n" * MAX_MODULE_LINES, "ok.py") == []
+
+
+# --------------------------------------------------------------------------- one default confidence level
+
+#: The one owner of the default confidence level, and the constant it owns.
+_CONFIDENCE_OWNER = ("storagebench/findings.py", "CONFIDENCE")
+#: The other 0.95s, each a named constant of its owner module: not a confidence level, so they stay when it changes.
+_OTHER_095 = {("storagebench/stats/saturation.py", "PLATEAU_FRACTION"),  # share of the best IOPS: the plateau
+              ("storagebench/stats/agreement.py", "LOA_COVERAGE")}  # share of pairs inside the limits of agreement
+#: Named constants whose text states a level on purpose (a fact measured at 95%, not a default).
+_TEXT_95 = {("storagebench/stats/_common.py", "BCA_COVERAGE_NOTE")}
+_LEVEL_TEXT = re.compile(r"(?<![\d.])(0\.95|95 ?%)(?!\d)")
+
+
+def _code_sources(root: Path) -> list[tuple[str, str]]:
+    """``(where, source)`` of every module of storagebench/ and every code cell of notebooks/."""
+    out = [(str(p.relative_to(root)), p.read_text()) for p in sorted((root / "storagebench").rglob("*.py"))]
+    for nb in sorted((root / "notebooks").rglob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        out += [(f"{nb.relative_to(root)} cell {i}", "".join(c["source"])) for i, c in enumerate(cells)
+                if c["cell_type"] == "code"]
+    return out
+
+
+def _confidence_literals(where: str, source: str) -> list[str]:
+    """Where ``source`` states a confidence level of its own: a literal 0.95 (or ``"95%"`` in a message) outside
+    the named constants above, a ``confidence``/``ci`` default that is a number, and a ``x or 0.95`` fallback."""
+    tree = ast.parse(source)
+    named: dict[int, str] = {}  # id of a constant node -> the module-level name it is assigned to
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node in getattr(tree, "body", []):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and node.value is not None:
+                    for sub in ast.walk(node.value):
+                        named[id(sub)] = t.id
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            docstrings.add(id(node.body[0].value))
+    path = where.split(" cell ")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arguments):
+            pos = node.posonlyargs + node.args
+            pairs = list(zip(pos[len(pos) - len(node.defaults):], node.defaults, strict=True)) + [
+                (a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
+            found += [f"{where}:{d.lineno}: {a.arg}={ast.unparse(d)}" for a, d in pairs
+                      if a.arg in ("confidence", "ci") and isinstance(d, ast.Constant)
+                      and isinstance(d.value, (int, float)) and not isinstance(d.value, bool)]
+        if not isinstance(node, ast.Constant) or id(node) in docstrings:
+            continue
+        owner = (path, named.get(id(node)))
+        if type(node.value) is float and node.value == 0.95 and owner not in {_CONFIDENCE_OWNER, *_OTHER_095}:
+            found.append(f"{where}:{node.lineno}: literal 0.95" + (f" ({owner[1]} = ...)" if owner[1] else ""))
+        if isinstance(node.value, str) and _LEVEL_TEXT.search(node.value) and owner not in _TEXT_95:
+            found.append(f"{where}:{node.lineno}: {node.value!r} states a level: format it from the confidence")
+    if "= 0.95" in source and where.endswith(("cell 1", "cell 0")):  # a notebook's parameters (literal defaults)
+        found += [f"{where}: {line.strip()}" for line in source.splitlines() if re.search(r"=\s*0\.95\b", line)]
+    return found
+
+
+def test_the_default_confidence_level_has_one_owner():
+    """Issue 19: the default confidence level is one edit. No module of storagebench/ and no notebook states a
+    level of its own (a literal 0.95, a ``confidence=0.95`` or ``ci=0.95`` default, ``ci or 0.95``, a "95%" in a
+    message): they read :data:`storagebench.findings.CONFIDENCE`. The other 0.95s are named constants."""
+    found = [f for where, source in _code_sources(ROOT) for f in _confidence_literals(where, source)]
+    assert not found, "\n".join(found)
+
+
+def test_the_confidence_scan_is_not_vacuous():
+    """The scan above catches each way a level used to be written, and lets the named constants be."""
+    bad = ('def f(x, *, confidence: float = 0.95):\n    return x\n\n'
+           'def g(x, ci=0.9):\n    return per_point(x, ci=ci or 0.95)\n\n'
+           'def h(level):\n    return f"{level} (95% CI)"\n')
+    found = _confidence_literals("storagebench/x.py", bad)
+    assert sorted(f.split(": ", 1)[1] for f in found) == [
+        "' (95% CI)' states a level: format it from the confidence", "ci=0.9", "confidence=0.95",
+        "literal 0.95", "literal 0.95"]  # the default of f, the fallback of g
+    assert _confidence_literals("storagebench/stats/saturation.py", "PLATEAU_FRACTION = 0.95\n") == []
+    assert _confidence_literals("storagebench/stats/sweep.py", "PLATEAU_FRACTION = 0.95\n")  # not its owner
+    assert _confidence_literals("notebooks/a.ipynb cell 1", 'confidence: float = 0.95  # level\n')
+    assert _confidence_literals("notebooks/a.ipynb cell 1", 'confidence: float | None = None  # level\n') == []
+
+
+_ONE_EDIT = r"""
+import inspect, json, pkgutil, importlib, sys
+import storagebench
+from storagebench import findings, stats, plots, studies, aggregate, tables
+from storagebench.findings import CONFIDENCE, confidence_level, fmt_ci
+defaults, other = {}, {}
+for mod in pkgutil.walk_packages(storagebench.__path__, "storagebench."):
+    if mod.name.endswith("__main__"):
+        continue
+    m = importlib.import_module(mod.name)
+    for name, obj in vars(m).items():
+        f = inspect.unwrap(obj) if callable(obj) else None
+        if inspect.isfunction(f) and f.__module__ == m.__name__:
+            for p in inspect.signature(f).parameters.values():
+                if p.name == "confidence" and p.default is not inspect.Parameter.empty:
+                    (defaults if p.default is not None else other)[f"{m.__name__}.{name}"] = p.default
+est = stats.mean_ci([10.0, 11.0, 12.0, 13.0])
+print(json.dumps({"CONFIDENCE": CONFIDENCE, "defaults": defaults, "none": sorted(other),
+                  "notebook": confidence_level(None), "mean_ci": est.confidence, "fmt_ci": fmt_ci(1, 2),
+                  "stats_compare": inspect.signature(stats.compare).parameters["confidence"].default}))
+"""
+
+
+def test_the_default_confidence_level_is_one_edit(tmp_path):
+    """Change CONFIDENCE in findings.py of a copy of the package, and nothing else: every ``confidence``
+    default of every function, the notebooks' level (``confidence_level(None)``), the numbers computed and
+    the words written follow, and so does the CLI's ``--confidence``."""
+    shutil.copytree(ROOT / "storagebench", tmp_path / "storagebench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    owner = tmp_path / "storagebench" / "findings.py"
+    text = owner.read_text()
+    assert text.count("\nCONFIDENCE = 0.95\n") == 1
+    owner.write_text(text.replace("\nCONFIDENCE = 0.95\n", "\nCONFIDENCE = 0.9\n"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "MPLBACKEND": "Agg"}
+    res = subprocess.run([sys.executable, "-c", _ONE_EDIT], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["CONFIDENCE"] == 0.9 and got["notebook"] == 0.9 and got["mean_ci"] == 0.9
+    assert got["fmt_ci"] == "90% CI 1 to 2" and got["stats_compare"] == 0.9
+    planning = {f"storagebench.stats.equivalence.{f}": 0.8 for f in ("cv_upper_bound", "pilot_cv")}  # Browne 1995
+    assert {k: v for k, v in got["defaults"].items() if v != 0.9} == planning, got["defaults"]
+    assert len(got["defaults"]) >= 30
+    assert "storagebench.plots._sweep.metric_vs" in got["defaults"]  # plots' old ci= is confidence= too
+    assert "storagebench.studies.analyse" in got["defaults"] and "storagebench.stats.points.per_point" in got["defaults"]
+    for command in ("compare", "testbed"):
+        help_text = subprocess.run([sys.executable, "-m", "storagebench", command, "-h"], capture_output=True,
+                                   text=True, env={**env, "COLUMNS": "200"}, cwd=tmp_path, timeout=120).stdout
+        assert re.search(r"--confidence\b.*\[default: 0\.9\]", help_text), help_text

@@ -119,7 +119,7 @@ def test_iops_vs_iodepth_one_line_per_numjobs_with_means(runs):
 
 
 def test_iops_vs_iodepth_without_bands_and_in_bandwidth(runs):
-    ax = plots.iops_vs_iodepth(runs, ci=None, metric="bw_MiB_per_s")
+    ax = plots.iops_vs_iodepth(runs, confidence=None, metric="bw_MiB_per_s")
     assert len(ax.collections) == 0
     assert "MiB/s" in ax.get_ylabel() and "2^20" in ax.get_ylabel()
     ref = _per_run(runs).groupby(["numjobs", "iodepth"])["bw_bytes_per_s"].agg(gmean) / 2**20
@@ -267,12 +267,26 @@ def test_metric_vs_any_factor(runs):
         ({"x": "iodepth", "hue": "clients"}, SchemaError, r"\['clients'\]"),
         ({"x": "iodepth", "direction": "up"}, ValueError, r"`direction` must be one of \['read', 'write', 'trim'\], but 'up'"),
         ({"x": "iodepth", "direction": "write"}, SchemaError, r"no rows with direction 'write'"),
-        ({"x": "iodepth", "ci": 95}, ValueError, r"`ci` must be a confidence level"),
+        ({"x": "iodepth", "confidence": 95}, ValueError, r"`confidence` must be a confidence level"),
+        ({"x": "iodepth", "ci": 0.9, "confidence": 0.9}, TypeError, r"both `ci` and `confidence`: pass `confidence` only"),
     ],
 )
 def test_metric_vs_bad_input(runs, kwargs, exc, pattern):
     with pytest.raises(exc, match=pattern):
         plots.metric_vs(runs, **kwargs)
+
+
+def test_the_old_ci_keyword_still_sets_the_level_with_a_warning_naming_confidence(runs):
+    """``ci=`` was the level's name in plots and per_point; ``ci`` is an interval everywhere else."""
+    with pytest.warns(FutureWarning, match=r"metric_vs\(ci=\.\.\.\) is now metric_vs\(confidence=\.\.\.\)"):
+        old = plots.metric_vs(runs, x="iodepth", hue="numjobs", ci=0.8)
+    new = plots.metric_vs(runs, x="iodepth", hue="numjobs", confidence=0.8)
+    assert old.get_legend().get_title().get_text() == new.get_legend().get_title().get_text()
+    assert "80% CI" in new.get_legend().get_title().get_text()
+    np.testing.assert_array_equal(old.collections[0].get_paths()[0].vertices, new.collections[0].get_paths()[0].vertices)
+    with pytest.warns(FutureWarning, match="confidence"):
+        by = ["numjobs", "iodepth"]
+        assert stats.per_point(runs, by=by, ci=0.8).equals(stats.per_point(runs, by=by, confidence=0.8))
 
 
 def test_not_a_dataframe_is_refused():
@@ -539,7 +553,7 @@ def test_parameter_claim_square_sits_on_the_drawn_point():
     nj, qd = int(one["numjobs"].iloc[0]), int(one["iodepth"].iloc[0])
     verdicts = pd.DataFrame([{"source_tool": tool, "recommended_numjobs": nj, "recommended_iodepth": qd,
                               "claimed_numjobs": nj, "claimed_iodepth": qd}])
-    fig = plots.parameter_claim_plot(two, verdicts, by="source_tool", ci=None)
+    fig = plots.parameter_claim_plot(two, verdicts, by="source_tool", confidence=None)
     square = next(ln for ln in fig.axes[0].lines if ln.get_label().startswith("claimed"))
     cell = two[(two["numjobs"] == nj) & (two["iodepth"] == qd)]
     assert square.get_xdata()[0] == pytest.approx(gmean(cell["iops"]))

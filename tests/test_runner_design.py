@@ -172,7 +172,7 @@ def test_study_data_and_the_set_up_analysis_on_a_file_testbed(tmp_path, fio_bin)
     table, v, findings = compare_arms(data, "arm", "a", "iops", up="faster", down="slower")
     g = pr.assign(lg=np.log(pr["iops"])).groupby(["arm", "block"])["lg"].mean().unstack(0)
     assert v.loc[0, "ratio"] == np.exp((g["b"] - g["a"]).mean()) and v.loc[0, "n"] == "2"
-    assert findings[0].n == "2 blocks" and findings[0].unit.startswith("set-up")
+    assert (findings[0].n, findings[0].unit_of_replication) == (2, "blocks; unit: set-up")
     assert v.loc[0, "runs"] == 8 and v.loc[0, "runs_not_steady"] == 8
     var, f = setup_variance(data, "iops", ["arm"])
     for _, row in var.iterrows():

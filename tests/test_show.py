@@ -178,3 +178,24 @@ def test_collapsed_detail_scrolls_sideways_on_its_own():
     page = show.collapsed("60 columns", wide)._repr_html_()
     inner = page.split('<div class="sb-scroll">', 1)[1]
     assert page.count('class="sb-scroll"') == 1 and "<table" in inner and inner.endswith("</table>\n</div></details>")
+
+
+def test_confidence_level_is_the_one_default_and_refuses_what_is_not_a_level():
+    """``confidence_level(None)`` is what a notebook whose ``confidence`` parameter is left at None uses."""
+    from storagebench.errors import StudyError
+    from storagebench.findings import CONFIDENCE, confidence_level
+
+    assert confidence_level(None) == CONFIDENCE and confidence_level(0.9) == 0.9
+    assert confidence_level(np.float32(0.5)) == 0.5 and type(confidence_level(np.float64(0.99))) is float
+    for bad in (95, 1, 0, -0.5, True, "0.9", float("nan"), [0.9]):
+        with pytest.raises(ValueError, match=rf"^-p confidence must be a number in \(0, 1\), e\.g\. {CONFIDENCE:g}, "
+                                             rf"got {re.escape(repr(bad))}$"):
+            confidence_level(bad, name="-p confidence")
+    with pytest.raises(StudyError, match="confidence must be a number"):
+        confidence_level(1.5, error=StudyError)
+
+
+def test_a_finding_kind_is_its_key_up_to_the_colon():
+    assert Finding("x", key="verdict:3").kind == "verdict" and Finding("x", key="peak_iops").kind == "peak_iops"
+    f = Finding("x", estimate=np.float64("nan"), confidence=np.float64(0.9), n=np.int64(4), ci=(1, float("nan")))
+    assert (f.estimate, f.confidence, f.n, f.ci) == (None, 0.9, 4, None) and type(f.confidence) is float

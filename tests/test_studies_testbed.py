@@ -237,19 +237,23 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
         assert f.estimate == row["ratio"] and row["verdict"] in f.sentence
         # a CI is NaN where it is not estimable (every set-up gave the same ratio: percentiles from fio's
         # bucketed bins of 1 s runs); then the sentence says so
-        assert f.ci_low == row["ci_low"] or (math.isnan(f.ci_low) and math.isnan(row["ci_low"])
-                                             and "CI not estimable" in f.sentence)
+        assert (f.ci is not None and f.ci == (row["ci_low"], row["ci_high"])) or (
+            f.ci is None and math.isnan(row["ci_low"]) and "CI not estimable" in f.sentence)
         assert fmt_number(row["ratio"]) in f.sentence and fmt_number(row["ratio"]) in row["text"]
         assert "family" in f.method and "paired" in f.method
-        assert f.confidence == 0.9 and f.unit.startswith("set-up") and f.n.endswith("blocks") and f.method
+        assert f.confidence == 0.9 and f.unit_of_replication == "blocks; unit: set-up" and f.method
+        assert f.n == int(row["n"]) and f.unit == "ratio" and f.kind == "verdict" and f.key.startswith("verdict:")
     assert res.runs == out.completed and res.runs_not_steady == out.completed  # 1 s runs: too short to test
     steady = next(f for f in res.findings if f.kind == "steady")
     assert f"{out.completed} of {out.completed} runs not steady" in steady.sentence
     drift = next(f for f in res.findings if f.kind == "drift")
-    assert drift.sentence.startswith("Drift check") and drift.n == f"{out.completed} runs"
+    assert drift.sentence.startswith("Drift check") and (drift.n, drift.unit_of_replication) == (out.completed, "runs")
+    assert res.report_findings().findings == res.findings  # one Finding type: the write-up shows them as they are
+    assert [f.key for f in res.findings] == [f"{f.kind}:{i}" for i, f in enumerate(res.findings)]
     frame = res.findings_frame()
-    assert list(frame.columns) == ["kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit",
-                                   "method"]
+    assert list(frame.columns) == ["kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n",
+                                   "unit_of_replication", "unit", "method"]
+    assert frame["kind"].tolist() == [f.kind for f in res.findings] and frame["n"].tolist() == [f.n for f in res.findings]
     assert (res.verdicts["runs_not_steady"] == res.verdicts["runs"]).all()
     summary = res.verdict_summary()
     assert "ratio [90% CI]" in summary.columns and len(summary) == len(res.verdicts)
@@ -354,7 +358,10 @@ def _run_notebook_cells(name: str, study_dir: Path, params: dict) -> dict:
     assert all(not c.outputs for c in code), "notebooks are stored without outputs"
     declared = {}
     for line in code[0].source.splitlines():
-        assert re.match(r"^\w+: \w+ = .+  # [^=]+$", line), f"parameter line needs a type and a comment: {line!r}"
+        # a type papermill reads: one name, or "X | None" (quoted: the cell runs before anything is imported, and
+        # a quoted PEP 604 union names nothing that must be imported, so linters read it too)
+        assert re.match(r'^\w+: (\w+|"\w+ \| None") = .+  # [^=]+$', line), \
+            f"parameter line needs a type and a comment: {line!r}"
         declared[line.split(":")[0]] = None
     assert set(declared) == {"study", "study_dir", "confidence", "params"}
     ns: dict = {}

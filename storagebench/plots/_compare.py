@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from .._checks import need_columns
 from ..errors import SchemaError
-from ..findings import fmt_number
+from ..findings import CONFIDENCE, fmt_number, renamed_ci
 from ..stats import bland_altman, per_point
 from ..tables import column_display
 from ._style import DPI, house_style, new_ax
@@ -187,7 +187,7 @@ def _forest_labels(df: pd.DataFrame, groups: Sequence[str], width: int = 38) -> 
     return rows
 
 
-def bland_altman_plot(a, b, *, log: bool = True, confidence: float = 0.95, names: tuple[str, str] = ("a", "b"),
+def bland_altman_plot(a, b, *, log: bool = True, confidence: float = CONFIDENCE, names: tuple[str, str] = ("a", "b"),
                       unit: str = "", ax: Axes | None = None, groups=None, title: str | None = None) -> Axes:
     """Bland-Altman plot of two methods measured on the same items: difference against magnitude.
 
@@ -353,7 +353,8 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
     a_col, b_col = f"{ct.metric}_{ct.other}", f"{ct.metric}_{ct.baseline}"
     unit, scale = _display_unit(ct.metric)
     ag = ct.agreement
-    conf = float(ag["confidence"].dropna().iloc[0]) if "confidence" in ag and ag["confidence"].notna().any() else 0.95
+    conf = (float(ag["confidence"].dropna().iloc[0]) if "confidence" in ag and ag["confidence"].notna().any()
+            else CONFIDENCE)
     log = bool(ag["log"].dropna().iloc[0]) if "log" in ag and ag["log"].notna().any() else True
     names = (str(ct.other), str(ct.baseline))
     keys = list(getattr(ct, "by", ()))
@@ -402,8 +403,9 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
     return fig
 
 
+@renamed_ci
 def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str, latency: str = "lat_mean_ms",
-                         ci: float | None = 0.95) -> Figure:
+                         confidence: float | None = CONFIDENCE) -> Figure:
     """The numjobs x iodepth sweep per group (tool), with the recommended and the claimed cell marked.
 
     One panel per level of ``by``: :func:`latency_vs_iops` (a line per ``numjobs``, points joined by
@@ -420,8 +422,9 @@ def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str
         The group column (``"source_tool"``).
     latency : str
         A latency name from :data:`storagebench.tables.METRICS`.
-    ci : float or None
-        Confidence level of the error bars (none with one value per cell).
+    confidence : float or None
+        Confidence level of the error bars; ``None`` for none (one value per cell). (``ci=``, its old name,
+        still works with a FutureWarning.)
 
     Returns
     -------
@@ -445,10 +448,11 @@ def parameter_claim_plot(sweep: pd.DataFrame, verdicts: pd.DataFrame, *, by: str
             raise SchemaError(f"verdicts has no row for {by}={level!r}")
         v = row.iloc[0]
         latency_vs_iops(part, knee={"numjobs": int(v["recommended_numjobs"]), "iodepth": int(v["recommended_iodepth"])},
-                        latency=latency, ci=ci, ax=ax)
+                        latency=latency, confidence=confidence, ax=ax)
         cell = part[(part["numjobs"] == v["claimed_numjobs"]) & (part["iodepth"] == v["claimed_iodepth"])]
         if len(cell):  # the point latency_vs_iops drew for this cell: the geometric mean of its rows
-            pt = per_point(cell, by=["numjobs", "iodepth"], metrics=("iops", latency), ci=ci if ci else 0.95)
+            pt = per_point(cell, by=["numjobs", "iodepth"], metrics=("iops", latency),
+                           confidence=confidence or CONFIDENCE)  # the mean only: its interval is not drawn
             ax.plot(pt["iops"], pt[latency], linestyle="none", marker="s", ms=13, mfc="none", mec="black",
                     mew=1.6, zorder=6, label=f"claimed (numjobs={int(v['claimed_numjobs'])}, "
                                              f"iodepth={int(v['claimed_iodepth'])})")

@@ -26,6 +26,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocat
 from .._checks import need_columns, one_of
 from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import SchemaError
+from ..findings import CONFIDENCE, renamed_ci
 from ..schema import DIRECTIONS
 from ..stats import per_point, point_percentiles
 from ..stats.points import attach_factors
@@ -58,14 +59,14 @@ def _upper(means: pd.Series, highs: pd.Series | None, room: float = 1.5) -> floa
     return top * 1.05 if top > 0 else 1.0
 
 
-def _ci_note(ci: float | None, pts: pd.DataFrame, what: str, metric: str) -> str:
+def _ci_note(confidence: float | None, pts: pd.DataFrame, what: str, metric: str) -> str:
     """``"; bands: 95% CI, log scale, pooled over 12 points (24 df)"``: the method stats used, in a few words."""
-    if ci is None:
+    if confidence is None:
         return ""
     check = pts.attrs.get("checks", {}).get(metric)
     if check is None or not (pts[f"{metric}_ci_high"] > pts[f"{metric}_ci_low"]).any():
         return "; no CI (one run per point)"
-    return f"; {what}: {ci * 100:g}% CI, {check.short()}"
+    return f"; {what}: {confidence * 100:g}% CI, {check.short()}"
 
 
 _THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
@@ -78,8 +79,10 @@ def _hue_palette(levels: Sequence[Any]):
 # --------------------------------------------------------------------------- figures
 
 
+@renamed_ci
 def iops_vs_iodepth(runs: pd.DataFrame, *, hue: str | None = "numjobs", metric: str = "iops",
-                    direction: str | None = None, ci: float | None = 0.95, ax: Axes | None = None) -> Axes:
+                    direction: str | None = None, confidence: float | None = CONFIDENCE,
+                    ax: Axes | None = None) -> Axes:
     """IOPS vs iodepth, one line per ``hue`` level (numjobs), on a log2 iodepth axis.
 
     Parameters
@@ -92,9 +95,10 @@ def iops_vs_iodepth(runs: pd.DataFrame, *, hue: str | None = "numjobs", metric: 
         A name from :data:`storagebench.tables.METRICS`; ``"iops"`` by default, ``"bw_MB_per_s"`` for bandwidth.
     direction : {"read", "write", "trim"} or None
         As in :func:`storagebench.stats.per_point`.
-    ci : float or None
+    confidence : float or None
         Confidence level of the band around each line (:func:`storagebench.stats.point_means`: log
-        scale, pooled over the points); ``None`` draws no band.
+        scale, pooled over the points); ``None`` draws no band. (``ci=``, its old name, still works with a
+        FutureWarning.)
     ax : matplotlib.axes.Axes, optional
 
     Returns
@@ -102,12 +106,13 @@ def iops_vs_iodepth(runs: pd.DataFrame, *, hue: str | None = "numjobs", metric: 
     matplotlib.axes.Axes
         One line (``ax.lines``) per ``hue`` level; bands in ``ax.collections``.
     """
-    return metric_vs(runs, x="iodepth", metric=metric, hue=hue, direction=direction, ci=ci, logx=True,
+    return metric_vs(runs, x="iodepth", metric=metric, hue=hue, direction=direction, confidence=confidence, logx=True,
                      ax=ax, title=f"{METRICS[metric].label.split(' (')[0] if metric in METRICS else metric} vs iodepth")
 
 
+@renamed_ci
 def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | None = None,
-              direction: str | None = None, ci: float | None = 0.95, logx: bool = False,
+              direction: str | None = None, confidence: float | None = CONFIDENCE, logx: bool = False,
               ax: Axes | None = None, title: str | None = None) -> Axes:
     """A display metric against a factor, one line per ``hue`` level, with CI bands.
 
@@ -125,8 +130,9 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
         Factor column, one line per value.
     direction : {"read", "write", "trim"} or None
         As in :func:`storagebench.stats.per_point`.
-    ci : float or None
-        Confidence level of the band (:func:`storagebench.stats.point_means`); ``None`` for none.
+    confidence : float or None
+        Confidence level of the band (:func:`storagebench.stats.point_means`); ``None`` for none. (``ci=``,
+        its old name, still works with a FutureWarning.)
     logx : bool
         log2 x axis with a tick at each value present.
     ax : matplotlib.axes.Axes, optional
@@ -139,15 +145,17 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
     Raises
     ------
     ValueError
-        Unknown ``metric``/``direction``/``ci``.
+        Unknown ``metric``/``direction``/``confidence``.
     SchemaError
         ``x`` or ``hue`` is not a column of ``runs``.
     """
     m = display_metric(metric)
-    if ci is not None and not 0 < ci < 1:
-        raise ValueError(f"The value for `ci` must be a confidence level in (0, 1) or None, but {ci!r} was passed.")
+    if confidence is not None and not 0 < confidence < 1:
+        raise ValueError(f"The value for `confidence` must be a confidence level in (0, 1) or None, but {confidence!r} "
+                         "was passed.")
     by = [x] + ([hue] if hue else [])
-    pts = per_point(runs, by=by, metrics=(metric,), direction=direction, ci=ci or 0.95)
+    # without a band (confidence=None) the points' intervals are computed but not drawn
+    pts = per_point(runs, by=by, metrics=(metric,), direction=direction, confidence=confidence or CONFIDENCE)
     pts = pts[np.isfinite(pts[metric].astype(float))]
     if pts.empty:
         raise SchemaError(f"`runs` has no finite values of {m.column!r} to plot.")
@@ -159,7 +167,7 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
         xv = g[x].astype(float).to_numpy()
         ax.plot(xv, g[metric], marker="o", ms=5, lw=1.8, color=pal[level],
                 label=str(level) if level is not None else m.label.split(" (")[0])
-        if ci is not None and (g[f"{metric}_ci_high"] > g[f"{metric}_ci_low"]).any():
+        if confidence is not None and (g[f"{metric}_ci_high"] > g[f"{metric}_ci_low"]).any():
             ax.fill_between(xv, g[f"{metric}_ci_low"], g[f"{metric}_ci_high"], color=pal[level], alpha=0.18, lw=0)
     xscale = 1.0 / 1024 if x == "bs_bytes" else 1.0
     if logx:
@@ -172,9 +180,9 @@ def metric_vs(runs: pd.DataFrame, *, x: str, metric: str = "iops", hue: str | No
     ax.set_ylabel(m.label)
     if metric == "iops":
         ax.yaxis.set_major_formatter(_THOUSANDS)
-    ax.set_ylim(0, _upper(pts[metric], pts.get(f"{metric}_ci_high") if ci is not None else None))
+    ax.set_ylim(0, _upper(pts[metric], pts.get(f"{metric}_ci_high") if confidence is not None else None))
     if hue:
-        ax.legend(title=f"{hue}{_ci_note(ci, pts, 'band', metric)}", loc="best")
+        ax.legend(title=f"{hue}{_ci_note(confidence, pts, 'band', metric)}", loc="best")
     ax.set_title(title or f"{m.label.split(' (')[0]} vs {x}")
     return ax
 
@@ -197,9 +205,10 @@ def _mark_label(k: Mapping[str, Any], by: Sequence[str], recommended: bool) -> s
     return f"{'recommended' if recommended else 'knee'} ({desc})"
 
 
+@renamed_ci
 def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat_mean_ms",
                     hue: str | None = "numjobs", order: str = "iodepth", direction: str | None = None,
-                    ci: float | None = 0.95, histograms: pd.DataFrame | None = None, tail: float = 99.0,
+                    confidence: float | None = CONFIDENCE, histograms: pd.DataFrame | None = None, tail: float = 99.0,
                     ax: Axes | None = None) -> Axes:
     """The hockey stick: mean latency (and the tail) against IOPS as load rises, with the knees marked.
 
@@ -227,8 +236,9 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     hue, order : str
         Line per ``hue`` value, points joined by increasing ``order``.
     direction : {"read", "write", "trim"} or None
-    ci : float or None
-        Confidence level of the error bars.
+    confidence : float or None
+        Confidence level of the error bars; ``None`` draws none. (``ci=``, its old name, still works with a
+        FutureWarning.)
     histograms : pandas.DataFrame, optional
         Tidy ``histograms`` table: adds the ``tail`` percentile per point
         (:func:`storagebench.stats.point_percentiles`).
@@ -253,7 +263,8 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
     lat_names = [k for k in METRICS if k.endswith("_ms")]
     one_of("latency", latency, lat_names)
     by = [c for c in (hue, order) if c]
-    pts = per_point(runs, by=by, metrics=("iops", latency), direction=direction, ci=ci if ci else 0.95)
+    # without error bars (confidence=None) the points' intervals are computed but not drawn
+    pts = per_point(runs, by=by, metrics=("iops", latency), direction=direction, confidence=confidence or CONFIDENCE)
     ax = new_ax(ax)
     levels = sorted(pts[hue].unique()) if hue else [None]
     pal = _hue_palette(levels)
@@ -262,7 +273,7 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
         g = g.sort_values(order)
         ax.plot(g["iops"], g[latency], marker="o", ms=5, lw=1.6, color=pal[level],
                 label=f"{level}" if level is not None else "all runs")
-        if ci is not None:
+        if confidence is not None:
             xerr = np.vstack([g["iops"] - g["iops_ci_low"], g["iops_ci_high"] - g["iops"]])
             yerr = np.vstack([g[latency] - g[f"{latency}_ci_low"], g[f"{latency}_ci_high"] - g[latency]])
             ax.errorbar(g["iops"], g[latency], xerr=xerr, yerr=yerr, fmt="none", ecolor=pal[level], capsize=2,
@@ -333,9 +344,9 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
                     label=f"knee of {what} ({int(row['outstanding_ios'])} outstanding I/Os)")
     ax.set_xlabel(METRICS["iops"].label)
     ax.xaxis.set_major_formatter(_THOUSANDS)
-    ax.set_xlim(0, _upper(pts["iops"], pts["iops_ci_high"] if ci is not None else None, 1.3))
-    top = _upper(pts[latency], pts[f"{latency}_ci_high"] if ci is not None else None)
-    title = f"{hue or ''}{_ci_note(ci, pts, 'bars', 'iops')}".lstrip("; ") or None
+    ax.set_xlim(0, _upper(pts["iops"], pts["iops_ci_high"] if confidence is not None else None, 1.3))
+    top = _upper(pts[latency], pts[f"{latency}_ci_high"] if confidence is not None else None)
+    title = f"{hue or ''}{_ci_note(confidence, pts, 'bars', 'iops')}".lstrip("; ") or None
     if both is None:
         ax.set_ylabel(METRICS[latency].label)
         ax.legend(title=title, loc="best")

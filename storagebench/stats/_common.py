@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE, confidence_level
 
 #: Fewest runs per arm (or pairs) for a BCa bootstrap CI: below it BCa undercovers badly (a nominal 95%
 #: interval covered 0.73-0.83 at n = 3 and 0.84-0.89 at n = 5 on log-normal IOPS, benchmarks/bench_coverage.py
@@ -52,8 +53,12 @@ def check_fraction(value, message: str) -> float:
 
 
 def check_confidence(confidence: float) -> float:
-    """``confidence`` as a float in (0, 1), else :class:`StatsError` naming it."""
-    return check_fraction(confidence, f"confidence must be a number in (0, 1), got {confidence!r}")
+    """``confidence`` as a float in (0, 1), else :class:`StatsError` naming it (the rule of
+    :func:`storagebench.findings.confidence_level`; ``None`` is refused here: a stats function's default is
+    :data:`storagebench.findings.CONFIDENCE`, in its signature)."""
+    if confidence is None:
+        raise StatsError(f"confidence must be a number in (0, 1), e.g. {CONFIDENCE:g}, got None")
+    return confidence_level(confidence, error=StatsError)
 
 
 def check_margin(margin):

@@ -10,6 +10,7 @@ import pandas as pd
 from scipy import stats as st
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import check_confidence, check_fraction, require_positive_finite
 
 
@@ -62,7 +63,12 @@ class Agreement:
         return asdict(self)
 
 
-def bland_altman(a, b, *, log: bool = True, confidence: float = 0.95, coverage: float = 0.95) -> Agreement:
+#: The limits of agreement hold this share of single pairs (Bland & Altman 1986: bias -/+ 1.96 SD): a coverage of
+#: pairs, not a confidence level, so it stays 0.95 whatever :data:`~storagebench.findings.CONFIDENCE` is.
+LOA_COVERAGE = 0.95
+
+
+def bland_altman(a, b, *, log: bool = True, confidence: float = CONFIDENCE, coverage: float = LOA_COVERAGE) -> Agreement:
     """Bias and limits of agreement of two methods measured on the same items (Bland & Altman 1986).
 
     Parameters
@@ -100,7 +106,7 @@ def bland_altman(a, b, *, log: bool = True, confidence: float = 0.95, coverage: 
     ``sqrt(3 s^2 / n)`` is its approximation for z = 2).
     """
     confidence = check_confidence(confidence)
-    coverage = check_fraction(coverage, f"coverage must be a fraction in (0, 1) such as 0.95, got {coverage!r}")
+    coverage = check_fraction(coverage, f"coverage must be a fraction in (0, 1) such as {LOA_COVERAGE:g}, got {coverage!r}")
     x = pd.Series(np.asarray(a, dtype=float).ravel())
     y = pd.Series(np.asarray(b, dtype=float).ravel())
     if len(x) != len(y):

@@ -32,7 +32,7 @@ from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ._common import as_list
 from .comparison import ComparisonTable
 from .ratio import ESTIMANDS
-from .saturation import recommend_parameters
+from .saturation import PLATEAU_FRACTION, recommend_parameters
 from .verdicts import verdict
 
 #: The verdicts a claim can get.
@@ -357,7 +357,7 @@ def claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], comparison: Co
 
 
 def parameter_claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], sweep: pd.DataFrame, *,
-                             by: str | Sequence[str] | None = None, fraction: float = 0.95,
+                             by: str | Sequence[str] | None = None, fraction: float = PLATEAU_FRACTION,
                              latency: str = "lat_mean_ns") -> pd.DataFrame:
     """A verdict per parameter claim and group (tool): is the claimed cell on the sweep's plateau?
 
@@ -381,7 +381,7 @@ def parameter_claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], swee
     by : str or list of str, optional
         One verdict per group (the tool column, ``"source_tool"``).
     fraction : float
-        Share of the best cell that counts as the plateau (default 0.95).
+        Share of the best cell that counts as the plateau (default :data:`~storagebench.stats.saturation.PLATEAU_FRACTION`).
     latency : str
         Mean latency column, ns.
 

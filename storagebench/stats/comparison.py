@@ -34,6 +34,7 @@ from statsmodels.stats.multitest import multipletests
 
 from .._html import Markup, html
 from ..errors import StatsError, StorageBenchWarning
+from ..findings import CONFIDENCE
 from ..schema import RUNS
 from ..tables import table
 from ._common import (
@@ -723,7 +724,7 @@ def compare(
     blocks: str | Sequence[str] | None = None,
     factors: str | Sequence[str] | None = None,
     margin: float | None = None,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     adjust: str = "holm",
     n_boot: int | None = None,
     seed: int | None = 0,
@@ -767,7 +768,7 @@ def compare(
         Equivalence margin as a fraction (0.01 for "within 1%": ratio bounds 0.99 and 1.01), or explicit
         ratio bounds ``(low, high)`` such as ``(0.8, 1.25)``: adds a TOST on the estimand's scale.
     confidence : float
-        Confidence level of every CI (default 0.95); every test runs at ``alpha = 1 - confidence``.
+        Confidence level of every CI (default :data:`~storagebench.findings.CONFIDENCE`); every test runs at ``alpha = 1 - confidence``.
     adjust : {"holm", "bh", "bonferroni", "hommel", "by", "none"}
         Multiple-comparison adjustment of ``p`` across all estimable rows of the table (the family;
         ``statsmodels.stats.multitest.multipletests``): Holm (1979) for confirmatory claims,

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..schema import RUNS
 from ..tables import metric_words
 from ._common import as_list, require_columns
@@ -111,7 +111,7 @@ def cross_tool(
     config: Sequence[str] = CONFIG_COLUMNS,
     aggregate: bool = True,
     replicates: str | Sequence[str] | None = None,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     adjust: str = "holm",
     margin: float | None = None,
     log: bool = True,

@@ -18,7 +18,7 @@ from scipy import stats as st
 from statsmodels.sandbox.stats.runs import runstest_1samp
 
 from ..errors import StatsError
-from ..findings import fmt_number
+from ..findings import CONFIDENCE, fmt_number
 from ._common import as_list, check_confidence, require_columns, require_positive_finite
 
 _METHOD = ("OLS of log({metric}) on one mean per cell ({cells}) plus a common slope in {order}; the slope's t CI "
@@ -123,7 +123,7 @@ def _runs_test(x: np.ndarray) -> tuple[float, float]:
 
 
 def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], order: str = "run_order",
-                confidence: float = 0.95) -> Drift:
+                confidence: float = CONFIDENCE) -> Drift:
     """Do the runs drift with the run order? A common slope of ``log(metric)`` in ``order``, and a runs test.
 
     Parameters

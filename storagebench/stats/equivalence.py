@@ -12,6 +12,7 @@ from scipy import stats as st
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N, check_confidence, check_margin
 from .variance import VarianceComponents
 
@@ -102,7 +103,7 @@ def _positive_array(x, name: str) -> np.ndarray:
     return a
 
 
-def mean_ci(x, confidence: float = 0.95, *, n_boot: int | None = None, seed: int | None = 0) -> Estimate:
+def mean_ci(x, confidence: float = CONFIDENCE, *, n_boot: int | None = None, seed: int | None = 0) -> Estimate:
     """Mean of ``x`` with a Student t CI, or a BCa bootstrap CI when ``n_boot`` is given.
 
     Parameters
@@ -110,7 +111,7 @@ def mean_ci(x, confidence: float = 0.95, *, n_boot: int | None = None, seed: int
     x : array-like of float
         Replicate values (e.g. IOPS of repeated runs), finite.
     confidence : float
-        Confidence level (default 0.95).
+        Confidence level (default :data:`~storagebench.findings.CONFIDENCE`).
     n_boot : int, optional
         Bootstrap resamples (>= 100): BCa interval (Efron 1987, J. Am. Stat. Assoc. 82:171;
         ``scipy.stats.bootstrap(method="BCa")``) instead of the t interval (Student 1908). Refused with
@@ -291,12 +292,17 @@ class PlanningCV:
         return pd.DataFrame([self.__dict__])
 
 
+#: One-sided level of the upper bound of a pilot's CV that sample sizes are planned at (Browne 1995: 80%):
+#: a planning convention, not the level of the CIs (:data:`~storagebench.findings.CONFIDENCE`), so it stays
+#: when that changes.
+PLANNING_CONFIDENCE = 0.8
+
 _UPPER_METHOD = ("one-sided {conf:.0%} upper confidence bound of the log-scale SD from the chi-square distribution, "
                  "s_U = s sqrt(df / chi2_(1-{conf:g}; df)) with df = {df:g} (Browne 1995, Stat. Med. 14:1933; "
                  "PowerTOST::CVCL), CV = sqrt(exp(s^2) - 1)")
 
 
-def cv_upper_bound(cv: float, df: float, confidence: float = 0.8, *, source: str = "given") -> PlanningCV:
+def cv_upper_bound(cv: float, df: float, confidence: float = PLANNING_CONFIDENCE, *, source: str = "given") -> PlanningCV:
     """Upper confidence bound of a run-to-run CV estimated with ``df`` degrees of freedom.
 
     Parameters
@@ -344,7 +350,7 @@ def cv_upper_bound(cv: float, df: float, confidence: float = 0.8, *, source: str
                       source=source, method=method)
 
 
-def pilot_cv(pilot, *, confidence: float = 0.8) -> PlanningCV:
+def pilot_cv(pilot, *, confidence: float = PLANNING_CONFIDENCE) -> PlanningCV:
     """The planning CV of a pilot: pooled log-scale SD of its arms, or the top level of variance components.
 
     Parameters
@@ -457,7 +463,7 @@ def _planning_cv(cv, df, cv_confidence) -> PlanningCV:
 
 
 def tost_plan(cv, margin, ratio: float = 1.0, alpha: float = 0.05, power: float = 0.8, *, df: float | None = None,
-              cv_confidence: float = 0.8, paired: bool = False, n_max: int = 100_000) -> SamplePlan:
+              cv_confidence: float = PLANNING_CONFIDENCE, paired: bool = False, n_max: int = 100_000) -> SamplePlan:
     """Smallest runs per arm (or pairs) for which the log-scale TOST reaches ``power`` at the CV's upper bound.
 
     Parameters
@@ -530,7 +536,7 @@ def tost_plan(cv, margin, ratio: float = 1.0, alpha: float = 0.05, power: float 
 
 
 def tost_sample_size(cv, margin, ratio: float = 1.0, alpha: float = 0.05, power: float = 0.8, *,
-                     df: float | None = None, cv_confidence: float = 0.8, paired: bool = False,
+                     df: float | None = None, cv_confidence: float = PLANNING_CONFIDENCE, paired: bool = False,
                      n_max: int = 100_000) -> int:
     """Runs per arm (or pairs) the log-scale TOST needs: ``tost_plan(...).n`` (see :func:`tost_plan`).
 

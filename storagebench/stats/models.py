@@ -11,6 +11,7 @@ import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import check_confidence
 
 
@@ -62,7 +63,7 @@ class Model:
     result: object
 
 
-def fit_model(df: pd.DataFrame, formula: str, *, confidence: float = 0.95, anova_type: int = 2) -> Model:
+def fit_model(df: pd.DataFrame, formula: str, *, confidence: float = CONFIDENCE, anova_type: int = 2) -> Model:
     """Fit an OLS model with the statsmodels formula API and its ANOVA table.
 
     Parameters
@@ -155,7 +156,7 @@ class MixedModel:
 
 
 def fit_mixed(df: pd.DataFrame, formula: str, *, groups: str, vc: dict[str, str] | None = None,
-              re_formula: str | None = None, confidence: float = 0.95, reml: bool = True) -> MixedModel:
+              re_formula: str | None = None, confidence: float = CONFIDENCE, reml: bool = True) -> MixedModel:
     """Fit a linear mixed model (``statsmodels`` ``MixedLM``) for repeated measures.
 
     Parameters

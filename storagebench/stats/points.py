@@ -30,7 +30,7 @@ from scipy import stats as st
 from .._checks import need_columns, one_of
 from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import SchemaError, StatsError
-from ..findings import fmt_number, fmt_p
+from ..findings import CONFIDENCE, fmt_number, fmt_p, renamed_ci
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
 from ..schema import DIRECTIONS, RUN_TOTALS, RUNS
@@ -220,7 +220,7 @@ def _pooled_log_ci(codes: np.ndarray, y: np.ndarray, k: int, confidence: float) 
 
 
 def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
-                    confidence: float = 0.95, method: str = "auto", spread_alpha: float = 0.05) -> PointEstimates:
+                    confidence: float = CONFIDENCE, method: str = "auto", spread_alpha: float = 0.05) -> PointEstimates:
     """Per point: the geometric mean of each column over its runs, with a log-scale CI pooled over the grid.
 
     Parameters
@@ -234,7 +234,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
         Value columns (in their own unit: ``iops`` in 1/s, ``lat_mean_ns`` in ns ...); > 0 for the log
         methods. Non-finite values (NaN) are left out of their point.
     confidence : float
-        Confidence level of the intervals (default 0.95).
+        Confidence level of the intervals (default :data:`~storagebench.findings.CONFIDENCE`).
     method : {"auto", "pooled_log", "log_t", "t"}
         ``pooled_log``: geometric mean, CI ``exp(mean(log x) ± t · s / sqrt(n))`` with ``s`` the residual SD
         of the OLS fit of ``log x`` on the point as a categorical factor (statsmodels), ``t`` on its
@@ -370,7 +370,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
 
 
 def point_means(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
-                confidence: float = 0.95, method: str = "auto", spread_alpha: float = 0.05) -> pd.DataFrame:
+                confidence: float = CONFIDENCE, method: str = "auto", spread_alpha: float = 0.05) -> pd.DataFrame:
     """The table of :func:`point_estimates`: per point the geometric mean of each column and its log-scale CI.
 
     Parameters
@@ -559,8 +559,9 @@ def _check_not_mixed(pr: pd.DataFrame, by: Sequence[str]) -> None:
             )
 
 
+@renamed_ci
 def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] = ("iops",),
-              direction: str | None = None, ci: float = 0.95, method: str = "auto") -> pd.DataFrame:
+              direction: str | None = None, confidence: float = CONFIDENCE, method: str = "auto") -> pd.DataFrame:
     """Geometric mean and log-scale confidence interval of display metrics per study point.
 
     Parameters
@@ -573,8 +574,9 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
         Names from :data:`storagebench.tables.METRICS` (``"iops"``, ``"lat_mean_ms"``, ``"bw_MB_per_s"`` ...).
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
-    ci : float
-        Confidence level of the interval (:func:`point_means`).
+    confidence : float
+        Confidence level of the interval (:func:`point_means`). (``ci=``, its old name, still works with a
+        FutureWarning.)
     method : str
         CI method of :func:`storagebench.stats.point_estimates` (default ``auto``: log scale, pooled over
         the points unless equal spread is rejected).
@@ -607,7 +609,7 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     scaled = pr[[*by, "run_id"]].copy() if "run_id" in pr.columns else pr[by].copy()  # errors name the run
     for name, spec in zip(metrics, specs, strict=True):
         scaled[name] = pr[spec.column].astype(float) * spec.scale
-    pts = point_means(scaled, by, list(metrics), confidence=ci, method=method)
+    pts = point_means(scaled, by, list(metrics), confidence=confidence, method=method)
     checks = pts.attrs.get("checks", {})
     pts = pts.drop(columns=[f"{m}_log_sd" for m in metrics if f"{m}_log_sd" in pts.columns])
     for name in metrics:  # a band of zero width where there is no interval (one run): drawn as the line
@@ -617,9 +619,10 @@ def per_point(runs: pd.DataFrame, *, by: Sequence[str], metrics: Sequence[str] =
     return pts
 
 
+@renamed_ci
 def point_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
                 by: Sequence[str] = ("numjobs", "iodepth"), direction: str | None = None,
-                ci: float = 0.95) -> pd.DataFrame:
+                confidence: float = CONFIDENCE) -> pd.DataFrame:
     """A display table per study point with the unit in every column header (:func:`per_point`).
 
     Parameters
@@ -634,8 +637,8 @@ def point_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         Factor columns that define a point.
     direction : {"read", "write", "trim"} or None
         As in :func:`_per_run`.
-    ci : float
-        Confidence level of the IOPS interval.
+    confidence : float
+        Confidence level of the IOPS interval. (``ci=``, its old name, still works with a FutureWarning.)
 
     Returns
     -------
@@ -645,8 +648,9 @@ def point_table(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         ``p99 clat (ms)``.
     """
     by = [by] if isinstance(by, str) else list(by)
-    pts = per_point(runs, by=by, metrics=("iops", "bw_MB_per_s", "lat_mean_ms"), direction=direction, ci=ci)
-    level = f"{ci * 100:g}%"
+    pts = per_point(runs, by=by, metrics=("iops", "bw_MB_per_s", "lat_mean_ms"), direction=direction,
+                    confidence=confidence)
+    level = f"{confidence * 100:g}%"
     out = pts[by].copy()
     out["runs"] = pts["n"]
     out["IOPS (1/s)"] = pts["iops"].round(0)

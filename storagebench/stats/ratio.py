@@ -38,6 +38,7 @@ from scipy.special import gammaln
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import BCA_COVERAGE_NOTE, BCA_MIN_N
 
 #: ``estimand=`` names accepted by :func:`ratio_ci` / :func:`~storagebench.stats.compare` and what they estimate.
@@ -178,7 +179,7 @@ RATIO_METHODS: dict[tuple[str, bool], str] = {
 }
 
 
-def ratio_ci(x, y, confidence: float = 0.95, *, estimand: str = "geometric", paired: bool = False) -> RatioCI:
+def ratio_ci(x, y, confidence: float = CONFIDENCE, *, estimand: str = "geometric", paired: bool = False) -> RatioCI:
     """The ratio ``x / y`` (other / baseline) with its CI and the p-value of ratio = 1, on one scale.
 
     Parameters

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .._checks import need_columns
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
 from ._common import as_list, check_confidence, require_columns, require_positive_finite
@@ -397,6 +398,11 @@ class Recommendation:
         return pd.DataFrame(rows, columns=["curve", *cols, "method", "note"])
 
 
+#: The plateau: the share of the best point's throughput at which a point counts as saturated (95% of the
+#: best IOPS), the default ``fraction`` of :func:`recommend_parameters` and of everything built on it.
+PLATEAU_FRACTION = 0.95
+
+
 def _frontier(cells: pd.DataFrame, metric: str, latency: str) -> pd.Series:
     order = cells.sort_values(["outstanding_ios", metric, latency], ascending=[True, False, True])
     first = order.drop_duplicates("outstanding_ios", keep="first").index
@@ -404,8 +410,8 @@ def _frontier(cells: pd.DataFrame, metric: str, latency: str) -> pd.Series:
 
 
 def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str = "lat_mean_ns", *,
-                         fraction: float = 0.95, histograms: pd.DataFrame | None = None, tail: float = 99.0,
-                         confidence: float = 0.95, method: str = "auto") -> Recommendation:
+                         fraction: float = PLATEAU_FRACTION, histograms: pd.DataFrame | None = None, tail: float = 99.0,
+                         confidence: float = CONFIDENCE, method: str = "auto") -> Recommendation:
     """Pick ``numjobs`` and ``iodepth`` from a saturation sweep: the cheapest load on the plateau before the tail knee.
 
     The rule (one rule, stated in :attr:`Recommendation.rule`):
@@ -436,7 +442,7 @@ def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str 
     latency : str
         Mean latency column in ns.
     fraction : float
-        Share of the best admissible point that counts as saturated (default 0.95).
+        Share of the best admissible point that counts as saturated (default :data:`PLATEAU_FRACTION`).
     histograms : pandas.DataFrame, optional
         Tidy ``histograms`` table of the runs: gives the tail percentile per point and the tail knee.
     tail : float
@@ -565,7 +571,7 @@ class QosResult:
 
 
 def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
-                 confidence: float = 0.95, method: str = "auto") -> QosResult:
+                 confidence: float = CONFIDENCE, method: str = "auto") -> QosResult:
     """The highest load level whose latency meets a QoS limit, with a log-scale CI over repetitions.
 
     Parameters
@@ -649,7 +655,7 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
 
 
 def normalize(df: pd.DataFrame, metric: str, baseline_query: str, *, by: str | Sequence[str] | None = None,
-              confidence: float = 0.95, estimand: str = "geometric") -> pd.DataFrame:
+              confidence: float = CONFIDENCE, estimand: str = "geometric") -> pd.DataFrame:
     """Scores normalised to a baseline (VMmark style), each with its CI and "% improvement".
 
     Parameters

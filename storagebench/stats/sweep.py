@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SchemaError, StatsError
-from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..records import DeviceInfo, provenance_records
 from ._common import check_confidence
 from .points import PointEstimates, point_estimates, point_percentiles
 from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
-from .saturation import Recommendation, per_run, recommend_parameters
+from .saturation import PLATEAU_FRACTION, Recommendation, per_run, recommend_parameters
 
 #: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
 #: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
@@ -334,7 +334,7 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
 
 
 def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *, provenance: Any = None,
-                  confidence: float = 0.95, fraction: float = 0.95, method: str = "auto") -> SweepSummary:
+                  confidence: float = CONFIDENCE, fraction: float = PLATEAU_FRACTION, method: str = "auto") -> SweepSummary:
     """Peak, recommended point, knees, caveats and n per point of a numjobs x iodepth sweep.
 
     The estimand of a point is the geometric mean of its runs' IOPS (and of their mean latencies), with

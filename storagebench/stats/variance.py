@@ -11,6 +11,7 @@ import pandas as pd
 from scipy import stats as st
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from ._common import check_confidence, require_columns
 
 
@@ -132,7 +133,7 @@ def _s2_all(cube: np.ndarray) -> list[float]:
 
 
 def variance_components(df: pd.DataFrame, levels: Sequence[str], metric: str, *,
-                        costs: Sequence[float] | None = None, confidence: float = 0.95) -> VarianceComponents:
+                        costs: Sequence[float] | None = None, confidence: float = CONFIDENCE) -> VarianceComponents:
     """Variance components per level and optimal repetition counts (Kalibera & Jones 2013).
 
     Parameters

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import StatsError
-from ..findings import Finding, Findings, fmt_ci, fmt_number, fmt_p
+from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..tables import metric_words, value_text
 from ._common import as_list, key_tuple, require_columns, require_positive_finite
 from .comparison import Comparison, ComparisonTable, compare
@@ -380,7 +380,7 @@ def methods_table(tables: Mapping[str, ComparisonTable], *, units: Mapping[str, 
 
 def interaction(df: pd.DataFrame, factor: str, baseline, metric: str, *, modifier: str, modifier_baseline,
                 pair_on: str | Sequence[str], by: str | Sequence[str] | None = None,
-                blocks: str | Sequence[str] | None = None, confidence: float = 0.95,
+                blocks: str | Sequence[str] | None = None, confidence: float = CONFIDENCE,
                 adjust: str = "holm") -> ComparisonTable:
     """Does the effect of ``factor`` depend on ``modifier``? The ratio of ratios per block, paired on blocks.
 

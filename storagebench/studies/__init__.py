@@ -19,7 +19,7 @@ The protocol: a study module defines
     being run, ``unit`` the :class:`~storagebench._plan.SetUpUnit` (set-up number, block, and the levels
     of the spec's ``setup_factors`` this build serves). Preconditioning (every target's region written
     twice, SNIA PTS) is done by the registry after the build, for every study alike.
-``analyse(data, *, confidence=0.95, **parameters)``
+``analyse(data, *, confidence=CONFIDENCE, **parameters)``
     Returns a :class:`TestbedResult` from a :class:`StudyData` (:func:`load_data`). Keyword-only
     parameters with defaults are the study's analysis parameters (``storagebench testbed NAME -p
     key=value``, the notebook's ``params``).
@@ -76,6 +76,7 @@ from .._runner import SetUp, SweepResult, run_study
 from .._store import StudyStore
 from .._study import SetUpUnit, Study, load_study
 from ..errors import StatsError, StudyError
+from ..findings import CONFIDENCE, confidence_level
 from ..records import TestbedRecord
 from ._base import (
     Finding,
@@ -205,9 +206,7 @@ class TestbedStudy:
             if not ok:
                 raise StudyError(f"study {self.name}: analysis parameter {key} must be like its default {default!r} "
                                  f"({type(default).__name__}), got {type(value).__name__} {value!r}")
-        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
-                                       or not 0 < confidence < 1):
-            raise StudyError(f"confidence must be a number in (0, 1), e.g. 0.95, got {confidence!r}")
+        confidence_level(confidence, error=StudyError)
         rules = getattr(self.module, "check_parameters", None)
         if rules is not None:
             try:
@@ -399,7 +398,7 @@ def _build(ts: TestbedStudy, study: Study, phases: dict[str, float], fio_bin: st
 
 
 def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool = False, progress: bool = False,
-        fio_bin: str = "fio", confidence: float = 0.95, params: Mapping[str, Any] | None = None,
+        fio_bin: str = "fio", confidence: float = CONFIDENCE, params: Mapping[str, Any] | None = None,
         write: bool = True) -> TestbedOutcome:
     """Build, measure, tear down and analyse a testbed study.
 
@@ -473,7 +472,7 @@ def _write_tables(study_dir: Path, result: TestbedResult) -> None:
             df.to_csv(adir / f"{key}.csv", index=False)
 
 
-def analyse(name: str, study_dir: str | os.PathLike[str], *, confidence: float = 0.95, **params: Any) -> TestbedResult:
+def analyse(name: str, study_dir: str | os.PathLike[str], *, confidence: float = CONFIDENCE, **params: Any) -> TestbedResult:
     """The findings, verdict table, tables and figures of a testbed study directory.
 
     Parameters

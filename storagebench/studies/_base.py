@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +34,7 @@ from .._inputs import completed_runs, open_input
 from .._store import StudyStore
 from .._study import Study, load_study
 from ..errors import StatsError, StudyError
-from ..findings import Finding as ReportFinding
-from ..findings import Findings, fmt_number
+from ..findings import CONFIDENCE, Finding, Findings, fmt_number
 from ..ingest import ingest_study
 from ..plots import ratio_forest
 from ..records import TestbedRecord
@@ -67,51 +65,15 @@ __all__ = [
 ROUND_S = 1.0
 #: SNIA PTS steady-state window: rounds, data excursion and fitted-line excursion (fractions of the mean).
 PTS_WINDOW, PTS_DATA_LIMIT, PTS_FIT_LIMIT = 5, 0.20, 0.10
+#: Columns of :meth:`TestbedResult.findings_frame` (``analysis/findings.csv``).
+FINDINGS_COLUMNS = ("kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit_of_replication",
+                    "unit", "method")
 #: Columns of a fio IOPS log series that add up to a run's total IOPS in one round.
 _LOG_PARTS = ("host", "job", "log_index", "direction")
 
 
 # ---------------------------------------------------------------------------------------------
 # result types
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding of a study: a plain sentence and the numbers it states.
-
-    Attributes
-    ----------
-    sentence : str
-        The finding in words, generated from the statistics (never typed in).
-    estimate, ci_low, ci_high : float
-        The estimate (a ratio, a % change, ...) and its CI; NaN when the finding has none (a count).
-    confidence : float
-        Level of the CI.
-    n : str
-        What the estimate rests on, with its unit: ``"4 pairs"``, ``"3 vs 3 units"``, ``"54 runs"``.
-    unit : str
-        The experimental unit in words (what was independently repeated).
-    method : str
-        How the estimate was computed (estimand, test, CI, adjustment), with its source.
-    kind : str
-        ``verdict``, ``equivalence``, ``plan``, ``qos``, ``variance``, ``drift``, ``steady`` or ``caveat``.
-    """
-
-    sentence: str
-    estimate: float = math.nan
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    confidence: float = math.nan
-    n: str = ""
-    unit: str = ""
-    method: str = ""
-    kind: str = "verdict"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The finding as a plain mapping (one row of :meth:`TestbedResult.findings_frame`)."""
-        return {"kind": self.kind, "sentence": self.sentence, "estimate": self.estimate, "ci_low": self.ci_low,
-                "ci_high": self.ci_high, "confidence": self.confidence, "n": self.n, "unit": self.unit,
-                "method": self.method}
 
 
 @dataclass(frozen=True)
@@ -192,8 +154,9 @@ class TestbedResult:
     ----------
     name, title, question : str
         The study, its title and the question it answers.
-    findings : tuple of Finding
-        Plain sentences, each with its estimate, CI, n, unit of replication and method.
+    findings : tuple of storagebench.findings.Finding
+        Plain sentences, each with its estimate, CI, n, unit of replication and method, keyed
+        ``<kind>:<position>`` (``verdict:0``, ``drift:5``; :attr:`~storagebench.findings.Finding.kind`).
     verdicts : pandas.DataFrame
         The verdict table: one row per comparison (:func:`storagebench.stats.verdict` columns plus the
         study's keys, ``runs``, ``runs_not_steady`` and ``runs_cache_not_medium``).
@@ -293,28 +256,10 @@ class TestbedResult:
         return table(frame, digits=digits, confidence=self.confidence,
                      labels={"level": factor, "n": "n (blocks)" if paired else "n (per arm)"})
 
-    def report_findings(self):
-        """The findings as :class:`storagebench.findings.Findings`, which a write-up displays first.
-
-        Each finding keeps its sentence, estimate, CI, confidence and method; ``n`` is the count of
-        units (the smaller arm when unpaired) and ``unit_of_replication`` says what they are.
-        """
-        units = {"verdict": "ratio", "equivalence": "points shown", "plan": "units", "qos": "outstanding I/Os",
-                 "variance": "share", "drift": "%", "steady": "runs", "caveat": "ns"}
-        out = []
-        for i, f in enumerate(self.findings):
-            m = re.match(r"(\d+)(?: (?:vs|to) (\d+))? ?(.*)", f.n or "")
-            n = min(int(m.group(1)), int(m.group(2) or m.group(1))) if m else None
-            rest = (m.group(3) if m else f.n) or ""
-            ci = (f.ci_low, f.ci_high) if np.isfinite(f.ci_low) and np.isfinite(f.ci_high) else None
-            out.append(ReportFinding(
-                f.sentence, estimate=f.estimate if np.isfinite(f.estimate) else None, ci=ci,
-                confidence=f.confidence if np.isfinite(f.confidence) else None, n=n,
-                # the unit in short ("set-up"): the Methods section of the write-up says what it is in full
-                unit_of_replication=(f"{rest}; unit: {f.unit.split(' (')[0]}" if f.unit and f.kind == "verdict"
-                                     else rest),
-                method=f.method, unit=units.get(f.kind, ""), key=f"{f.kind}:{i}", caveat=f.kind == "caveat"))
-        return Findings(tuple(out), title=self.question)
+    def report_findings(self) -> Findings:
+        """The findings as :class:`storagebench.findings.Findings` (titled with the question), which a
+        write-up displays first."""
+        return Findings(self.findings, title=self.question)
 
     def table_for_reader(self, key: str) -> tuple[pd.DataFrame, str]:
         """A table of :attr:`tables` as a write-up shows it, and a line saying what was left out.
@@ -358,9 +303,15 @@ class TestbedResult:
         return shown, note
 
     def findings_frame(self) -> pd.DataFrame:
-        """One row per finding: ``kind, sentence, estimate, ci_low, ci_high, confidence, n, unit, method``."""
-        cols = ["kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit", "method"]
-        return pd.DataFrame([f.to_dict() for f in self.findings], columns=cols)
+        """One row per finding (``analysis/findings.csv``): ``kind, sentence, estimate, ci_low, ci_high,
+        confidence, n, unit_of_replication, unit, method`` (:class:`storagebench.findings.Finding`'s fields;
+        NaN where a finding has no such number). The experimental unit in full is :attr:`unit`."""
+        return pd.DataFrame([
+            {"kind": f.kind, "sentence": f.sentence, "estimate": f.estimate,
+             "ci_low": f.ci[0] if f.ci else None, "ci_high": f.ci[1] if f.ci else None, "confidence": f.confidence,
+             "n": f.n, "unit_of_replication": f.unit_of_replication, "unit": f.unit, "method": f.method}
+            for f in self.findings], columns=FINDINGS_COLUMNS).astype(
+                {"estimate": float, "ci_low": float, "ci_high": float, "confidence": float, "n": "Int64"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,7 +483,7 @@ def unit_values(data: StudyData, metric: str, keys: Sequence[str]) -> pd.DataFra
 
 
 def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by: str | Sequence[str] | None = None,
-                 up: str = "higher", down: str = "lower", confidence: float = 0.95, adjust: str = "holm",
+                 up: str = "higher", down: str = "lower", confidence: float = CONFIDENCE, adjust: str = "holm",
                  margin: float | None = None) -> tuple[stats.comparison.ComparisonTable, pd.DataFrame, list[Finding]]:
     """Compare the arms of ``factor`` with the set-up as the experimental unit, and say what it shows.
 
@@ -566,16 +517,17 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
     v["method"] = [r.method for r in table.rows]
     # the sentence: stats.verdict_findings' short one (the full one, with unit, design and family, is the
     # verdict table's ``text``; those facts are the finding's n, unit and method)
-    findings = [Finding(sentence=item.sentence, estimate=float(row["ratio"]), ci_low=float(row["ci_low"]),
-                        ci_high=float(row["ci_high"]), confidence=float(row["confidence"]),
-                        n=_n_words(row["n"], data), unit=unit,
-                        method=f"{row['method']}; design: {row['design']}; family: {row['family']}", kind="verdict")
+    # the unit in short ("set-up"): the Methods section of the write-up says what it is in full
+    findings = [Finding(item.sentence, estimate=row["ratio"], ci=(row["ci_low"], row["ci_high"]),
+                        confidence=row["confidence"], n=_units(row["n"], data)[0],
+                        unit_of_replication=f"{_units(row['n'], data)[1]}; unit: {unit.split(' (')[0]}", unit="ratio",
+                        method=f"{row['method']}; design: {row['design']}; family: {row['family']}", key="verdict")
                 for item, (_, row) in zip(short, v.iterrows(), strict=True)]
     return table, v, findings
 
 
 def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: Sequence[str], margin: float,
-               confidence: float = 0.95, power: float = 0.8) -> pd.DataFrame:
+               confidence: float = CONFIDENCE, power: float = 0.8) -> pd.DataFrame:
     """Per (group, level): how many units the TOST for "within ``margin``" would need.
 
     The pilot is this study's own units (:func:`unit_values`): with blocks, the per-block ratios
@@ -620,7 +572,7 @@ def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: 
 
 
 def setup_variance(data: StudyData, metric: str, cells: Sequence[str], *,
-                   confidence: float = 0.95) -> tuple[pd.DataFrame, list[Finding]]:
+                   confidence: float = CONFIDENCE) -> tuple[pd.DataFrame, list[Finding]]:
     """How much of the variation is between set-ups, and how many runs per set-up are worth it.
 
     Per cell (``cells`` levels), :func:`storagebench.stats.variance_components` of ``metric`` with the
@@ -667,9 +619,9 @@ def setup_variance(data: StudyData, metric: str, cells: Sequence[str], *,
     if opt.notna().any():
         sentence += (f"; with a set-up costing {costs[0]:.0f} s and a run {costs[1]:.0f} s, the cheapest precision "
                      f"comes from {np.nanmedian(opt):.1f} run(s) per set-up (median over cells; more set-ups beyond that)")
-    finding = Finding(sentence=sentence + ".", estimate=float(table["setup_share"].median()),
-                      n=f"{int(table['setups'].iloc[0])} set-ups x {int(table['reps'].iloc[0])} runs per cell",
-                      unit="set-up and run", method=str(table["method"].iloc[0]), kind="variance")
+    finding = Finding(sentence + ".", estimate=table["setup_share"].median(), n=int(table["setups"].iloc[0]),
+                      unit_of_replication=f"set-ups x {int(table['reps'].iloc[0])} runs per cell", unit="share",
+                      method=str(table["method"].iloc[0]), key="variance")
     return table, [finding]
 
 
@@ -678,12 +630,12 @@ def conf_text(confidence: float) -> str:
     return f"{confidence:.{max(0, -int(math.floor(math.log10(1 - confidence))) - 2)}%}"
 
 
-def _n_words(n: str, data: StudyData) -> str:
+def _units(n: Any, data: StudyData) -> tuple[int, str]:
+    """What a verdict row rests on: its ``n`` (``"4"``: blocks when paired), or the smaller arm of an
+    unpaired ``"3/4"``; and what they are (``blocks``, ``set-ups`` or ``runs``)."""
     what = "set-ups" if data.setups > 1 else "runs"
-    if "/" in str(n):
-        a, b = str(n).split("/")
-        return f"{a} vs {b} {what}"
-    return f"{n} blocks" if data.paired else f"{n} {what}"
+    arms = str(n).split("/")
+    return min(int(x) for x in arms), ("blocks" if data.paired and len(arms) == 1 else what)
 
 
 def _level_like(series: pd.Series, value: Any) -> Any:
@@ -708,7 +660,7 @@ def _pct(x: float) -> str:
     return ("+" if x > 0 else "") + fmt_number(x) + "%"
 
 
-def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = 0.95) -> tuple[
+def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = CONFIDENCE) -> tuple[
         stats.drift.Drift | None, list[Finding], tuple[str, ...]]:
     """The drift check, the steady-state count and the cache caveats of a study, as findings.
 
@@ -724,10 +676,10 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
     drift = None
     if len(pr) >= 3:
         drift = stats.drift_check(pr, metric, cells=cells, order="run_order", confidence=confidence)
-        out.append(Finding(sentence=drift.text("per-run IOPS" if metric == "iops" else metric),
-                           estimate=drift.pct_over_span, ci_low=drift.ci_low_pct, ci_high=drift.ci_high_pct,
-                           confidence=confidence, n=f"{drift.n} runs", unit="run (position in the run order)",
-                           method=drift.method, kind="drift"))
+        out.append(Finding(drift.text("per-run IOPS" if metric == "iops" else metric),
+                           estimate=drift.pct_over_span, ci=(drift.ci_low_pct, drift.ci_high_pct),
+                           confidence=confidence, n=drift.n, unit_of_replication="runs", unit="%",
+                           method=drift.method, key="drift"))
     checked = pr["steady"].notna()
     bad = int((pr["steady"] == False).sum())  # noqa: E712
     short = int(pr["steady_note"].str.contains("at least window", na=False).sum())
@@ -740,9 +692,9 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
     else:
         sentence = ("Steady state not checked: the runs logged no per-second IOPS (add write_iops_log and "
                     "log_avg_msec: 1000 to the spec's fixed options).")
-    out.append(Finding(sentence=sentence, estimate=float(bad), n=f"{len(pr)} runs", unit="run",
+    out.append(Finding(sentence, estimate=bad, n=len(pr), unit_of_replication="runs", unit="runs",
                        method="stats.steady_state_timeseries (SNIA Solid State Storage PTS steady-state window)",
-                       kind="steady"))
+                       key="steady"))
     caveats = []
     flagged = pr[pr["cache_not_medium"].astype(bool)]
     if len(flagged):
@@ -764,9 +716,9 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
                     f"needs milliseconds per I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
                     "these runs measured a cache, not the medium.")
             caveats.append(text)
-            out.append(Finding(sentence=text, estimate=float(g["clat_mean_ns"].median()), n=f"{len(g)} runs",
-                               unit="run", method=f"stats.cache_caveats (rotational device, mean clat < "
-                                                  f"{stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", kind="caveat"))
+            out.append(Finding(text, estimate=g["clat_mean_ns"].median(), n=len(g), unit_of_replication="runs",
+                               unit="ns", method=f"stats.cache_caveats (rotational device, mean clat < "
+                                                 f"{stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", key="caveat", caveat=True))
     return drift, out, tuple(caveats)
 
 
@@ -795,8 +747,9 @@ def finish(data: StudyData, *, title: str, question: str, findings: list[Finding
             f"excursion > {PTS_FIT_LIMIT:.0%} of the mean, or too short); grey band: ±10%."))
     for name in figs:
         caps.setdefault(name, f"{title}: {name.replace('_', ' ')}.")
+    keyed = tuple(dataclasses.replace(f, key=f"{f.kind}:{i}") for i, f in enumerate(findings + common))
     return TestbedResult(
-        name=data.name, title=title, question=question, findings=tuple(findings + common), verdicts=verdicts,
+        name=data.name, title=title, question=question, findings=keyed, verdicts=verdicts,
         tables={"per_run": pr, **tables}, figures=figs, confidence=confidence, unit=data.unit_words(),
         drift=drift, runs=len(pr), runs_not_steady=int((pr["steady"] == False).sum()),  # noqa: E712
         runs_cache_not_medium=int(pr["cache_not_medium"].sum()), caveats=caveats, captions=caps)

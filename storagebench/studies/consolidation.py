@@ -19,6 +19,7 @@ import pandas as pd
 from storagebench import testbed as tb
 from storagebench._histogram import merge_histograms, percentiles_from_bins
 from storagebench.errors import StudyError
+from storagebench.findings import CONFIDENCE
 from storagebench.studies import (  # the kit for study authors
     SetUp,
     SetUpUnit,
@@ -110,7 +111,7 @@ def pooled_percentiles(data: StudyData, by: Sequence[str], percentiles: Sequence
     return pd.DataFrame(rows)
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult:
     """Per workload and metric (IOPS, p90 and p99 completion latency): shared / isolated.
 
     Returns

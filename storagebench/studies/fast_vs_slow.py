@@ -21,6 +21,7 @@ import pandas as pd
 from storagebench import stats
 from storagebench import testbed as tb
 from storagebench.errors import StatsError, TestbedError
+from storagebench.findings import CONFIDENCE
 from storagebench.studies import (  # the kit for study authors
     Finding,
     SetUp,
@@ -82,7 +83,7 @@ def check_parameters(*, qos_p99_ms: float) -> None:
         raise StatsError(f"qos_p99_ms must be a positive number of ms, got {qos_p99_ms!r}")
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DEFAULT_QOS_P99_MS) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE, qos_p99_ms: float = DEFAULT_QOS_P99_MS) -> TestbedResult:
     """% improvement of fast over slow per load, normalised scores, highest load within the QoS limit.
 
     Parameters
@@ -147,10 +148,9 @@ def analyse(data: StudyData, *, confidence: float = 0.95, qos_p99_ms: float = DE
                       f"{_load_words(row['max_load'], q.max_load)} by the mean p99 of its set-ups, and up to "
                       f"{_load_words(row['max_load_confident'], q.max_load_confident)} when the upper "
                       f"{conf_text(confidence)} confidence bound must meet it (the defensible claim)."),
-            estimate=float(q.max_load) if q.max_load is not None else math.nan, confidence=confidence,
-            n=f"{int(t['n'].min())} to {int(t['n'].max())} set-ups per load" if len(t) else "none",
-            unit=data.unit_words(),
-            method=q.method, kind="qos"))
+            estimate=q.max_load, confidence=confidence, n=t["n"].min() if len(t) else None,
+            unit_of_replication="set-ups per load" if len(t) else "none", unit="outstanding I/Os",
+            method=q.method, key="qos"))
     qos = pd.DataFrame(qos_rows)
     lat_t = pd.concat(lat, ignore_index=True) if lat else pd.DataFrame()
     if len(lat_t):

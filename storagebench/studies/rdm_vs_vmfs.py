@@ -21,7 +21,7 @@ import numpy as np
 
 from storagebench import testbed as tb
 from storagebench.errors import StatsError
-from storagebench.findings import fmt_number
+from storagebench.findings import CONFIDENCE, fmt_number
 from storagebench.studies import (  # the kit for study authors
     Finding,
     SetUp,
@@ -80,7 +80,7 @@ def check_parameters(*, margin: float, power: float) -> None:
             raise StatsError(f"{key} must be a fraction in (0, 1), got {value!r}")
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, power: float = 0.8) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE, margin: float = 0.01, power: float = 0.8) -> TestbedResult:
     """fs/raw IOPS ratio per (mix, I/O size) with its CI, TOST for "within ``margin``", set-ups needed.
 
     Parameters
@@ -117,10 +117,10 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
                       f"of {len(g)} (TOST at alpha = {1 - confidence:g} each; the claim for every size at once is "
                       f"their intersection-union test, shown only if all are); the {conf_text(confidence)} CIs of the "
                       f"ratio span {fmt_number(lo)} to {fmt_number(hi)}."),
-            estimate=float(shown), ci_low=float(lo), ci_high=float(hi), confidence=confidence,
-            n=f"{len(g)} comparison{'' if len(g) == 1 else 's'}", unit=data.unit_words(),
+            estimate=shown, ci=(lo, hi), confidence=confidence, n=len(g),
+            unit_of_replication=f"comparison{'' if len(g) == 1 else 's'}", unit="points shown",
             method="TOST on the log ratio (Schuirmann 1987) per point; intersection-union over points (Berger & "
-                   "Hsu 1996)", kind="equivalence"))
+                   "Hsu 1996)", key="equivalence"))
         need = g["units_needed"]
         beyond = g[need.isna() & g["cv_upper_pct"].notna()]
         if len(beyond):
@@ -131,9 +131,8 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
                           f"{fmt_number(beyond['cv_pct'].max())}%) is so large that no number of {what} up to the "
                           f"planner's limit would show \"within {margin:.0%}\" with {power:.0%} power"
                           + ("." if "n_max" in beyond["plan_note"].iloc[0] else f" ({beyond['plan_note'].iloc[0]}).")),
-                confidence=float(beyond["cv_confidence"].iloc[0]), n=f"{int(g['units_now'].max())} units now",
-                unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
-                kind="plan"))
+                confidence=beyond["cv_confidence"].iloc[0], n=g["units_now"].max(), unit_of_replication="units now",
+                unit="units", method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)", key="plan"))
         if need.notna().any():
             worst = g.loc[need.idxmax()]
             findings.append(Finding(
@@ -144,10 +143,9 @@ def analyse(data: StudyData, *, confidence: float = 0.95, margin: float = 0.01, 
                           f"{conf_text(worst['cv_confidence'])} upper confidence bound of the CV between units "
                           f"({fmt_number(worst['cv_upper_pct'])}% at {worst['mix']}, {int(worst['bs_bytes']) // 1024} "
                           f"KiB; point estimate {fmt_number(worst['cv_pct'])}%)."),
-                estimate=float(need.max()), confidence=float(worst["cv_confidence"]),
-                n=f"{int(g['units_now'].max())} units now",
-                unit=data.unit_words(), method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)",
-                kind="plan"))
+                estimate=need.max(), confidence=worst["cv_confidence"], n=g["units_now"].max(),
+                unit_of_replication="units now", unit="units",
+                method="stats.tost_plan at stats.pilot_cv's upper bound (Browne 1995)", key="plan"))
     units = unit_values(data, "iops", [ARM, "mix", "bs_bytes"])
     figures = {
         "ratios": lambda: ratio_figure(v, ["level", "mix", "bs_bytes"], margin=margin,

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator
 
 from storagebench import testbed as tb
+from storagebench.findings import CONFIDENCE
 from storagebench.studies import (  # the kit for study authors
     SetUp,
     SetUpUnit,
@@ -73,7 +74,7 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
         yield SetUp(targets=targets, devices=tuple(devices), notes=tuple(notes))
 
 
-def analyse(data: StudyData, *, confidence: float = 0.95) -> TestbedResult:
+def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult:
     """width 4 / width 1 IOPS per pattern (ratio of geometric means of the set-ups), Holm over the patterns.
 
     Returns
