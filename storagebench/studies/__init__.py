@@ -31,8 +31,8 @@ The kit: everything a study module needs from storagebench is imported from this
 (``from storagebench.studies import SetUp, StudyData, compare_arms, ...``: the first names of ``__all__``), never
 from a private module, so a study found on ``STORAGEBENCH_STUDY_PATH`` or by an entry point is written
 like the built-in ones: :class:`SetUp` (what ``testbed`` yields), :class:`SetUpUnit` and :class:`Study`
-(its arguments), :class:`StudyData` (what ``analyse`` gets), :class:`TestbedResult` and :class:`Finding`
-(what it returns), and the shared analysis: :func:`compare_arms` (the set-up as the experimental unit),
+(its arguments), :class:`StudyData` (what ``analyse`` gets), :class:`TestbedResult` (what it returns,
+holding :class:`storagebench.findings.Finding`, whose one home is :mod:`storagebench.findings`), and the shared analysis: :func:`compare_arms` (the set-up as the experimental unit),
 :func:`unit_values`, :func:`tost_plans`, :func:`setup_variance`, :func:`finish` (the findings every
 write-up carries), :func:`ratio_figure`, :func:`conf_text`, :func:`plain_log_axis`, :func:`loop_size` and
 :func:`region_bytes`. The devices come from :mod:`storagebench.testbed`, the statistics from
@@ -79,7 +79,6 @@ from ..errors import StatsError, StudyError
 from ..findings import CONFIDENCE, confidence_level
 from ..records import TestbedRecord
 from ._base import (
-    Finding,
     StudyData,
     TestbedResult,
     check_study_name,
@@ -98,7 +97,7 @@ from ._base import (
 
 __all__ = [
     # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
-    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "Finding", "compare_arms", "unit_values",
+    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "compare_arms", "unit_values",
     "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
     "region_bytes",
     # the registry

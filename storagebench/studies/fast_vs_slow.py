@@ -21,9 +21,8 @@ import pandas as pd
 from storagebench import stats
 from storagebench import testbed as tb
 from storagebench.errors import StatsError, TestbedError
-from storagebench.findings import CONFIDENCE
+from storagebench.findings import CONFIDENCE, Finding
 from storagebench.studies import (  # the kit for study authors
-    Finding,
     SetUp,
     SetUpUnit,
     Study,

@@ -21,9 +21,8 @@ import numpy as np
 
 from storagebench import testbed as tb
 from storagebench.errors import StatsError
-from storagebench.findings import CONFIDENCE, fmt_number
+from storagebench.findings import CONFIDENCE, Finding, fmt_number
 from storagebench.studies import (  # the kit for study authors
-    Finding,
     SetUp,
     SetUpUnit,
     Study,
