@@ -75,7 +75,7 @@ def test_bad_rw_message_lists_allowed_values(tmp_path):
 
 
 def test_missing_file_and_non_mapping(tmp_path):
-    with pytest.raises(StudyError, match="cannot read"):
+    with pytest.raises(StudyError, match="study spec does not exist"):
         load_study(tmp_path / "nope.yaml")
     with pytest.raises(StudyError, match="must be a mapping"):
         load_study(_write(tmp_path, "- a\n- b\n"))
