@@ -264,6 +264,11 @@ class Column:
     option : str, optional
         For a factor: the study factor (fio option name) that sets it (``"bs"`` for ``bs_bytes``); its
         unit is the column's.
+    workload : bool
+        A factor that says what I/O the run asks of the storage (pattern, size, mix, queue): the same
+        whichever tool issues it. The other factors (``ioengine``, ``direct``, ``target``, ``tool``)
+        say how and where it ran; two tools' runs are "the same configuration" when their workload
+        factors are equal (:data:`storagebench.stats.crosstool.CONFIG_COLUMNS`).
     default : optional
         The value of a row whose tool does not report the column, when it is not :attr:`unknown`'s
         rule (``error``: 0, no error reported).
@@ -278,6 +283,7 @@ class Column:
     combine: str | None = None
     of: str | None = None
     option: str | None = None
+    workload: bool = False
     default: Any = None
 
     def __post_init__(self) -> None:
@@ -340,17 +346,17 @@ RUNS: tuple[Column, ...] = (
     Column("direction", _S, "1", "read, write or trim"),
     Column("tool", _S, "1", "fio, diskspd, iometer or published", role=_FA, combine="join"),
     # factors: fio option names (the study factor in ``option``); bs in bytes
-    Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)", role=_FA, combine="join", option="rw"),
+    Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)", role=_FA, combine="join", option="rw", workload=True),
     Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)", valid=_SETTING,
-           role=_FA, combine="same", option="bs"),
+           role=_FA, combine="same", option="bs", workload=True),
     Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)", valid=_SHARE,
-           role=_FA, combine="same", option="rwmixread"),
+           role=_FA, combine="same", option="rwmixread", workload=True),
     Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)", valid=_SHARE,
-           role=_FA, combine="same", option="percentage_random"),
+           role=_FA, combine="same", option="percentage_random", workload=True),
     Column("iodepth", _I, "outstanding I/Os per job", "fio iodepth= (outstanding I/Os per job; -1 when unknown)",
-           valid=_SETTING, role=_FA, combine="same", option="iodepth"),
+           valid=_SETTING, role=_FA, combine="same", option="iodepth", workload=True),
     Column("numjobs", _I, "jobs", "fio numjobs= (-1 when unknown)", valid=_SETTING, role=_FA, combine="same",
-           option="numjobs"),
+           option="numjobs", workload=True),
     Column("ioengine", _S, "1", "fio ioengine=", role=_FA, combine="join", option="ioengine"),
     Column("direct", _B, "1", "fio direct=1 (O_DIRECT)", role=_FA, combine="all", option="direct"),
     Column("target", _S, "1", "fio filename= (file or block device)", role=_FA, combine="join", option="target"),

@@ -25,7 +25,8 @@ from ._checks import one_of
 from ._html import escape
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
-from .schema import PERCENTILES, percentile_column
+from .fio.options import option_unit
+from .schema import PERCENTILES, TABLES, percentile_column
 
 __all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
 
@@ -35,9 +36,10 @@ P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", 
 _NAMES = {
     "iops": "IOPS", "lat_mean": "mean latency, lat", "clat_mean": "mean completion latency, clat",
     "slat_mean": "mean submission latency, slat", "bw": "bandwidth", "bs": "I/O size, bs",
-    "rwmixread": "reads, rwmixread", "random": "random I/O", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
+    "rwmixread": "reads, rwmixread", "random": "random I/O, percentage_random", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
     "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
 }
+_SCHEMA_NAMES = frozenset(c.name for cols in TABLES.values() for c in cols)
 #: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement).
 _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 
@@ -66,7 +68,9 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
     (str, float)
         The header and the factor from the column's unit to the display unit: ``("mean latency, lat
         (ms)", 1e-6)`` for ``lat_mean_ns``; ``("DiskSPD mean latency, lat (ms)", 1e-6)`` for ``"DiskSPD
-        lat_mean_ns"`` (a label, a space and a tidy column); ``(name, 1.0)`` for a column without a unit suffix.
+        lat_mean_ns"`` (a label, a space and a tidy column); ``("rate_iops (I/Os per s)", 1.0)`` for a study
+        factor that is a fio option with a unit (:func:`storagebench.fio.options.option_unit`); ``(name, 1.0)``
+        for any other column without a unit suffix.
     """
     if bandwidth not in ("MB/s", "MiB/s"):
         raise PublishError(f"bandwidth must be one of ['MB/s', 'MiB/s'], got {bandwidth!r}")
@@ -85,6 +89,9 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
                                 ("_ms", "ms", 1.0), ("_s", "s", 1.0)):
         if name.endswith(suffix) and len(name) > len(suffix):
             return f"{_words(name[: -len(suffix)])} ({unit})", scale
+    unit = option_unit(name) if name not in _SCHEMA_NAMES else None  # a study factor that is a fio option
+    if unit:
+        return f"{name} ({unit})", 1.0
     return _PLAIN.get(name, name), 1.0
 
 
