@@ -26,7 +26,7 @@ from ._html import escape
 from .errors import PublishError
 from .findings import fmt_number, fmt_p
 from .fio.options import option_unit
-from .schema import PERCENTILES, TABLES, percentile_column
+from .schema import TABLES, columns
 
 __all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
 
@@ -40,6 +40,7 @@ _NAMES = {
     "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
 }
 _SCHEMA_NAMES = frozenset(c.name for cols in TABLES.values() for c in cols)
+_LATENCY = {"lat": "latency, lat", "clat": "completion latency, clat", "slat": "submission latency, slat"}
 #: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement).
 _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 
@@ -47,9 +48,9 @@ _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 def _words(stem: str) -> str:
     if stem in _NAMES:
         return _NAMES[stem]
-    m = re.fullmatch(r"clat_p(\d+(?:[._]\d+)?)", stem)  # clat_p99_9 (schema.percentile_column) or clat_p99.9
+    m = re.fullmatch(r"(lat|clat|slat)_p(\d+(?:[._]\d+)?)", stem)  # clat_p99_9 (schema.percentile_column), clat_p99.9
     if m:
-        return f"p{m[1].replace('_', '.')} completion latency, clat"
+        return f"p{m[2].replace('_', '.')} {_LATENCY[m[1]]}"
     return stem
 
 
@@ -142,12 +143,12 @@ METRICS: dict[str, DisplayMetric] = {
     "kiops": DisplayMetric("iops", 1e-3, "IOPS (thousand I/Os per s)", ".3g"),
     "bw_MB_per_s": DisplayMetric("bw_bytes_per_s", 1e-6, "bandwidth (MB/s, 10^6 B/s)", ".4g"),
     "bw_MiB_per_s": DisplayMetric("bw_bytes_per_s", 1.0 / 2**20, "bandwidth (MiB/s, 2^20 B/s)", ".4g"),
-    "lat_mean_ms": _from_column("lat_mean_ns", ".3g"),
-    "clat_mean_ms": _from_column("clat_mean_ns", ".3g"),
-    "slat_mean_ms": _from_column("slat_mean_ns", ".3g"),
+    # every latency statistic of a run's distribution in runs (means, percentiles: the schema's metric columns
+    # in ns that are not spreads or extremes), in ms
+    **{c.name[: -len("_ns")] + "_ms": _from_column(c.name, ".3g") for c in columns("runs", role="metric")
+       if c.name.endswith("_ns") and c.combine in ("mean", "mean_sampled", "bins", "own")},
     "usr_cpu_pct": DisplayMetric("usr_cpu_pct", 1.0, "user CPU (% of one CPU, mean over jobs)", ".3g"),
     "sys_cpu_pct": DisplayMetric("sys_cpu_pct", 1.0, "system CPU (% of one CPU, mean over jobs)", ".3g"),
-    **{percentile_column(p)[: -len("_ns")] + "_ms": _from_column(percentile_column(p), ".3g") for p in PERCENTILES},
 }
 
 
