@@ -19,6 +19,13 @@ all directions (``direction == "mixed"``) and for all hosts of a client/server r
 (``host == ALL_HOSTS``). It is the one source of "one row per run" for stats, figures and
 testbeds (:mod:`storagebench.runlevel` builds it; ingest writes it as ``tidy/run_totals.parquet``).
 
+Every column declares what it is (:class:`Column`): its **role** (identity, factor, metric or
+provenance: :data:`ROLES`), its unit, its valid range (:class:`Valid`, what the table gate
+:func:`check_rows` checks) and, for ``run_totals``, its **combine rule** (:data:`COMBINE_RULES`, fio's
+``sum_thread_stats``). Every list of columns elsewhere -- the factors a comparison pools, the fio reader's
+factor fields, the axis labels, the run-level combination -- is :func:`columns` of a role or rule, so a
+new column is one entry here and its reader (``docs/ARCHITECTURE.md``, "Adding a column").
+
 Units are in the names (``_ns``, ``_bytes``, ``_bytes_per_s``, ``_s``, ``_pct``) and
 fio's own units are converted once, in ingest. Display units (ms, MB/s = 10**6 B/s,
 MiB/s) are chosen by plots and tables and always labelled.

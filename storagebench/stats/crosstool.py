@@ -40,7 +40,8 @@ from .verdict import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 #: The fio factor columns of ``runs`` that make two runs "the same configuration": the workload factors of
 #: the schema (:attr:`storagebench.schema.Column.workload`).
 CONFIG_COLUMNS: tuple[str, ...] = tuple(c.name for c in columns("runs", role="factor") if c.workload)
-_MEANS = ("lat_mean_ns", "clat_mean_ns", "slat_mean_ns")
+#: the mean latency columns of runs (combine rule "mean": weighted by completed I/Os)
+_MEANS = tuple(c.name for c in columns("runs", role="metric") if c.combine in ("mean", "mean_sampled"))
 
 
 @dataclass(frozen=True)
