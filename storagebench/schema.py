@@ -914,8 +914,8 @@ def validate(df: pd.DataFrame, table: str, *, coerce: bool = True) -> pd.DataFra
 #: and every ``tidy/`` directory already written still loads. The version goes up (and
 #: :data:`MIGRATIONS` gets the step from the old version) only when stored values change meaning: a
 #: column renamed or dropped, a unit or a rule changed, a key column added. Only key and core columns
-#: can never be filled: an identity column, or a core metric (IOPS, bandwidth, runtime) -- a file
-#: without one is refused.
+#: can never be filled: an identity column, or a core metric (``Valid.on_bad == "error"``: IOPS,
+#: bandwidth, bytes, I/Os, runtime, a histogram count) -- a file without one is refused.
 #:
 #: The tables have their own version rather than :data:`storagebench.records.FORMAT_VERSION`
 #: (``provenance.json``, ``testbed.json``): the two change for different reasons and at different
@@ -1057,8 +1057,7 @@ MIGRATIONS: dict[int, Any] = {0: _migrate_0}
 
 def _required(c: Column) -> bool:
     """A column a stored table must have: a key (identity), or a core metric (out of range refuses a file)."""
-    return c.role == "identity" or (c.role == "metric" and c.valid is not None and c.valid.on_bad == "error"
-                                    and c.dtype == "float64")
+    return c.role == "identity" or (c.role == "metric" and c.valid is not None and c.valid.on_bad == "error")
 
 
 def _fill_added(df: pd.DataFrame, table: str) -> tuple[pd.DataFrame, list[str]]:
@@ -1077,7 +1076,8 @@ def _fill_added(df: pd.DataFrame, table: str) -> tuple[pd.DataFrame, list[str]]:
         else:
             fill[c.name] = pd.Series(np.full(n, c.unknown, dtype=c.dtype), index=df.index)
     df = df.assign(**fill)
-    nan_metrics = [c.name for c in missing if c.role == "metric" and c.dtype == "float64"]
+    nan_metrics = [c.name for c in missing if c.role == "metric" and c.dtype == "float64"
+                   and c.valid is not None and c.valid.metric and not c.valid.optional]  # a NaN that needs a note
     if nan_metrics and "note" in df.columns and n:
         text = f"{', '.join(nan_metrics)}: not in this table (written before the column existed), NaN"
         note = df["note"].fillna("").astype(str).to_numpy(dtype=object)

@@ -169,6 +169,9 @@ def test_a_format_1_table_without_a_newer_column_still_loads(tidy, tmp_path):
     _drop(d / "runs.parquet", ["iops"])
     with pytest.raises(SchemaError, match=r"runs.parquet: runs table is missing columns \['iops'\]"):
         schema.read_table(d / "runs.parquet", "runs")
+    _drop(d / "histograms.parquet", ["count"])
+    with pytest.raises(SchemaError, match=r"histograms table is missing columns \['count'\]"):
+        schema.read_table(d / "histograms.parquet")
 
 
 def test_migrations_form_a_chain():
