@@ -107,10 +107,9 @@ __all__ = [
 
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
-#: Factor names with a meaning to fio (``target`` picks the file/device).
-FIO_FACTORS: tuple[str, ...] = (
-    "rw", "bs", "rwmixread", "percentage_random", "iodepth", "numjobs", "ioengine", "direct", "target",
-)
+#: Factor names with a meaning to fio (``target`` picks the file/device): the study factor (``option``) of
+#: each factor column of the runs schema.
+FIO_FACTORS: tuple[str, ...] = tuple(c.option for c in RUNS if c.role == "factor" and c.option)
 _Scalar = Union[bool, int, float, str]
 
 #: Most runs a plan may have unless the caller raises it (``load_study(..., max_runs=N)``,

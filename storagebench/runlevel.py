@@ -68,16 +68,11 @@ import pyarrow.compute as pc
 from . import schema
 from ._histogram import grid_index, grouped_percentiles
 from .errors import SchemaError
-from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS, percentile_column
+from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
 
 _KEYS = ("run_id", "host", "job", "job_index", "direction")
-_PCOLS = tuple(percentile_column(p) for p in PERCENTILES)
-_INT_FACTORS = ("bs_bytes", "iodepth", "numjobs")
-_FLOAT_FACTORS = ("rwmixread_pct", "random_pct")
-_JOINED = ("tool", "job", "rw", "ioengine", "target", "fio_version", "hostname", "kernel", "source_file")
-_FIRST = ("study", "repetition", "run_order")
 _RUN_COLS = {c.name: c for c in schema.RUNS}
 _OUT_NAMES = tuple(c.name for c in RUN_TOTALS)
 #: columns of runs consumed by the combination (everything else is a study factor, kept when constant)
@@ -94,22 +89,17 @@ def is_run_totals(df: pd.DataFrame) -> bool:
 
 
 def _unknown(name: str, n: int) -> pd.Series:
-    dtype = _RUN_COLS[name].dtype
+    """A column ``runs`` lacks: its unknown value (:attr:`storagebench.schema.Column.unknown`)."""
+    col = _RUN_COLS[name]
     if name == "job_index":  # no job identity: every row is its own job entry
         return pd.Series(np.arange(n, dtype=np.int64))
     if name == "direction":  # a row without a direction covers the run's directions as reported
         return pd.Series([ALL_DIRECTIONS] * n, dtype="string")
-    if name == "error":
-        return pd.Series(np.zeros(n, dtype=np.int64))
-    if dtype == "int64":
-        return pd.Series(np.full(n, -1, dtype=np.int64))
-    if dtype == "bool":
-        return pd.Series(np.zeros(n, dtype=bool))
-    if dtype == "float64":
-        return pd.Series(np.full(n, np.nan))
-    if dtype.startswith("datetime64"):
-        return pd.Series(pd.NaT, index=range(n), dtype=dtype)
-    return pd.Series([""] * n, dtype="string")
+    if col.dtype.startswith("datetime64"):
+        return pd.Series(pd.NaT, index=range(n), dtype=col.dtype)
+    if col.dtype == "string":
+        return pd.Series([col.unknown] * n, dtype="string")
+    return pd.Series(np.full(n, col.unknown, dtype=col.dtype))
 
 
 def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
@@ -273,10 +263,11 @@ class _Bins:
         return self
 
 
-def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray) -> np.ndarray:
-    """Percentiles (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(PERCENTILES)),
+def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray,
+                 ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
+    """Percentiles ``ps`` (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(ps)),
     NaN where a group has none (fio's rule: :func:`storagebench._histogram.grouped_percentiles`)."""
-    out = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
+    out = np.full((lv.n_groups, len(ps)), np.nan)
     if not len(hist.block_row):
         return out
     bgroup = np.where(hist.block_row >= 0, row_group[np.maximum(hist.block_row, 0)], -1)
@@ -293,146 +284,155 @@ def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarr
     else:
         sel = np.repeat(bsel, hist.lengths)
         bins, counts, idx = hist.bins[sel], hist.counts[sel], None if hist.idx is None else hist.idx[sel]
-    pct = grouped_percentiles(gi, bins, counts, len(groups), PERCENTILES, bucket_idx=idx)
+    pct = grouped_percentiles(gi, bins, counts, len(groups), ps, bucket_idx=idx)
     out[groups] = pct
     return out
 
 
+#: The ``runs`` columns by role, each with its combine rule (:data:`storagebench.schema.COMBINE_RULES`):
+#: :func:`_combine` applies the rule of every column, so a new column is combined as its schema entry says.
+_METRICS = schema.columns("runs", role="metric")
+_CARRIED = tuple(c for c in schema.RUNS if c.role != "metric" and c.combine is not None)
+#: the json+ percentile of each ``"bins"`` column (``clat_p99_9_ns`` -> 99.9)
+_BIN_PS = {c.name: float(c.name[len("clat_p"):-len("_ns")].replace("_", "."))
+           for c in _METRICS if c.combine == "bins"}
+
+
 def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: _Bins | None,
              extra: Sequence[str]) -> dict[str, Any]:
-    """The combined columns of every group of ``lv`` (see the module docstring for the rule)."""
+    """The combined columns of every group of ``lv``: each ``runs`` column by its schema combine rule
+    (see the module docstring), and the run-level table's own columns."""
     single = lv.size == 1
     first = lv.first
     out: dict[str, Any] = {}
     iops = lv.take(arrays["iops"])
     rt = lv.take(arrays["runtime_s"])
-    ios = lv.take(arrays["ios_est"])
-    nbytes = lv.take(arrays["bytes_est"])
-    bw = lv.take(arrays["bw"])
+    ios = lv.take(arrays["est:total_ios"])
     rt_max = lv.fmax(rt)
     counts_ok = ~lv.any(np.isnan(ios)) & (rt_max > 0)
     by_counts = counts_ok[lv.gid]
+    # the weight of a row: its completed I/Os (fio's sample count), else its IOPS (a common runtime assumed)
     w = np.where(by_counts, np.nan_to_num(ios), np.nan_to_num(iops))
     # one runtime for every row (the directions of one job; DiskSPD's one test time): I/Os / runtime is
     # then the sum of the rows' own IOPS, which keeps the tool's precision (DiskSPD prints its time
     # rounded to 10 ms, its IOPS from the exact one)
     same_rt = lv.fmin(rt) == rt_max
-    with np.errstate(invalid="ignore", divide="ignore"):
-        iops_c = np.where(counts_ok & ~same_rt, lv.add(np.nan_to_num(ios)) / np.where(rt_max > 0, rt_max, 1.0),
-                          lv.add(iops) if lv.n_groups else iops[:0])
-        bytes_ok = ~lv.any(np.isnan(nbytes))
-        bw_c = np.where(counts_ok & ~same_rt, np.where(bytes_ok, lv.add(np.nan_to_num(nbytes)) /
-                                                       np.where(rt_max > 0, rt_max, 1.0), np.nan), lv.add(bw))
-    raw_ios = lv.take(arrays["total_ios"])
-    raw_bytes = lv.take(arrays["io_bytes"])
-    out["iops"] = np.where(single, arrays["iops"][first], iops_c)
-    out["bw_bytes_per_s"] = np.where(single, arrays["bw"][first], bw_c)
-    out["total_ios"] = np.where(lv.all(raw_ios >= 0), lv.add(np.where(raw_ios >= 0, raw_ios, 0)), -1)
-    out["io_bytes"] = np.where(lv.all(raw_bytes >= 0), lv.add(np.where(raw_bytes >= 0, raw_bytes, 0)), -1)
-    out["runtime_s"] = np.where(single, arrays["runtime_s"][first], rt_max)
     out["combined_by"] = np.where(single, "as reported", np.where(counts_ok, "I/O counts", "IOPS"))
     used = w > 0
-    # latency: sample-weighted means, pooled sums of squares (fio sum_stat)
-    for mean_c, sd_c in (("lat_mean_ns", "lat_stdev_ns"), ("clat_mean_ns", "clat_stdev_ns")):
-        m = lv.take(arrays[mean_c])
-        mean, mean_b = _weighted(lv, m, w, used)
-        sd = lv.take(arrays[sd_c])
-        bad_sd = lv.any(used & np.isnan(sd))
-        within_w = np.where(by_counts, np.maximum(w - 1.0, 0.0), w)  # S_i = sd_i**2 (n_i - 1)
-        within = lv.add(np.where(used, np.nan_to_num(sd) ** 2 * within_w, 0.0))
-        between = lv.add(np.where(used, w * (np.nan_to_num(m) - np.nan_to_num(mean_b)) ** 2, 0.0))
-        nsum = lv.add(np.where(used, w, 0.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            denom = np.where(counts_ok, nsum - 1.0, nsum)
-            var = np.where(denom > 0, (within + between) / np.where(denom > 0, denom, 1.0), 0.0)
-        pooled = np.where(bad_sd | np.isnan(mean), np.nan, np.sqrt(var))
-        out[mean_c] = np.where(single, arrays[mean_c][first], mean)
-        out[sd_c] = np.where(single, arrays[sd_c][first], pooled)
-    slat = lv.take(arrays["slat_mean_ns"])
-    s_used = used & ~(slat == 0.0)  # fio prints slat 0 with N = 0 (sync ioengines): no samples
-    s_mean, _ = _weighted(lv, slat, w, s_used)
-    no_slat = ~lv.any(s_used) & lv.all(~used | (slat == 0.0))
-    out["slat_mean_ns"] = np.where(single, arrays["slat_mean_ns"][first], np.where(no_slat, 0.0, s_mean))
-    for c, red in (("lat_min_ns", lv.fmin), ("lat_max_ns", lv.fmax)):
-        v = lv.take(arrays[c])
-        combined = red(np.where(used, v, np.nan))
-        combined = np.where(lv.any(used & np.isnan(v)), np.nan, combined)
-        out[c] = np.where(single, arrays[c][first], combined)
-    # percentiles: the row's own, or from merged bins (never averaged)
     notes = [[] for _ in range(lv.n_groups)]
-    pct = np.full((lv.n_groups, len(PERCENTILES)), np.nan)
-    multi = ~single
-    if hist is not None:
-        covered = lv.all(~used | lv.take(hist.has_bins))
-        row_group = np.full(len(df), -1, dtype=np.int64)
-        row_group[lv.rows] = lv.gid
-        pct = _percentiles(lv, hist, row_group, multi & covered)
-        missing = multi & ~covered
-    else:
-        missing = multi.copy()
-    for k in np.flatnonzero(missing & lv.any(used)):
-        notes[k].append("clat_p*_ns: NaN, a combined row has no json+ bins (percentiles are never averaged)")
-    for j, c in enumerate(_PCOLS):
-        out[c] = np.where(single, arrays[c][first], pct[:, j])
-    # CPU: runtime-weighted mean over the distinct jobs
+    means: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    pct: dict[str, np.ndarray] = {}
     job_first = lv.first_of(lv.take(arrays["job_id"]))
-    jw = lv.take(arrays["job_runtime"])
-    for c in ("usr_cpu_pct", "sys_cpu_pct"):
-        v = lv.take(arrays[c])
-        use = job_first & (jw > 0)
-        mean, _ = _weighted(lv, v, jw, use)
-        plain = np.where(lv.any(job_first & np.isnan(v)), np.nan,
-                         lv.add(np.where(job_first, np.nan_to_num(v), 0.0)) / np.maximum(lv.add(job_first), 1))
-        mean = np.where(lv.any(use), mean, plain)
-        out[c] = np.where(single, arrays[c][first], mean)
+    for c in _METRICS:
+        name, rule = c.name, c.combine
+        own = arrays[name]
+        if rule == "rate":  # the summed count over the longest runtime (fio add_ddir_status_json)
+            est = lv.take(arrays[f"est:{c.of}"])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                combined = np.where(counts_ok & ~same_rt,
+                                    np.where(~lv.any(np.isnan(est)), lv.add(np.nan_to_num(est)) /
+                                             np.where(rt_max > 0, rt_max, 1.0), np.nan),
+                                    lv.add(lv.take(own)))
+        elif rule == "sum":
+            raw = lv.take(own)
+            out[name] = np.where(lv.all(raw >= 0), lv.add(np.where(raw >= 0, raw, 0)), -1)
+            continue
+        elif rule == "longest":
+            combined = lv.fmax(lv.take(own))
+        elif rule == "mean":  # sample-weighted (fio sum_stat)
+            means[name] = _weighted(lv, lv.take(own), w, used)
+            combined = means[name][0]
+        elif rule == "sd":  # pooled sums of squares (fio sum_stat)
+            m = lv.take(arrays[c.of])
+            mean, mean_b = means.get(c.of) or _weighted(lv, m, w, used)
+            sd = lv.take(own)
+            bad_sd = lv.any(used & np.isnan(sd))
+            within_w = np.where(by_counts, np.maximum(w - 1.0, 0.0), w)  # S_i = sd_i**2 (n_i - 1)
+            within = lv.add(np.where(used, np.nan_to_num(sd) ** 2 * within_w, 0.0))
+            between = lv.add(np.where(used, w * (np.nan_to_num(m) - np.nan_to_num(mean_b)) ** 2, 0.0))
+            nsum = lv.add(np.where(used, w, 0.0))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                denom = np.where(counts_ok, nsum - 1.0, nsum)
+                var = np.where(denom > 0, (within + between) / np.where(denom > 0, denom, 1.0), 0.0)
+            combined = np.where(bad_sd | np.isnan(mean), np.nan, np.sqrt(var))
+        elif rule == "mean_sampled":  # fio prints 0 with N = 0 (sync ioengines): no samples
+            v = lv.take(own)
+            s_used = used & ~(v == 0.0)
+            s_mean, _ = _weighted(lv, v, w, s_used)
+            no_samples = ~lv.any(s_used) & lv.all(~used | (v == 0.0))
+            combined = np.where(no_samples, 0.0, s_mean)
+        elif rule in ("min", "max"):  # over the rows that did I/O
+            v = lv.take(own)
+            combined = (lv.fmin if rule == "min" else lv.fmax)(np.where(used, v, np.nan))
+            combined = np.where(lv.any(used & np.isnan(v)), np.nan, combined)
+        elif rule == "bins":  # the row's own, or from merged bins (never averaged)
+            if not pct:
+                pct = _bin_percentiles(df, lv, hist, single, used, notes)
+            combined = pct[name]
+        elif rule == "own":  # a statistic that needs its samples: never combined
+            has = lv.any(~np.isnan(lv.take(own)))
+            for k in np.flatnonzero(~single & has):
+                notes[k].append(f"{name}: NaN, the combined rows' values cannot be combined without their "
+                                "samples (never averaged)")
+            combined = np.full(lv.n_groups, np.nan)
+        elif rule == "job_runtime_mean":  # runtime-weighted mean over the distinct jobs
+            jw = lv.take(arrays["job_runtime"])
+            v = lv.take(own)
+            use = job_first & (jw > 0)
+            mean, _ = _weighted(lv, v, jw, use)
+            plain = np.where(lv.any(job_first & np.isnan(v)), np.nan,
+                             lv.add(np.where(job_first, np.nan_to_num(v), 0.0)) / np.maximum(lv.add(job_first), 1))
+            combined = np.where(lv.any(use), mean, plain)
+        elif rule == "first_error":  # fio's group error: the first non-zero job error
+            err = lv.take(own)
+            out["n_jobs_error"] = lv.add((job_first & (err != 0)).astype(np.int64))
+            pos = np.where(err != 0, np.arange(len(err)), len(err))
+            at = lv.imin(pos) if lv.n_groups else pos[:0]
+            out[name] = np.where(at < len(err), err[np.minimum(at, max(len(err) - 1, 0))], 0) if len(err) else at
+            continue
+        elif rule == "any":
+            out[name] = lv.any(lv.take(own))
+            continue
+        else:  # pragma: no cover - schema.Column checks the rule names
+            raise SchemaError(f"runs.{name}: no run-level rule {rule!r}")
+        out[name] = np.where(single, own[first], combined)
     out["n_jobs"] = lv.add(job_first.astype(np.int64))
-    err = lv.take(arrays["error"])
-    out["n_jobs_error"] = lv.add((job_first & (err != 0)).astype(np.int64))
-    pos = np.where(err != 0, np.arange(len(err)), len(err))
-    at = lv.imin(pos) if lv.n_groups else pos[:0]
-    out["error"] = np.where(at < len(err), err[np.minimum(at, max(len(err) - 1, 0))], 0) if len(err) else at
-    out["partial"] = lv.any(lv.take(arrays["partial"]))
     out["n_rows"] = lv.size
     # queue: iodepth x numjobs per distinct job section (host x job)
     sec_first = lv.first_of(lv.take(arrays["section_id"]))
     oio = lv.take(arrays["oio"])
     out["outstanding_ios"] = np.where(lv.any(sec_first & np.isnan(oio)), np.nan,
                                       lv.add(np.where(sec_first, np.nan_to_num(oio), 0.0)))
-    # factors and provenance
-    for c in _INT_FACTORS:
-        out[c] = _const_number(lv, df[c].to_numpy(dtype=float), -1.0).astype(np.int64)
-    for c in _FLOAT_FACTORS:
-        out[c] = _const_number(lv, df[c].to_numpy(dtype=float), np.nan)
-    out["direct"] = lv.all(lv.take(df["direct"].to_numpy(dtype=bool)))
-    for c in _JOINED:
-        out[c] = _joined(lv, df[c])
-    for c in _FIRST:
-        out[c] = df[c].to_numpy()[first]
-    started = df["started_at"]
-    ns = started.to_numpy(dtype="datetime64[ns]").view(np.int64)
-    nat = started.isna().to_numpy()
-    big = np.iinfo(np.int64).max
-    smin = lv.imin(lv.take(np.where(nat, big, ns)))
-    out["started_at"] = np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
-    # notes: the rows' own, and what combining had to say
-    note_vals = _joined(lv, df["note"].fillna(""), sep="; ", skip_empty=True)
-    dup = lv.take(arrays["dup"])
-    dups = lv.any(dup)
-    final = []
-    for k in range(lv.n_groups):
-        parts = [note_vals[k]] if note_vals[k] else []
-        if dups[k]:
-            parts.append("the same job entry appears more than once (one output ingested twice?)")
-        parts.extend(notes[k])
-        final.append("; ".join(parts))
+    # identity, factors and provenance
+    for c in _CARRIED:
+        name, rule = c.name, c.combine
+        if rule == "same":
+            out[name] = _const_number(lv, df[name].to_numpy(dtype=float), float(c.unknown)).astype(c.dtype)
+        elif rule == "join":
+            out[name] = _joined(lv, df[name])
+        elif rule == "all":
+            out[name] = lv.all(lv.take(df[name].to_numpy(dtype=bool)))
+        elif rule == "first":
+            out[name] = df[name].to_numpy()[first]
+        elif rule == "earliest":
+            started = df[name]
+            ns = started.to_numpy(dtype="datetime64[ns]").view(np.int64)
+            nat = started.isna().to_numpy()
+            big = np.iinfo(np.int64).max
+            smin = lv.imin(lv.take(np.where(nat, big, ns)))
+            out[name] = np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
+        elif rule == "notes":
+            out[name] = _notes(lv, df[name], arrays, notes)
+        else:  # pragma: no cover - schema.Column checks the rule names
+            raise SchemaError(f"runs.{name}: no run-level rule {rule!r}")
     # every NaN says why (the table gate's rule): a combined value is NaN because some row's input was
+    final = out["note"]
     for c in _NOTED:
         v = np.asarray(out[c], dtype=np.float64)
         for k in np.flatnonzero(np.isnan(v) & ~np.asarray(single, dtype=bool)):
             if not _NOTED[c].search(final[k]):
                 extra_note = f"{c}: NaN, a combined row lacks a value it needs"
                 final[k] = f"{final[k]}; {extra_note}" if final[k] else extra_note
-    out["note"] = np.array(final, dtype=object)
     for c in extra:
         codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
         g = lv.take(codes)
@@ -442,9 +442,43 @@ def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: 
     return out
 
 
+def _bin_percentiles(df: pd.DataFrame, lv: _Level, hist: _Bins | None, single: np.ndarray, used: np.ndarray,
+                     notes: list[list[str]]) -> dict[str, np.ndarray]:
+    """Per ``"bins"`` column: the percentile of each group's merged json+ bins (NaN, with a note, for a
+    multi-row group where a row with I/O has none)."""
+    ps = tuple(_BIN_PS.values())
+    pct = np.full((lv.n_groups, len(ps)), np.nan)
+    multi = ~single
+    if hist is not None:
+        covered = lv.all(~used | lv.take(hist.has_bins))
+        row_group = np.full(len(df), -1, dtype=np.int64)
+        row_group[lv.rows] = lv.gid
+        pct = _percentiles(lv, hist, row_group, multi & covered, ps)
+        missing = multi & ~covered
+    else:
+        missing = multi.copy()
+    for k in np.flatnonzero(missing & lv.any(used)):
+        notes[k].append("clat_p*_ns: NaN, a combined row has no json+ bins (percentiles are never averaged)")
+    return {c: pct[:, j] for j, c in enumerate(_BIN_PS)}
+
+
+def _notes(lv: _Level, note: pd.Series, arrays: dict[str, np.ndarray], notes: list[list[str]]) -> np.ndarray:
+    """The rows' own notes (distinct, joined) and what combining had to say, per group."""
+    note_vals = _joined(lv, note.fillna(""), sep="; ", skip_empty=True)
+    dups = lv.any(lv.take(arrays["dup"]))
+    final = []
+    for k in range(lv.n_groups):
+        parts = [note_vals[k]] if note_vals[k] else []
+        if dups[k]:
+            parts.append("the same job entry appears more than once (one output ingested twice?)")
+        parts.extend(notes[k])
+        final.append("; ".join(parts))
+    return np.array(final, dtype=object)
+
+
 #: the metric columns whose NaN needs a note, and the pattern of a note naming them (schema's rule)
 _NOTED = {c.name: schema.note_pattern(c) for c in schema.RUN_TOTALS
-          if c.valid is not None and c.valid.metric and c.dtype == "float64"}
+          if c.valid is not None and c.valid.metric and not c.valid.optional and c.dtype == "float64"}
 
 
 def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
@@ -538,14 +572,13 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     nj = df["numjobs"].to_numpy(dtype=float)
     oio = np.where((depth > 0) & (nj > 0), depth * nj, np.nan)
     arrays = {
-        "iops": iops, "runtime_s": rt, "ios_est": ios_est, "bytes_est": bytes_est, "bw": bw,
-        "total_ios": tios, "io_bytes": iob, "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime),
-        "section_id": section_id, "oio": oio, "error": df["error"].to_numpy(dtype=np.int64),
-        "partial": df["partial"].to_numpy(dtype=bool),
+        # every metric column by name, in its dtype (bool and int ones as they are)
+        **{c.name: df[c.name].to_numpy(dtype=float if c.dtype == "float64" else c.dtype) for c in _METRICS},
+        "iops": iops, "runtime_s": rt, "bw_bytes_per_s": bw, "total_ios": tios, "io_bytes": iob,
+        # the counts behind the rates: as reported, else rate x runtime
+        "est:total_ios": ios_est, "est:io_bytes": bytes_est,
+        "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime), "section_id": section_id, "oio": oio,
         "dup": _repeated(_codes(job_id, key["direction"])),  # the same job entry key again
-        **{c: df[c].to_numpy(dtype=float) for c in ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns",
-                                                    "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns",
-                                                    "usr_cpu_pct", "sys_cpu_pct", *_PCOLS)},
     }
     l1 = _codes(host_code, key["direction"])
     l3 = _codes(run_code, key["direction"])

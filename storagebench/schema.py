@@ -19,6 +19,13 @@ all directions (``direction == "mixed"``) and for all hosts of a client/server r
 (``host == ALL_HOSTS``). It is the one source of "one row per run" for stats, figures and
 testbeds (:mod:`storagebench.runlevel` builds it; ingest writes it as ``tidy/run_totals.parquet``).
 
+Every column declares what it is (:class:`Column`): its **role** (identity, factor, metric or
+provenance: :data:`ROLES`), its unit, its valid range (:class:`Valid`, what the table gate
+:func:`check_rows` checks) and, for ``run_totals``, its **combine rule** (:data:`COMBINE_RULES`, fio's
+``sum_thread_stats``). Every list of columns elsewhere -- the factors a comparison pools, the fio reader's
+factor fields, the axis labels, the run-level combination -- is :func:`columns` of a role or rule, so a
+new column is one entry here and its reader (``docs/ARCHITECTURE.md``, "Adding a column").
+
 Units are in the names (``_ns``, ``_bytes``, ``_bytes_per_s``, ``_s``, ``_pct``) and
 fio's own units are converted once, in ingest. Display units (ms, MB/s = 10**6 B/s,
 MiB/s) are chosen by plots and tables and always labelled.
@@ -38,7 +45,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +76,12 @@ __all__ = [
     "ALL_HOSTS",
     "ALL_DIRECTIONS",
     "TABLES",
+    "ROLES",
+    "COMBINE_RULES",
+    "columns",
+    "names",
     "FORMAT_VERSION",
+    "MIGRATIONS",
     "METADATA_KEY",
     "table_metadata",
     "write_table",
@@ -105,6 +117,49 @@ MAX_INT = 2**63 - 1
 MAX_FLOAT = math.nextafter(2.0**63, 0.0)
 
 
+#: What a column is to a study (:attr:`Column.role`).
+ROLES: dict[str, str] = {
+    "identity": "which run, host, job and direction the row is (keys and labels)",
+    "factor": "a setting of the run that a study varies or holds (fio options, the tool)",
+    "metric": "a value measured by the run",
+    "provenance": "where and when the row was measured and read",
+}
+
+#: How :func:`storagebench.runlevel.run_totals` combines a column over the rows of a run
+#: (:attr:`Column.combine`), after fio's ``sum_thread_stats`` (``stat.c``); the words are the
+#: column's description in :data:`RUN_TOTALS`.
+COMBINE_RULES: dict[str, str] = {
+    "first": "as in runs (one value per run)",
+    "join": "as in runs ('|'-joined when the combined rows differ)",
+    "same": "as in runs (unknown -- -1 or NaN -- when the combined rows differ)",
+    "all": "True when every combined row has it",
+    "any": "True when any combined row has it",
+    "sum": "sum (-1 when a combined row does not know it)",
+    "longest": "longest of the combined rows (fio keeps the max)",
+    "rate": "the summed count over the longest runtime (fio's group and 'All clients' rate; the sum of the "
+            "rates when combined_by is 'IOPS')",
+    "mean": "mean weighted by completed I/Os (fio sum_stat); NaN when a combined row with I/O has none",
+    "mean_sampled": "mean weighted by completed I/Os over the rows that measured it (fio prints 0 with N = 0 "
+                    "for sync ioengines, and sum_stat skips a stat without samples)",
+    "sd": "pooled SD: sum of squares within rows plus between their means, / (N - 1) (fio sum_stat, Chan et "
+          "al.'s parallel update)",
+    "min": "min over the rows that did I/O",
+    "max": "max over the rows that did I/O",
+    "bins": "the row's own for one row, else from the merged json+ bins (fio's calc_clat_percentiles rule); NaN "
+            "when a combined row with I/O has no bins (percentiles are never averaged)",
+    "own": "the row's own for one row; NaN with a note for several (a statistic that cannot be combined "
+           "without its samples: never averaged)",
+    "job_runtime_mean": "mean over the distinct jobs weighted by their runtime (fio: time summed / "
+                        "total_run_time summed)",
+    "first_error": "the first non-zero value of the combined jobs, as fio's group; 0 when none",
+    "earliest": "earliest of the combined rows",
+    "notes": "the distinct notes of the combined rows, and what combining had to say, '; '-separated",
+}
+
+_UNKNOWN_OF_DTYPE: dict[str, Any] = {"string": "", "int64": -1, "float64": math.nan, "bool": False,
+                                     "datetime64[ns, UTC]": None}
+
+
 @dataclass(frozen=True)
 class Valid:
     """The values a column may hold: one declaration, checked by the table gate for every format.
@@ -127,6 +182,10 @@ class Valid:
         The gate itself never repairs: what reaches it out of range is refused.
     names : tuple of str
         Other words a note may use for the column: the group it belongs to (``"clat_p*_ns"``).
+    optional : bool
+        A statistic the tool prints only when asked (fio's ``slat_percentiles=1``): NaN without a note
+        means it was not printed. A reader reads it apart from the statistics every row has, so that its
+        usual NaN never takes a row off the reader's fast path.
     """
 
     lo: float
@@ -135,6 +194,7 @@ class Valid:
     metric: bool = False
     on_bad: str = "error"
     names: tuple[str, ...] = ()
+    optional: bool = False
 
     def allows(self, value: Any) -> bool:
         """Whether one value is allowed (NaN, the sentinel: allowed here; the note rule is the gate's)."""
@@ -198,6 +258,27 @@ class Column:
     valid : Valid, optional
         The values the column may hold (:class:`Valid`): the table gate
         (:func:`check_rows`) refuses a written row with any other. ``None``: any value of the dtype.
+    role : {"identity", "factor", "metric", "provenance"}
+        What the column is to a study (:data:`ROLES`): which run and row it is, a setting the study
+        varies or holds, a measured value, or where the row came from. Every list of "the factor
+        columns", "the metric columns" ... is :func:`columns` of a role, never kept by hand.
+    combine : str, optional
+        How :func:`storagebench.runlevel.run_totals` combines the column over the rows of a run
+        (:data:`COMBINE_RULES`: fio's ``sum_thread_stats``). ``None``: the run-level table computes it
+        itself (``n_rows``, ``combined_by`` ...) or the column is a key.
+    of : str, optional
+        The column a rule refers to: the mean of a ``"sd"`` column, the count of a ``"rate"`` column.
+    option : str, optional
+        For a factor: the study factor (fio option name) that sets it (``"bs"`` for ``bs_bytes``); its
+        unit is the column's.
+    workload : bool
+        A factor that says what I/O the run asks of the storage (pattern, size, mix, queue): the same
+        whichever tool issues it. The other factors (``ioengine``, ``direct``, ``target``, ``tool``)
+        say how and where it ran; two tools' runs are "the same configuration" when their workload
+        factors are equal (:data:`storagebench.stats.crosstool.CONFIG_COLUMNS`).
+    default : optional
+        The value of a row whose tool does not report the column, when it is not :attr:`unknown`'s
+        rule (``error``: 0, no error reported).
     """
 
     name: str
@@ -205,6 +286,32 @@ class Column:
     unit: str
     description: str
     valid: Valid | None = None
+    role: str = "identity"
+    combine: str | None = None
+    of: str | None = None
+    option: str | None = None
+    workload: bool = False
+    default: Any = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise SchemaError(f"{self.name}: role must be one of {list(ROLES)}, got {self.role!r}")
+        if self.combine is not None and self.combine not in COMBINE_RULES:
+            raise SchemaError(f"{self.name}: combine must be one of {sorted(COMBINE_RULES)}, got {self.combine!r}")
+
+    @property
+    def unknown(self) -> Any:
+        """The value that says "not known" in this column: the :class:`Valid` sentinel of an int column
+        that has one (``-1``), else -1 (int), NaN (float), ``False`` (bool), ``""`` (string), ``None``
+        (a time: NaT). What a reader stores for a value its tool did not print, and what
+        :func:`read_table` fills in for a column an older file does not have."""
+        if self.default is not None:
+            return self.default
+        if self.valid is not None and self.valid.unknown is not None:
+            return self.valid.unknown
+        if self.dtype == "int64" and self.valid is not None:
+            return int(self.valid.lo)  # no sentinel: the least value allowed (repetition 0)
+        return _UNKNOWN_OF_DTYPE[self.dtype]
 
 
 def percentile_column(p: float, kind: str = "clat") -> str:
@@ -230,54 +337,71 @@ def percentile_column(p: float, kind: str = "clat") -> str:
 
 _S, _I, _F, _B, _T = "string", "int64", "float64", "bool", "datetime64[ns, UTC]"
 
+_ID, _FA, _ME, _PR = "identity", "factor", "metric", "provenance"
+
 RUNS: tuple[Column, ...] = (
-    # identity
-    Column("study", _S, "1", "study name from the spec"),
+    Column("study", _S, "1", "study name from the spec", combine="first"),
     Column("run_id", _S, "1", "stable hash of the study point and repetition"),
-    Column("repetition", _I, "1", "1-based repetition of the point (the plan's RunPoint); 0 outside a study", valid=_NONNEG),
-    Column("run_order", _I, "1", "position in the randomised execution order (-1 when unknown)", valid=Valid(0, MAX_INT, unknown=-1)),
+    Column("repetition", _I, "1", "repetition of the point: 1, 2 ... as the runner numbers them (0 for a file "
+           "without a runner's point.json)", valid=_NONNEG, combine="first"),
+    Column("run_order", _I, "1", "position in the randomised execution order (-1 when unknown)",
+           valid=Valid(0, MAX_INT, unknown=-1), combine="first"),
     Column("host", _S, "1", "'local', or 'hostname:port' of a fio server (client/server mode)"),
-    Column("job", _S, "1", "fio jobname"),
-    Column("job_index", _I, "1", "index among fio job entries of the same name in one output (numjobs without group_reporting)", valid=_NONNEG),
+    Column("job", _S, "1", "fio jobname", combine="join"),
+    Column("job_index", _I, "1", "index among fio job entries of the same name in one output (numjobs without "
+           "group_reporting)", valid=_NONNEG),
     Column("direction", _S, "1", "read, write or trim"),
-    Column("tool", _S, "1", "fio, diskspd, iometer or published"),
-    # factors (fio option names; bs in bytes)
-    Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)"),
-    Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)", valid=_SETTING),
-    Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)", valid=_SHARE),
-    Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)", valid=_SHARE),
-    Column("iodepth", _I, "1", "fio iodepth= (outstanding I/Os per job; -1 when unknown)", valid=_SETTING),
-    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown)", valid=_SETTING),
-    Column("ioengine", _S, "1", "fio ioengine="),
-    Column("direct", _B, "1", "fio direct=1 (O_DIRECT)"),
-    Column("target", _S, "1", "fio filename= (file or block device)"),
-    # metrics
-    Column("iops", _F, "1/s", "fio <dir>.iops", valid=_CORE),
-    Column("bw_bytes_per_s", _F, "bytes/s", "fio <dir>.bw_bytes (3.x) or bw KiB/s x 1024 (2.x)", valid=_CORE),
-    Column("io_bytes", _I, "bytes", "fio <dir>.io_bytes", valid=_COUNT),
-    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os; -1 when the tool does not count them, e.g. fio 2.1)", valid=_COUNT),
-    Column("runtime_s", _F, "s", "fio <dir>.runtime (ms) / 1000", valid=_CORE),
-    Column("lat_mean_ns", _F, "ns", "fio lat_ns.mean: submission to completion", valid=_LAT),
-    Column("lat_stdev_ns", _F, "ns", "fio lat_ns.stddev", valid=_LAT),
-    Column("lat_min_ns", _F, "ns", "fio lat_ns.min", valid=_LAT),
-    Column("lat_max_ns", _F, "ns", "fio lat_ns.max", valid=_LAT),
-    Column("clat_mean_ns", _F, "ns", "fio clat_ns.mean: completion latency", valid=_CLAT),
-    Column("clat_stdev_ns", _F, "ns", "fio clat_ns.stddev", valid=_CLAT),
-    Column("slat_mean_ns", _F, "ns", "fio slat_ns.mean: submission latency", valid=_SLAT),
-    *(Column(percentile_column(p), _F, "ns", f"fio clat_ns.percentile[{p:.6f}]", valid=_PCTL) for p in PERCENTILES),
-    Column("usr_cpu_pct", _F, "%", "fio usr_cpu", valid=_CPU),
-    Column("sys_cpu_pct", _F, "%", "fio sys_cpu", valid=_CPU),
-    Column("error", _I, "1", "fio job error (errno); 0 when the job succeeded"),
-    Column("partial", _B, "1", "True when the output is from a killed / unfinished run"),
+    Column("tool", _S, "1", "fio, diskspd, iometer or published", role=_FA, combine="join"),
+    # factors: fio option names (the study factor in ``option``); bs in bytes
+    Column("rw", _S, "1", "fio rw= (read, randread, randrw ...)", role=_FA, combine="join", option="rw", workload=True),
+    Column("bs_bytes", _I, "bytes", "fio bs= for this direction (-1 when unknown or variable)", valid=_SETTING,
+           role=_FA, combine="same", option="bs", workload=True),
+    Column("rwmixread_pct", _F, "%", "fio rwmixread= (100 for pure reads, 0 for pure writes)", valid=_SHARE,
+           role=_FA, combine="same", option="rwmixread", workload=True),
+    Column("random_pct", _F, "%", "fio percentage_random= (100 for rand*, 0 for sequential)", valid=_SHARE,
+           role=_FA, combine="same", option="percentage_random", workload=True),
+    Column("iodepth", _I, "outstanding I/Os per job", "fio iodepth= (outstanding I/Os per job; -1 when unknown)",
+           valid=_SETTING, role=_FA, combine="same", option="iodepth", workload=True),
+    Column("numjobs", _I, "jobs", "fio numjobs= (-1 when unknown)", valid=_SETTING, role=_FA, combine="same",
+           option="numjobs", workload=True),
+    Column("ioengine", _S, "1", "fio ioengine=", role=_FA, combine="join", option="ioengine"),
+    Column("direct", _B, "1", "fio direct=1 (O_DIRECT)", role=_FA, combine="all", option="direct"),
+    Column("target", _S, "1", "fio filename= (file or block device)", role=_FA, combine="join", option="target"),
+    # metrics (fio's sum_thread_stats rule in ``combine``)
+    Column("iops", _F, "1/s", "fio <dir>.iops", valid=_CORE, role=_ME, combine="rate", of="total_ios"),
+    Column("bw_bytes_per_s", _F, "bytes/s", "fio <dir>.bw_bytes (3.x) or bw KiB/s x 1024 (2.x)", valid=_CORE,
+           role=_ME, combine="rate", of="io_bytes"),
+    Column("io_bytes", _I, "bytes", "fio <dir>.io_bytes", valid=_COUNT, role=_ME, combine="sum"),
+    Column("total_ios", _I, "1", "fio <dir>.total_ios (completed I/Os; -1 when the tool does not count them, e.g. "
+           "fio 2.1)", valid=_COUNT, role=_ME, combine="sum"),
+    Column("runtime_s", _F, "s", "fio <dir>.runtime (ms) / 1000", valid=_CORE, role=_ME, combine="longest"),
+    Column("lat_mean_ns", _F, "ns", "fio lat_ns.mean: submission to completion", valid=_LAT, role=_ME,
+           combine="mean"),
+    Column("lat_stdev_ns", _F, "ns", "fio lat_ns.stddev", valid=_LAT, role=_ME, combine="sd", of="lat_mean_ns"),
+    Column("lat_min_ns", _F, "ns", "fio lat_ns.min", valid=_LAT, role=_ME, combine="min"),
+    Column("lat_max_ns", _F, "ns", "fio lat_ns.max", valid=_LAT, role=_ME, combine="max"),
+    Column("clat_mean_ns", _F, "ns", "fio clat_ns.mean: completion latency", valid=_CLAT, role=_ME, combine="mean"),
+    Column("clat_stdev_ns", _F, "ns", "fio clat_ns.stddev", valid=_CLAT, role=_ME, combine="sd", of="clat_mean_ns"),
+    Column("slat_mean_ns", _F, "ns", "fio slat_ns.mean: submission latency", valid=_SLAT, role=_ME,
+           combine="mean_sampled"),
+    *(Column(percentile_column(p), _F, "ns", f"fio clat_ns.percentile[{p:.6f}]", valid=_PCTL, role=_ME,
+             combine="bins") for p in PERCENTILES),
+    Column("usr_cpu_pct", _F, "%", "fio usr_cpu", valid=_CPU, role=_ME, combine="job_runtime_mean"),
+    Column("sys_cpu_pct", _F, "%", "fio sys_cpu", valid=_CPU, role=_ME, combine="job_runtime_mean"),
+    Column("error", _I, "1", "fio job error (errno); 0 when the job succeeded", role=_ME, combine="first_error",
+           default=0),
+    Column("partial", _B, "1", "True when the output is from a killed / unfinished run", role=_ME, combine="any"),
     # provenance
-    Column("fio_version", _S, "1", "fio-version of the output (or of the server)"),
-    Column("started_at", _T, "UTC", "start time of the run"),
-    Column("hostname", _S, "1", "hostname fio ran on"),
-    Column("kernel", _S, "1", "uname -r of that host"),
-    Column("source_file", _S, "1", "path of the raw file the row came from (bytes of a non-UTF-8 name as \\xNN)"),
+    Column("fio_version", _S, "1", "fio-version of the output (or of the server)", role=_PR, combine="join"),
+    Column("started_at", _T, "UTC", "start time of the run", role=_PR, combine="earliest"),
+    Column("hostname", _S, "1", "hostname fio ran on", role=_PR, combine="join"),
+    Column("kernel", _S, "1", "uname -r of that host", role=_PR, combine="join"),
+    Column("source_file", _S, "1", "path of the raw file the row came from (bytes of a non-UTF-8 name as \\xNN)",
+           role=_PR, combine="join"),
     Column("note", _S, "1", "what the reader has to say about this row, '; '-separated, '' when nothing: a value "
            "fio did not print or could not have printed, stored as NaN/-1 (named by its JSON path), a unit "
-           "derived another way (fio < 3.4's bw in KiB/s), a DiskSPD/Iometer rule applied"),
+           "derived another way (fio < 3.4's bw in KiB/s), a DiskSPD/Iometer rule applied", role=_PR,
+           combine="notes"),
 )
 
 HISTOGRAMS: tuple[Column, ...] = (
@@ -287,7 +411,7 @@ HISTOGRAMS: tuple[Column, ...] = (
     Column("job_index", _I, "1", "as in runs", valid=_NONNEG),
     Column("direction", _S, "1", "as in runs"),
     Column("bin_ns", _I, "ns", "bin value from fio json+ clat_ns.bins (plat_idx_to_val in fio stat.c)", valid=_NONNEG),
-    Column("count", _I, "1", "number of completions in the bin", valid=_NONNEG),
+    Column("count", _I, "1", "number of completions in the bin", valid=_NONNEG, role=_ME),
 )
 
 TIMESERIES: tuple[Column, ...] = (
@@ -297,76 +421,59 @@ TIMESERIES: tuple[Column, ...] = (
     Column("direction", _S, "1", "as in runs"),
     Column("t_s", _F, "s", "fio log time (ms) / 1000", valid=_SAMPLE),
     Column("metric", _S, "1", "iops, bw_bytes_per_s, lat_ns, clat_ns or slat_ns"),
-    Column("value", _F, "per metric", "sample value in the unit the metric name gives", valid=_SAMPLE),
+    Column("value", _F, "per metric", "sample value in the unit the metric name gives", valid=_SAMPLE, role=_ME),
 )
 
+_BY_NAME = {c.name: c for c in RUNS}
+
+
+def _total(name: str) -> Column:
+    """The ``run_totals`` column of a ``runs`` column: the same name, dtype, unit, range and role,
+    described by its combine rule."""
+    c = _BY_NAME[name]
+    words = COMBINE_RULES[c.combine] if c.combine else "as in runs"
+    if c.combine == "sd":
+        words = f"{words}; of {c.of}"
+    return replace(c, description=words)
+
+
+def _totals(role: str, skip: tuple[str, ...] = ()) -> tuple[Column, ...]:
+    out = []
+    for c in RUNS:
+        if c.role == role and c.name not in skip:
+            out.append(_total(c.name))
+            if c.name == "error":
+                out.append(Column("n_jobs_error", _I, "1", "combined job entries with error != 0: a run with any is "
+                                  "flagged, never averaged away", valid=_NONNEG, role=_ME))
+    return tuple(out)
+
+
+#: ``run_totals``: its own columns (what a row covers and how it was combined), then every factor,
+#: metric and provenance column of ``runs``, described by its combine rule (:data:`COMBINE_RULES`).
 RUN_TOTALS: tuple[Column, ...] = (
-    # identity
-    Column("study", _S, "1", "as in runs"),
-    Column("run_id", _S, "1", "as in runs"),
-    Column("repetition", _I, "1", "as in runs", valid=_NONNEG),
-    Column("run_order", _I, "1", "as in runs", valid=Valid(0, MAX_INT, unknown=-1)),
+    *(_total(n) for n in ("study", "run_id", "repetition", "run_order")),
     Column("host", _S, "1", f"a host of the run (runs.host), or {ALL_HOSTS!r}: every host of a client/server run"),
     Column("direction", _S, "1", f"read, write, trim, or {ALL_DIRECTIONS!r}: every direction of the run (or fio's "
            "own unified_rw_reporting block)"),
     Column("all_hosts", _B, "1", "the row covers every host of the run (True for every row of a one-host run)"),
     Column("all_directions", _B, "1", "the row covers every direction its hosts reported (True for the one row "
            "of a single-direction run)"),
-    Column("n_hosts", _I, "1", "hosts combined in the row", valid=_POSITIVE),
-    Column("n_directions", _I, "1", "directions combined in the row (1: a direction as reported)", valid=_POSITIVE),
-    Column("n_jobs", _I, "1", "job entries combined (distinct host x job x job_index)", valid=_POSITIVE),
-    Column("n_rows", _I, "1", "runs rows combined", valid=_POSITIVE),
+    Column("n_hosts", _I, "1", "hosts combined in the row", valid=_POSITIVE, role=_PR),
+    Column("n_directions", _I, "1", "directions combined in the row (1: a direction as reported)", valid=_POSITIVE,
+           role=_PR),
+    Column("n_jobs", _I, "1", "job entries combined (distinct host x job x job_index)", valid=_POSITIVE, role=_PR),
+    Column("n_rows", _I, "1", "runs rows combined", valid=_POSITIVE, role=_PR),
     Column("combined_by", _S, "1", "'as reported' (one runs row, unchanged); 'I/O counts' (fio's sum_thread_stats: "
            "counts add up, means weighted by completed I/Os, IOPS = I/Os / longest runtime); 'IOPS' (the I/O counts "
-           "or runtimes are unknown: IOPS and bandwidth summed, means weighted by IOPS, a common runtime assumed)"),
-    Column("tool", _S, "1", "as in runs ('|'-joined when the rows differ)"),
-    Column("job", _S, "1", "job name(s) combined, '|'-joined when several"),
-    # factors: the value when every combined row has it, else -1 / NaN / '|'-joined
-    Column("rw", _S, "1", "fio rw= ('|'-joined when the combined jobs differ)"),
-    Column("bs_bytes", _I, "bytes", "fio bs= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
-    Column("rwmixread_pct", _F, "%", "fio rwmixread= (NaN when the combined rows differ)", valid=_SHARE),
-    Column("random_pct", _F, "%", "fio percentage_random= (NaN when the combined rows differ)", valid=_SHARE),
-    Column("iodepth", _I, "1", "fio iodepth= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
-    Column("numjobs", _I, "1", "fio numjobs= (-1 when unknown or when the combined rows differ)", valid=_SETTING),
-    Column("ioengine", _S, "1", "fio ioengine= ('|'-joined when the combined rows differ)"),
-    Column("direct", _B, "1", "True when every combined row has direct=1"),
-    Column("target", _S, "1", "fio filename= ('|'-joined when the combined rows differ)"),
+           "or runtimes are unknown: IOPS and bandwidth summed, means weighted by IOPS, a common runtime assumed)",
+           role=_PR),
+    _total("tool"),
+    _total("job"),
+    *_totals(_FA, skip=("tool",)),
     Column("outstanding_ios", _F, "1", "sum of iodepth x numjobs over the distinct job sections (host x job) of the "
-           "row, whose directions share one queue; NaN when one is unknown", valid=Valid(0.0, MAX_FLOAT)),
-    # metrics, fio's sum_thread_stats / sum_stat (stat.c)
-    Column("iops", _F, "1/s", "total_ios / longest runtime (fio's group and 'All clients' IOPS; the sum of IOPS when "
-           "combined_by is 'IOPS')", valid=_CORE),
-    Column("bw_bytes_per_s", _F, "bytes/s", "io_bytes / longest runtime (fio prints it truncated to an integer)", valid=_CORE),
-    Column("io_bytes", _I, "bytes", "sum (-1 when a combined row does not know it)", valid=_COUNT),
-    Column("total_ios", _I, "1", "sum of completed I/Os (-1 when a combined row does not know it)", valid=_COUNT),
-    Column("runtime_s", _F, "s", "longest runtime of the combined rows (fio keeps the max)", valid=_CORE),
-    Column("lat_mean_ns", _F, "ns", "mean weighted by completed I/Os (fio sum_stat); NaN when a combined row with "
-           "I/O has none", valid=_LAT),
-    Column("lat_stdev_ns", _F, "ns", "pooled SD: sum of squares within rows plus between their means, / (N - 1) "
-           "(fio sum_stat, Chan et al.'s parallel update)", valid=_LAT),
-    Column("lat_min_ns", _F, "ns", "min", valid=_LAT),
-    Column("lat_max_ns", _F, "ns", "max", valid=_LAT),
-    Column("clat_mean_ns", _F, "ns", "as lat_mean_ns", valid=_CLAT),
-    Column("clat_stdev_ns", _F, "ns", "as lat_stdev_ns", valid=_CLAT),
-    Column("slat_mean_ns", _F, "ns", "as lat_mean_ns over the rows that measured it (fio prints 0 with N = 0 for "
-           "sync ioengines, and sum_stat skips a stat without samples)", valid=_SLAT),
-    *(Column(percentile_column(p), _F, "ns", f"percentile {p:g} of the completions: the row's own for one row, else "
-             "from the merged json+ bins (fio's calc_clat_percentiles rule); NaN when a combined row with I/O has "
-             "no bins (percentiles are never averaged)", valid=_PCTL) for p in PERCENTILES),
-    Column("usr_cpu_pct", _F, "%", "mean over the distinct jobs weighted by their runtime (fio: usr_time summed / "
-           "total_run_time summed)", valid=_CPU),
-    Column("sys_cpu_pct", _F, "%", "as usr_cpu_pct", valid=_CPU),
-    Column("error", _I, "1", "the first non-zero fio job error (errno) of the combined jobs, as fio's group; 0 when none"),
-    Column("n_jobs_error", _I, "1", "combined job entries with error != 0: a run with any is flagged, never averaged "
-           "away", valid=_NONNEG),
-    Column("partial", _B, "1", "True when any combined row is from a killed / unfinished run"),
-    # provenance
-    Column("fio_version", _S, "1", "as in runs ('|'-joined when the rows differ)"),
-    Column("started_at", _T, "UTC", "earliest start of the combined rows"),
-    Column("hostname", _S, "1", "as in runs ('|'-joined when the rows differ)"),
-    Column("kernel", _S, "1", "as in runs ('|'-joined when the rows differ)"),
-    Column("source_file", _S, "1", "as in runs ('|'-joined when the rows differ)"),
-    Column("note", _S, "1", "the distinct notes of the combined rows, and what combining had to say, '; '-separated"),
+           "row, whose directions share one queue; NaN when one is unknown", valid=Valid(0.0, MAX_FLOAT), role=_FA),
+    *_totals(_ME),
+    *_totals(_PR),
 )
 
 TABLES: dict[str, tuple[Column, ...]] = {
@@ -376,6 +483,44 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "timeseries": TIMESERIES,
     "run_totals": RUN_TOTALS,
 }
+
+
+
+def columns(table: str, *, role: str | None = None, combine: str | None = None) -> tuple[Column, ...]:
+    """The columns of ``table`` (in schema order), those of one ``role`` and/or ``combine`` rule.
+
+    The one way to ask for "the factor columns", "the metric columns" ...: every such list in
+    storagebench is derived from here, so that a new column is one entry of the schema.
+
+    Parameters
+    ----------
+    table : str
+        One of :data:`TABLES`.
+    role : str, optional
+        One of :data:`ROLES`.
+    combine : str, optional
+        One of :data:`COMBINE_RULES`.
+
+    Returns
+    -------
+    tuple of Column
+
+    Raises
+    ------
+    SchemaError
+        An unknown table, role or rule.
+    """
+    cols = _columns(table)
+    if role is not None and role not in ROLES:
+        raise SchemaError(f"role must be one of {list(ROLES)}, got {role!r}")
+    if combine is not None and combine not in COMBINE_RULES:
+        raise SchemaError(f"combine must be one of {sorted(COMBINE_RULES)}, got {combine!r}")
+    return tuple(c for c in cols if (role is None or c.role == role) and (combine is None or c.combine == combine))
+
+
+def names(table: str, *, role: str | None = None, combine: str | None = None) -> tuple[str, ...]:
+    """The names of :func:`columns` (same parameters)."""
+    return tuple(c.name for c in columns(table, role=role, combine=combine))
 
 
 # ---- the table gate: declared relations, checked once per batch before anything is written ---------
@@ -558,7 +703,7 @@ def check_rows(df: pd.DataFrame, table: str, *, runs: pd.DataFrame | None = None
                 bad = ~nan & ~((a >= v.lo) & (a <= v.hi))
         for i in np.flatnonzero(bad)[:limit]:
             out.append(Violation(table, int(i), c.name, _py(a[i]), f"allowed {v.describe()}"))
-        if v.metric and nan is not None and nan.any():
+        if v.metric and not v.optional and nan is not None and nan.any():
             rows = np.flatnonzero(nan)
             if note is None:
                 for i in rows[:limit]:
@@ -702,7 +847,8 @@ def _columns(table: str) -> tuple[Column, ...]:
 
 
 def describe(table: str) -> pd.DataFrame:
-    """The schema of ``table`` as a DataFrame with columns ``name, dtype, unit, description``."""
+    """The schema of ``table`` as a DataFrame: ``name, dtype, unit, description, valid, role, combine, of,
+    option, default`` (the fields of :class:`Column`)."""
     return pd.DataFrame([c.__dict__ for c in _columns(table)])
 
 
@@ -760,6 +906,16 @@ def validate(df: pd.DataFrame, table: str, *, coerce: bool = True) -> pd.DataFra
 #: under :data:`METADATA_KEY`. Format 0 is every file written before the key existed: the tables
 #: ``runs``, ``histograms``, ``all_clients``, ``timeseries`` (no ``run_totals``; the oldest ``runs``
 #: lack ``note``). Format 1 adds the metadata and ``run_totals``.
+#:
+#: **When the version changes.** A new column does *not* change it: a file written before the column
+#: existed lacks it, and :func:`read_table` fills it with the column's unknown value
+#: (:attr:`Column.unknown`: NaN, -1, ``""`` ...; a metric's NaN gets a ``note`` naming it) and lists it
+#: in ``attrs["storagebench"]["filled"]``. Adding a column is one entry of the schema and its reader,
+#: and every ``tidy/`` directory already written still loads. The version goes up (and
+#: :data:`MIGRATIONS` gets the step from the old version) only when stored values change meaning: a
+#: column renamed or dropped, a unit or a rule changed, a key column added. Only key and core columns
+#: can never be filled: an identity column, or a core metric (``Valid.on_bad == "error"``: IOPS,
+#: bandwidth, bytes, I/Os, runtime, a histogram count) -- a file without one is refused.
 #:
 #: The tables have their own version rather than :data:`storagebench.records.FORMAT_VERSION`
 #: (``provenance.json``, ``testbed.json``): the two change for different reasons and at different
@@ -886,10 +1042,47 @@ def _metadata(fh: Any, where: str) -> dict[str, Any]:
 
 
 def _migrate_0(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    """Format 0 -> 1: the same tables; ``runs``/``all_clients`` written before ``note`` existed get ``note=''``."""
+    """Format 0 -> 1: the same tables; ``runs``/``all_clients`` written before ``note`` existed get ``note=''``
+    (``run_totals``, which format 0 lacks, is built by :func:`storagebench.runlevel.read_run_totals`)."""
     if table in ("runs", "all_clients") and "note" not in df.columns:
         df = df.assign(note="")
     return df
+
+
+#: The chain of format migrations: ``MIGRATIONS[n]`` takes a table of format ``n`` (a DataFrame, and the
+#: table's name) to format ``n + 1``. :func:`read_table` applies ``MIGRATIONS[v], MIGRATIONS[v + 1] ...``
+#: up to :data:`FORMAT_VERSION`; a format change is one function added here.
+MIGRATIONS: dict[int, Any] = {0: _migrate_0}
+
+
+def _required(c: Column) -> bool:
+    """A column a stored table must have: a key (identity), or a core metric (out of range refuses a file)."""
+    return c.role == "identity" or (c.role == "metric" and c.valid is not None and c.valid.on_bad == "error")
+
+
+def _fill_added(df: pd.DataFrame, table: str) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with every schema column it lacks that may be filled (not :func:`_required`) set to the
+    column's unknown value, and their names; a metric filled with NaN is named in each row's ``note``."""
+    missing = [c for c in _columns(table) if c.name not in df.columns and not _required(c)]
+    if not missing:
+        return df, []
+    n = len(df)
+    fill = {}
+    for c in missing:
+        if c.dtype.startswith("datetime64"):
+            fill[c.name] = pd.Series(pd.NaT, index=df.index, dtype=c.dtype)
+        elif c.dtype == "string":
+            fill[c.name] = pd.Series([c.unknown] * n, index=df.index, dtype="string")
+        else:
+            fill[c.name] = pd.Series(np.full(n, c.unknown, dtype=c.dtype), index=df.index)
+    df = df.assign(**fill)
+    nan_metrics = [c.name for c in missing if c.role == "metric" and c.dtype == "float64"
+                   and c.valid is not None and c.valid.metric and not c.valid.optional]  # a NaN that needs a note
+    if nan_metrics and "note" in df.columns and n:
+        text = f"{', '.join(nan_metrics)}: not in this table (written before the column existed), NaN"
+        note = df["note"].fillna("").astype(str).to_numpy(dtype=object)
+        df = df.assign(note=pd.array(np.where(note == "", text, note + "; " + text), dtype="string"))
+    return df, [c.name for c in missing]
 
 
 def read_table(path: str | os.PathLike, table: str | None = None) -> pd.DataFrame:
@@ -908,15 +1101,16 @@ def read_table(path: str | os.PathLike, table: str | None = None) -> pd.DataFram
     -------
     pandas.DataFrame
         The table in schema dtypes (:func:`validate`); ``df.attrs["storagebench"]`` holds the file's
-        metadata (``format_version`` 0 for a file written before the metadata existed, migrated:
-        see :data:`FORMAT_VERSION`).
+        metadata (``format_version`` 0 for a file written before the metadata existed, migrated by the
+        chain :data:`MIGRATIONS`; ``filled``: the columns the file was written without, filled with
+        their unknown value -- see :data:`FORMAT_VERSION` for the rule).
 
     Raises
     ------
     SchemaError
         The file was written by a newer storagebench (its ``format_version`` names the version), it
-        holds another table than ``table``, or a format-0 file misses columns no migration can
-        supply (the message says to ingest ``raw/`` again).
+        holds another table than ``table``, or misses a key or core column that nothing can supply
+        (for a format-0 file the message says to ingest ``raw/`` again).
     """
     where = os.fspath(path)
     with open_input(path, max_bytes=MAX_TABLE_BYTES, what="parquet table", error=SchemaError) as fh:
@@ -940,14 +1134,17 @@ def _read_checked(fh: Any, where: str, meta: dict[str, Any], table: str | None) 
     if name is None:
         df.attrs["storagebench"] = meta
         return df
-    if version == 0:
-        df = _migrate_0(df, name)
-        try:
-            df = validate(df, name)
-        except SchemaError as exc:
+    for v in range(version, FORMAT_VERSION):
+        df = MIGRATIONS[v](df, name)
+    df, filled = _fill_added(df, name)
+    try:
+        df = validate(df, name)
+    except SchemaError as exc:
+        if version == 0:
             raise SchemaError(f"{where}: format 0 (written before storagebench tables carried a format version) "
                               f"cannot be read as {name!r}: {exc}; ingest the study's raw/ again") from None
-    else:
-        df = validate(df, name)
+        raise SchemaError(f"{where}: {exc}") from None
+    if filled:
+        meta = {**meta, "filled": filled}
     df.attrs["storagebench"] = {**meta, "table": name}
     return df

@@ -25,7 +25,8 @@ from ._checks import one_of
 from ._html import escape
 from .errors import PublishError
 from .findings import CONFIDENCE, fmt_number, fmt_p
-from .schema import PERCENTILES, percentile_column
+from .fio.options import option_unit
+from .schema import TABLES, columns
 
 __all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
 
@@ -35,9 +36,11 @@ P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", 
 _NAMES = {
     "iops": "IOPS", "lat_mean": "mean latency, lat", "clat_mean": "mean completion latency, clat",
     "slat_mean": "mean submission latency, slat", "bw": "bandwidth", "bs": "I/O size, bs",
-    "rwmixread": "reads, rwmixread", "random": "random I/O", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
+    "rwmixread": "reads, rwmixread", "random": "random I/O, percentage_random", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
     "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
 }
+_SCHEMA_NAMES = frozenset(c.name for cols in TABLES.values() for c in cols)
+_LATENCY = {"lat": "latency, lat", "clat": "completion latency, clat", "slat": "submission latency, slat"}
 #: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement).
 _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 
@@ -45,9 +48,9 @@ _PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
 def _words(stem: str) -> str:
     if stem in _NAMES:
         return _NAMES[stem]
-    m = re.fullmatch(r"clat_p(\d+(?:[._]\d+)?)", stem)  # clat_p99_9 (schema.percentile_column) or clat_p99.9
+    m = re.fullmatch(r"(lat|clat|slat)_p(\d+(?:[._]\d+)?)", stem)  # clat_p99_9 (schema.percentile_column), clat_p99.9
     if m:
-        return f"p{m[1].replace('_', '.')} completion latency, clat"
+        return f"p{m[2].replace('_', '.')} {_LATENCY[m[1]]}"
     return stem
 
 
@@ -66,7 +69,9 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
     (str, float)
         The header and the factor from the column's unit to the display unit: ``("mean latency, lat
         (ms)", 1e-6)`` for ``lat_mean_ns``; ``("DiskSPD mean latency, lat (ms)", 1e-6)`` for ``"DiskSPD
-        lat_mean_ns"`` (a label, a space and a tidy column); ``(name, 1.0)`` for a column without a unit suffix.
+        lat_mean_ns"`` (a label, a space and a tidy column); ``("rate_iops (I/Os per s)", 1.0)`` for a study
+        factor that is a fio option with a unit (:func:`storagebench.fio.options.option_unit`); ``(name, 1.0)``
+        for any other column without a unit suffix.
     """
     if bandwidth not in ("MB/s", "MiB/s"):
         raise PublishError(f"bandwidth must be one of ['MB/s', 'MiB/s'], got {bandwidth!r}")
@@ -85,6 +90,9 @@ def column_display(name: str, bandwidth: str = "MB/s") -> tuple[str, float]:
                                 ("_ms", "ms", 1.0), ("_s", "s", 1.0)):
         if name.endswith(suffix) and len(name) > len(suffix):
             return f"{_words(name[: -len(suffix)])} ({unit})", scale
+    unit = option_unit(name) if name not in _SCHEMA_NAMES else None  # a study factor that is a fio option
+    if unit:
+        return f"{name} ({unit})", 1.0
     return _PLAIN.get(name, name), 1.0
 
 
@@ -135,12 +143,12 @@ METRICS: dict[str, DisplayMetric] = {
     "kiops": DisplayMetric("iops", 1e-3, "IOPS (thousand I/Os per s)", ".3g"),
     "bw_MB_per_s": DisplayMetric("bw_bytes_per_s", 1e-6, "bandwidth (MB/s, 10^6 B/s)", ".4g"),
     "bw_MiB_per_s": DisplayMetric("bw_bytes_per_s", 1.0 / 2**20, "bandwidth (MiB/s, 2^20 B/s)", ".4g"),
-    "lat_mean_ms": _from_column("lat_mean_ns", ".3g"),
-    "clat_mean_ms": _from_column("clat_mean_ns", ".3g"),
-    "slat_mean_ms": _from_column("slat_mean_ns", ".3g"),
+    # every latency statistic of a run's distribution in runs (means, percentiles: the schema's metric columns
+    # in ns that are not spreads or extremes), in ms
+    **{c.name[: -len("_ns")] + "_ms": _from_column(c.name, ".3g") for c in columns("runs", role="metric")
+       if c.name.endswith("_ns") and c.combine in ("mean", "mean_sampled", "bins", "own")},
     "usr_cpu_pct": DisplayMetric("usr_cpu_pct", 1.0, "user CPU (% of one CPU, mean over jobs)", ".3g"),
     "sys_cpu_pct": DisplayMetric("sys_cpu_pct", 1.0, "system CPU (% of one CPU, mean over jobs)", ".3g"),
-    **{percentile_column(p)[: -len("_ns")] + "_ms": _from_column(percentile_column(p), ".3g") for p in PERCENTILES},
 }
 
 

@@ -426,11 +426,16 @@ def test_fast_tables_equal_reference_tables_on_every_fixture(fio_dir, tmp_path):
     pd.testing.assert_frame_equal(res.histograms, ref_hist, check_exact=True)
 
 
-def test_row_layout_is_the_schema_order():
+def test_row_fields_name_runs_columns_once(fio_dir):
+    """A row tuple's fields are named (RUN_FIELDS, joined from its parts' names): each a runs column, once;
+    runs_frame builds the table by those names in schema order."""
     from storagebench import schema
     from storagebench.ingest.fio import RUN_FIELDS
 
-    assert RUN_FIELDS == tuple(c.name for c in schema.RUNS)
+    assert len(set(RUN_FIELDS)) == len(RUN_FIELDS)
+    assert set(RUN_FIELDS) <= {c.name for c in schema.RUNS}
+    res = parse_fio_output((fio_dir / "single.json").read_bytes(), "single.json")
+    assert list(res.runs[0])[: len(schema.RUNS)] == [c.name for c in schema.RUNS]
 
 
 def _reference_metrics(d: dict, fio2: bool) -> list:
@@ -451,9 +456,11 @@ def test_typed_metrics_equal_stdlib_json_to_the_bit(fio_dir):
     """Every metric of every row of every fixture (typed msgspec decoding, the fast and the general
     path) equals an independent stdlib-json reading, to the bit; and no fixture row has a note but the
     ones that say why (fio 2.1's missing bw_bytes)."""
-    from storagebench.ingest.fio import RUN_FIELDS
+    from storagebench import schema
 
-    first, last = RUN_FIELDS.index("iops"), RUN_FIELDS.index("usr_cpu_pct")
+    # the metrics read from a direction block (by name: the CPU, error and partial come from the job)
+    metric_cols = [c for c in schema.names("runs", role="metric")
+                   if c not in ("usr_cpu_pct", "sys_cpu_pct", "error", "partial")]
     checked = 0
     for name in [*GOOD, "unified_rw.json"]:
         doc = _last_doc(fio_dir / name)
@@ -461,7 +468,7 @@ def test_typed_metrics_equal_stdlib_json_to_the_bit(fio_dir):
         fio2 = doc["fio version"].startswith("fio-2.")
         for row in rows:
             ref = _reference_metrics(_block(doc, row), fio2)
-            ours = [row[c] for c in RUN_FIELDS[first:last]]
+            ours = [row[c] for c in metric_cols]
             assert [repr(float(v)) for v in ours] == [repr(float(v)) for v in ref], (name, row["job"], row["direction"])
             # the table gate wants every NaN named: a direction without I/O has no percentiles
             no_io = row["io_bytes"] == 0 and "not printed, no I/O completed (clat_p*_ns NaN)" in row["note"]

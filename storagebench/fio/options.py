@@ -68,6 +68,8 @@ __all__ = [
     "BOOL_OPTIONS",
     "SAFE_NAME_RE",
     "SAFE_NAME_RULE",
+    "OPTION_UNITS",
+    "option_unit",
 ]
 
 #: alias -> canonical name (fio ``parse.c`` ``o_match``: an option answers to its name and its alias).
@@ -784,3 +786,24 @@ def join_filenames(paths: list[str] | tuple[str, ...]) -> str:
         The inverse of :func:`split_filenames` (for names without an empty part).
     """
     return ":".join(p.replace(":", "\\:") for p in paths)
+
+
+#: The unit of a fio option whose value is a plain number in that unit (fio's HOWTO; an option whose
+#: value may carry its own multiplier -- ``bs=4k``, ``rate=10m`` -- is not here, since its level text
+#: is not a number in one unit). A study factor of that name is labelled with it on an axis
+#: (:func:`storagebench.plots.factor_label`) and in a table header
+#: (:func:`storagebench.tables.column_display`).
+OPTION_UNITS: dict[str, str] = {
+    "rate_iops": "I/Os per s", "rate_iops_min": "I/Os per s",
+    "iodepth": "outstanding I/Os per job", "iodepth_batch": "I/Os", "iodepth_batch_complete_min": "I/Os",
+    "iodepth_batch_complete_max": "I/Os", "iodepth_low": "I/Os", "numjobs": "jobs", "nrfiles": "files",
+    "thinktime": "µs", "thinktime_spin": "µs", "thinktime_blocks": "I/Os", "latency_target": "µs",
+    "rwmixread": "%", "rwmixwrite": "%", "percentage_random": "%",
+}
+
+
+def option_unit(name: str) -> str | None:
+    """The unit of fio option ``name`` (or an alias of it) from :data:`OPTION_UNITS`, or None."""
+    if not isinstance(name, str):
+        return None
+    return OPTION_UNITS.get(ALIASES.get(name, name))

@@ -15,11 +15,15 @@ from typing import Any
 
 import msgspec
 
+from .. import schema as _schema
 from ..errors import shown
 from ..fio import options as _fo
 
-_UNKNOWN = {"rw": "", "rwmixread_pct": math.nan, "iodepth": -1, "numjobs": -1, "ioengine": "", "direct": False,
-            "target": ""}
+#: The factor columns of a fio row, in the order :func:`_factor_fields` gives them: the ``runs`` columns of
+#: role ``factor`` (:func:`storagebench.schema.columns`) but ``tool``, which the reader sets.
+FACTOR_FIELDS: tuple[str, ...] = tuple(n for n in _schema.names("runs", role="factor") if n != "tool")
+#: Each factor's unknown value (-1, NaN, "", False: :attr:`storagebench.schema.Column.unknown`)
+_UNKNOWN = {c.name: c.unknown for c in _schema.columns("runs", role="factor") if c.name in FACTOR_FIELDS}
 _NAN = math.nan
 _U = msgspec.UNSET  # a field fio did not print
 
@@ -170,12 +174,13 @@ def main_direction(rw: str) -> str:
 
 
 def _factor_fields(common: dict, bs: tuple, rnd: tuple, notes: tuple) -> tuple[str, tuple, tuple[str, ...]]:
-    """(``rw``, the factor fields ``rw`` ... ``target`` of a row for read, write and trim, notes)."""
+    """(``rw``, the factor fields of a row (:data:`FACTOR_FIELDS`) for read, write and trim, notes); a factor
+    the options do not give is unknown."""
     out = []
     for i in range(3):
-        out.append((common["rw"], int(bs[i]), common["rwmixread_pct"],
-                    float(rnd[i]) if rnd[i] is not None else _NAN, common["iodepth"], common["numjobs"],
-                    common["ioengine"], common["direct"], common["target"]))
+        fields = {**_UNKNOWN, **common, "bs_bytes": int(bs[i]),
+                  "random_pct": float(rnd[i]) if rnd[i] is not None else _NAN}
+        out.append(tuple(fields[n] for n in FACTOR_FIELDS))  # by name: FACTOR_FIELDS names the tuple
     return common["rw"], tuple(out), notes
 
 

@@ -26,18 +26,17 @@ import pyarrow as pa
 from ..errors import IngestError
 from ..errors import display_path as _display_path
 from ..fio.hosts import host_label
-from ..schema import DIRECTIONS
+from ..schema import DIRECTIONS, RUNS
 from ._fiodoc import (
     ALL_CLIENTS,
     DECODER,
     MAX_VALUE,
     PCT_KEYS,
-    PCT_VALUES,
     RAW_DECODER,
     decode_or_none,
     read_fio_json,
 )
-from ._fiofactors import UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
+from ._fiofactors import FACTOR_FIELDS, UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
 from ._runmeta import NO_POINT, NO_PROVENANCE, TS_MAX, check_point, check_provenance, iso_utc
 
 _NAN = math.nan
@@ -49,21 +48,11 @@ _NO_EXTRA: dict = {}
 
 # ---- the row tuple ----------------------------------------------------------------------------------
 
-#: Fields of one row tuple, in the order :func:`emit_rows` builds it (the ``runs`` schema order;
-#: ``tests/test_ingest_fio.py`` checks that the two agree).
-RUN_FIELDS: tuple[str, ...] = (
-    "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
-    "rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "target",
-    "iops", "bw_bytes_per_s", "io_bytes", "total_ios", "runtime_s", "lat_mean_ns", "lat_stdev_ns", "lat_min_ns",
-    "lat_max_ns", "clat_mean_ns", "clat_stdev_ns", "slat_mean_ns", *(col for _, col in PCT_KEYS),
-    "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
-    "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
-)
-_RUN_FIELD_SET = frozenset(RUN_FIELDS)
+#: The ``runs`` columns: a study factor of that name is dropped (fio's own output wins).
+_RUN_FIELD_SET = frozenset(c.name for c in RUNS)
 #: Keys of a runner's ``point.json`` beside the factors that become columns of ``runs`` when present:
 #: the set-up and block of the run in the study's design (``storagebench._study.DESIGN_COLUMNS``).
 _DESIGN_KEYS = ("setup", "block")
-_PCT_STR = tuple(key for key, _ in PCT_KEYS)
 
 
 def file_run_id(data: bytes) -> str:
@@ -134,7 +123,7 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
 
 
 class RowSink:
-    """What :func:`emit_rows` appends to: row tuples (:data:`RUN_FIELDS` order) of ``runs`` and
+    """What :func:`emit_rows` appends to: row tuples (fields named by :data:`RUN_FIELDS`) of ``runs`` and
     ``all_clients``, each with its study factors (one dict per row, shared by the rows of one file),
     and the json+ histogram blocks in the compact form of :func:`histogram_frame`."""
 
@@ -248,8 +237,7 @@ class RowSink:
             row, loc = self.hist_checks[k]
             total = f"more than {2**63 - 1}" if over[k] else str(int(sums[k]))
             note = f"{_at(loc)}.clat_ns.bins add up to {total} completions, clat_ns.N is {n}"
-            old = self.runs[row]
-            self.runs[row] = (*old[:-1], f"{old[-1]}; {note}" if old[-1] else note)
+            self.runs[row] = with_note(self.runs[row], note)
 
     def histograms(self):
         """The ``histograms`` DataFrame of the blocks gathered (not yet validated)."""
@@ -328,16 +316,83 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
 
 # ---- the metrics of one direction block (units, impossible values) ----------------------------------
 
-#: JSON names of the 17 secondary metrics of a row, for notes: (block, field) in row order.
-_SECONDARY = (("lat", "mean"), ("lat", "stddev"), ("lat", "min"), ("lat", "max"), ("clat", "mean"),
-              ("clat", "stddev"), ("slat", "mean"), *(("clat", f"percentile.{k}") for k in _PCT_STR))
-_LAT4 = operator.attrgetter("mean", "stddev", "min", "max")
-#: the ``runs`` column of each secondary metric (notes name the column a NaN is in: the table gate's rule)
-_SECONDARY_COLS = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns", "clat_mean_ns", "clat_stdev_ns",
-                   "slat_mean_ns", *(col for _, col in PCT_KEYS))
+#: What the fio reader reads from a direction block beside its counts, for each ``runs`` column: the
+#: latency block (``lat``, ``clat``, ``slat``: fio 3's ``*_ns`` in ns, fio 2's in µs) and the field of it
+#: (``mean``, ``stddev``, ``min``, ``max``, or ``percentile.<fio's key>``: ``percentile.99.000000``).
+#: The one table of the fio reader to extend for a new latency metric (with its column in
+#: :data:`storagebench.schema.RUNS`): the row, the fast path and the notes follow from it. A column
+#: whose :class:`~storagebench.schema.Valid` is ``optional`` (a statistic fio prints only when asked,
+#: e.g. ``slat_percentiles=1``) is read apart: NaN without a note when fio did not print it, and it never
+#: takes a row off the fast path.
+SECONDARY: tuple[tuple[str, str, str], ...] = (
+    ("lat_mean_ns", "lat", "mean"), ("lat_stdev_ns", "lat", "stddev"), ("lat_min_ns", "lat", "min"),
+    ("lat_max_ns", "lat", "max"), ("clat_mean_ns", "clat", "mean"), ("clat_stdev_ns", "clat", "stddev"),
+    ("slat_mean_ns", "slat", "mean"), *((col, "clat", f"percentile.{key}") for key, col in PCT_KEYS),
+)
+_PCT_ATTR = {f"percentile.{key}": f"percentile.p{i}" for i, (key, _) in enumerate(PCT_KEYS)}
+_OPTIONAL_COLS = frozenset(c.name for c in RUNS if c.valid is not None and c.valid.optional)
+#: the secondary metrics every fio row has (in :data:`SECONDARY` order), and the optional ones
+_REQUIRED = tuple(e for e in SECONDARY if e[0] not in _OPTIONAL_COLS)
+_OPTIONAL = tuple(e for e in SECONDARY if e[0] in _OPTIONAL_COLS)
+#: JSON names of the required secondary metrics of a row, for notes: (block, field) in row order.
+_SECONDARY = tuple((block, key) for _, block, key in _REQUIRED)
+#: the ``runs`` column of each required secondary metric (notes name the column a NaN is in: the gate's rule)
+_SECONDARY_COLS = tuple(col for col, _, _ in _REQUIRED)
 _BLOCK_COLS = {"lat": "lat_*_ns", "clat": "clat_*_ns, clat_p*_ns", "slat": "slat_mean_ns"}
 _STAT_COLS = {"lat": "lat_*_ns", "clat": "clat_*_ns", "slat": "slat_mean_ns"}
 _CPU_COL = {"usr_cpu": "usr_cpu_pct", "sys_cpu": "sys_cpu_pct"}
+_BLOCK_ARG = {"lat": 0, "clat": 1, "slat": 2}
+
+
+def _getter(block: str, key: str):
+    """The attribute getter of one field of a decoded latency block (:class:`~storagebench.ingest._fiodoc._Lat`)."""
+    return operator.attrgetter(_PCT_ATTR.get(key, key))
+
+
+def _compile_reader(entries: tuple) -> Any:
+    """``read(blocks) -> tuple`` of the fields ``entries`` names, in their order, from ``blocks`` = (lat, clat,
+    slat): one attrgetter per run of consecutive fields of a block (AttributeError when a block or its
+    percentiles were not printed: the caller's slow path)."""
+    runs: list[tuple[int, list[str]]] = []
+    for _, block, key in entries:
+        arg = _BLOCK_ARG[block]
+        if runs and runs[-1][0] == arg:
+            runs[-1][1].append(_PCT_ATTR.get(key, key))
+        else:
+            runs.append((arg, [_PCT_ATTR.get(key, key)]))
+    getters = [(arg, operator.attrgetter(*attrs) if len(attrs) > 1 else
+                (lambda b, _g=operator.attrgetter(attrs[0]): (_g(b),))) for arg, attrs in runs]
+    if len(getters) == 4:  # the usual table: unrolled (this is ingest's hot path)
+        (a0, g0), (a1, g1), (a2, g2), (a3, g3) = getters
+        return lambda b: (*g0(b[a0]), *g1(b[a1]), *g2(b[a2]), *g3(b[a3]))
+    return lambda b: tuple(v for arg, g in getters for v in g(b[arg]))
+
+
+_READ_REQUIRED = _compile_reader(_REQUIRED)
+#: Names of the metric fields :func:`_metrics` returns, in its order.
+METRIC_FIELDS: tuple[str, ...] = ("iops", "bw_bytes_per_s", "io_bytes", "total_ios", "runtime_s", *_SECONDARY_COLS,
+                                  *(col for col, _, _ in _OPTIONAL))
+
+#: The fields of a row tuple, by name: each part names its own fields where it fills them (the factors:
+#: :data:`~storagebench.ingest._fiofactors.FACTOR_FIELDS`; the metrics: :data:`METRIC_FIELDS`), and
+#: :func:`emit_rows` joins the parts in this order. Every reader of a row goes through these names
+#: (:func:`storagebench.ingest.fio.runs_frame` builds each schema column by name, and fills a ``runs``
+#: column no part fills with its unknown value), so no order has to match another by hand. Rows are
+#: tuples rather than dicts because ingest makes one per job and direction: a dict per row cost ~5%
+#: of ingest (``benchmarks/bench_ingest.py``).
+RUN_FIELDS: tuple[str, ...] = (
+    "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
+    *FACTOR_FIELDS, *METRIC_FIELDS, "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
+    "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
+)
+#: position of ``note`` in a row tuple (:func:`with_note`)
+_NOTE = RUN_FIELDS.index("note")
+
+
+def with_note(row: tuple, note: str) -> tuple:
+    """``row`` with ``note`` added to its ``note`` field (``"; "``-separated)."""
+    old = row[_NOTE]
+    return (*row[:_NOTE], f"{old}; {note}" if old else note, *row[_NOTE + 1:])
 
 
 def _old_units(version: str) -> bool | None:
@@ -380,8 +435,7 @@ def _lat_problem(block: Any) -> str:
 
 
 def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> tuple[tuple, list[str]]:
-    """The metric fields of a row (``iops`` ... ``clat_p99_99_ns``, :data:`RUN_FIELDS` order) from one
-    direction block, in the schema's units, and the notes on values set to NaN (module docstring).
+    """The metric fields of a row (:data:`METRIC_FIELDS`, by name) from one direction block, in the schema's units, and the notes on values set to NaN (module docstring).
 
     ``loc`` is ``(where, index, direction)``: the JSON path ``jobs[0].read`` of the block, made into
     text only when a note or an error needs it (the usual block needs none)."""
@@ -410,20 +464,18 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
         if not old:
             raise IngestError(f"{_at(loc)}.total_ios: missing (fio 3 always prints it)", path=path)
         total = -1  # fio 2.1 does not count I/Os
-    if lat is not _U and clat is not _U and slat is not _U and clat.percentile is not _U:
-        if f == 1.0:
-            sec = (*_LAT4(lat), clat.mean, clat.stddev, slat.mean, *PCT_VALUES(clat.percentile))
-        else:
-            sec = (*(v * f for v in _LAT4(lat)), clat.mean * f, clat.stddev * f, slat.mean * f,
-                   *(v * f for v in PCT_VALUES(clat.percentile)))
-    else:
+    blocks3 = (lat, clat, slat)
+    opt = _read_optional(blocks3, f, loc, suffix, notes) if _OPTIONAL else ()
+    try:
+        sec = _READ_REQUIRED(blocks3)  # the usual block: every latency block and percentile printed
+        if f != 1.0:
+            sec = tuple(v * f for v in sec)
+    except AttributeError:  # a block (or clat's percentiles) not printed: UNSET has no fields
         where = _at(loc)
-        nan4 = (_NAN,) * 4
         pct = clat.percentile if clat is not _U else _U
-        sec = (*((v * f for v in _LAT4(lat)) if lat is not _U else nan4),
-               *((clat.mean * f, clat.stddev * f) if clat is not _U else (_NAN, _NAN)),
-               slat.mean * f if slat is not _U else _NAN,
-               *((v * f for v in PCT_VALUES(pct)) if pct is not _U else (_NAN,) * len(_PCT_STR)))
+        sec = tuple(_NAN if (b := blocks3[_BLOCK_ARG[block]]) is _U
+                    or (key.startswith("percentile.") and b.percentile is _U)
+                    else _getter(block, key)(b) * f for _, block, key in _REQUIRED)
         for name, block in (("lat", lat), ("clat", clat), ("slat", slat)):
             if block is _U:
                 notes.append(f"{where}.{name}{suffix}: missing ({_BLOCK_COLS[name]} NaN)")
@@ -441,7 +493,7 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
                 and slat.min <= slat.mean <= slat.max and slat.stddev <= slat.max - slat.min \
                 and (lat.stddev or lat.min == lat.max) and (clat.stddev or clat.min == clat.max) \
                 and (slat.stddev or slat.min == slat.max):
-            return (d.iops, bw, io, total, d.runtime / 1000.0, *sec), notes
+            return (d.iops, bw, io, total, d.runtime / 1000.0, *sec, *opt), notes
     where = _at(loc)
     out = list(sec)
     blocks = {"lat": lat, "clat": clat, "slat": slat}
@@ -471,7 +523,26 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
                 if n == name and not key.startswith("percentile"):
                     out[i] = _NAN
             notes.append(f"{where}.{name}{suffix}: {problem} (impossible; {_STAT_COLS[name]} stored NaN)")
-    return (d.iops, bw, io, total, d.runtime / 1000.0, *out), notes
+    return (d.iops, bw, io, total, d.runtime / 1000.0, *out, *opt), notes
+
+
+def _read_optional(blocks3: tuple, f: float, loc: tuple, suffix: str, notes: list[str]) -> tuple:
+    """The optional secondary metrics (:data:`SECONDARY`) of a block: NaN without a note when fio did not
+    print them, NaN with a note when it printed a value it cannot have."""
+    out = []
+    for col, block, key in _OPTIONAL:
+        b = blocks3[_BLOCK_ARG[block]]
+        if b is _U or (key.startswith("percentile.") and b.percentile is _U):
+            out.append(_NAN)
+            continue
+        v = _getter(block, key)(b) * f
+        if not 0.0 <= v < _LIMIT:
+            if v == v:
+                notes.append(f"{_at(loc)}.{block}{suffix}.{key} = {v / f!r}: impossible (allowed 0 to 2**63-1); "
+                             f"{col} stored NaN")
+            v = _NAN
+        out.append(v)
+    return tuple(out)
 
 
 def _at(loc: tuple) -> str:
@@ -718,5 +789,4 @@ def emit_rows(
     if json_plus and no_bins:
         for row, loc in no_bins:
             note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
-            r = runs[row]
-            runs[row] = (*r[:-1], f"{r[-1]}; {note}" if r[-1] else note)
+            runs[row] = with_note(runs[row], note)

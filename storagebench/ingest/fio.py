@@ -175,17 +175,20 @@ def parse_fio_output(
     else:
         bins, counts = [], []
     out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=bins, hist_counts=counts)
-    out.runs = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x} for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
-    out.all_clients = [{**dict(zip(RUN_FIELDS, r, strict=True)), **x}
+    out.runs = [{**_UNKNOWN_ROW, **dict(zip(RUN_FIELDS, r, strict=True)), **x}
+                for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
+    out.all_clients = [{**_UNKNOWN_ROW, **dict(zip(RUN_FIELDS, r, strict=True)), **x}
                        for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
     return out
 
 
 _RUN_DTYPES: dict[str, str] = {c.name: c.dtype for c in RUNS}
+#: every ``runs`` column at its unknown value (the columns no part of a fio row fills keep it)
+_UNKNOWN_ROW: dict[str, Any] = {c.name: c.unknown for c in RUNS}
 
 
 def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str = "runs"):
-    """Build the ``runs`` (or ``all_clients``) DataFrame from row tuples in :data:`RUN_FIELDS` order.
+    """Build the ``runs`` (or ``all_clients``) DataFrame from row tuples whose fields :data:`RUN_FIELDS` names.
 
     Each column is made once, directly in its schema dtype (numpy for numbers and bools, pyarrow
     strings, ``datetime64[ns, UTC]``), which is several times faster than a DataFrame of row dicts.
@@ -204,13 +207,18 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
     Returns
     -------
     pandas.DataFrame
-        Schema columns in schema dtypes, then the factor columns; not yet validated.
+        Schema columns in schema order and dtypes (a column the rows do not carry at its unknown value,
+        :attr:`storagebench.schema.Column.unknown`), then the factor columns; not yet validated.
     """
     if not rows:
         return empty_frame(table)
+    by_name = dict(zip(RUN_FIELDS, zip(*rows, strict=True), strict=True))
     data = {}
-    for name, col in zip(RUN_FIELDS, zip(*rows, strict=True), strict=True):
-        dtype = _RUN_DTYPES[name]
+    for c in RUNS:  # by name, in schema order
+        name, dtype = c.name, c.dtype
+        col = by_name.get(name)
+        if col is None:
+            col = (c.unknown,) * len(rows)
         if dtype == "string":
             data[name] = pd.arrays.ArrowStringArray(pa.array(col, type=pa.string()))
         elif dtype.startswith("datetime64"):

@@ -280,26 +280,16 @@ def _is_fio(text: str) -> bool:
 register(Format(FIO, _is_fio, fixtures="fio", priority=0))
 
 
-_DEFAULT_INT = {"repetition": 0, "job_index": 0, "error": 0}
-
-
-def _default(col: schema.Column) -> Any:
-    if col.dtype == "string":
-        return ""
-    if col.dtype == "int64":
-        return _DEFAULT_INT.get(col.name, -1)
-    if col.dtype == "float64":
-        return math.nan
-    if col.dtype == "bool":
-        return False
-    return None  # datetime: NaT
+#: every ``runs`` column at its unknown value (:attr:`storagebench.schema.Column.unknown`)
+_UNKNOWN_ROW: dict[str, Any] = {c.name: c.unknown for c in schema.RUNS}
 
 
 def run_row(**fields: Any) -> dict:
     """A ``runs`` row with every column of :data:`storagebench.schema.RUNS`.
 
-    Columns not given get the schema's "unknown": ``""`` (strings), ``-1`` (ints; 0 for
-    ``repetition``, ``job_index``, ``error``), NaN (floats), ``False`` (bools), ``None`` (times).
+    Columns not given get the schema's "unknown" (:attr:`storagebench.schema.Column.unknown`): ``""``
+    (strings), ``-1`` (ints; 0 for ``repetition``, ``job_index``, ``error``), NaN (floats), ``False``
+    (bools), ``None`` (times).
     Keys that are not ``runs`` columns are kept as they are (``note``, when the schema has it,
     is a column; when it has not, the ingest drops it).
 
@@ -308,7 +298,7 @@ def run_row(**fields: Any) -> dict:
     IngestError
         Never; unknown keys are kept.
     """
-    row = {c.name: _default(c) for c in schema.RUNS}
+    row = {**_UNKNOWN_ROW}
     row.update(fields)
     return row
 

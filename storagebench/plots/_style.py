@@ -9,17 +9,37 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.axes import Axes
 
-#: Axis labels (with units) of the factor columns of ``runs``; other columns are labelled by name.
-FACTOR_LABELS: dict[str, str] = {
-    "iodepth": "iodepth (outstanding I/Os per job)",
-    "numjobs": "numjobs (jobs)",
-    "bs_bytes": "I/O size, bs (KiB)",
-    "rwmixread_pct": "reads, rwmixread (%)",
-    "random_pct": "random I/O, percentage_random (%)",
+from ..fio.options import option_unit
+from ..schema import columns
+from ..tables import column_display
+
+#: Axis labels of the factors testbed studies add (not fio options, not runs columns).
+_STUDY_LABELS: dict[str, str] = {
     "clients": "clients (fio servers)",
     "stripe_width": "stripe width (components)",
     "repetition": "repetition",
     "run_order": "run order",
+}
+
+
+def _label(col: str) -> str:
+    """A column's axis label with its unit: the words and display unit of
+    :func:`storagebench.tables.column_display` (``bs_bytes``: KiB), else the schema column's unit
+    (``iodepth``), else the unit of the fio option of that name (``rate_iops``), else the name."""
+    header, _ = column_display(col)
+    if header != col:
+        return header
+    c = _FACTORS.get(col)
+    unit = c.unit if c is not None and c.unit != "1" else option_unit(col)
+    return f"{col} ({unit})" if unit else col
+
+
+_FACTORS = {c.name: c for c in columns("runs", role="factor")}
+#: Axis labels (with units) of the numeric factor columns of ``runs`` (derived from the schema) and of
+#: the testbed studies' factors; any other column is labelled by :func:`factor_label`.
+FACTOR_LABELS: dict[str, str] = {
+    **{n: _label(n) for n, c in _FACTORS.items() if c.dtype in ("int64", "float64")},
+    **_STUDY_LABELS,
 }
 
 
@@ -60,5 +80,6 @@ def new_ax(ax: Axes | None, figsize: tuple[float, float] | None = None) -> Axes:
 
 
 def factor_label(col: str) -> str:
-    """The axis label of a factor column: :data:`FACTOR_LABELS`, else the column's name."""
-    return FACTOR_LABELS.get(col, col)
+    """The axis label of a factor column: :data:`FACTOR_LABELS`, else its unit from the fio option of that
+    name (``rate_iops (I/Os per s)``), else the column's name."""
+    return FACTOR_LABELS.get(col) or _label(col)

@@ -35,7 +35,7 @@ from statsmodels.stats.multitest import multipletests
 from .._html import Markup, html
 from ..errors import StatsError, StorageBenchWarning
 from ..findings import CONFIDENCE
-from ..schema import RUNS
+from ..schema import RUNS, names
 from ..tables import table
 from ._common import (
     BCA_MIN_N,
@@ -637,10 +637,9 @@ def _to_units(df: pd.DataFrame, metric: str, keys: list[str], averaged: list[str
     return out.drop(columns="_v")
 
 
-#: fio factors of the runs schema; with the columns a study adds (pattern, stripe_width ...) these are what
+#: the factor columns of the runs schema (role ``factor``); with the columns a study adds (pattern, stripe_width ...) these are what
 #: ``compare`` without ``by`` pools when they vary (identity, metric and provenance columns never count).
-_SCHEMA_FACTORS = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct",
-                   "target", "tool")
+_SCHEMA_FACTORS = names("runs", role="factor")
 #: The columns that are factors of a run, never its replicates: the fio factors of the runs schema and the tool
 #: (``tool``; ``source_tool`` in the published seed tables, whose ``tool`` is ``"published"``).
 FACTOR_COLUMNS: tuple[str, ...] = (*_SCHEMA_FACTORS, "source_tool")

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..errors import StatsError
 from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
-from ..schema import RUNS
+from ..schema import RUNS, columns
 from ..tables import metric_words
 from ._common import as_list, require_columns
 from .agreement import bland_altman
@@ -37,9 +37,11 @@ from .comparison import ComparisonTable, compare
 from .saturation import littles_law, per_run
 from .verdicts import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
-#: The fio factor columns of ``runs`` that make two runs "the same configuration".
-CONFIG_COLUMNS: tuple[str, ...] = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs")
-_MEANS = ("lat_mean_ns", "clat_mean_ns", "slat_mean_ns")
+#: The fio factor columns of ``runs`` that make two runs "the same configuration": the workload factors of
+#: the schema (:attr:`storagebench.schema.Column.workload`).
+CONFIG_COLUMNS: tuple[str, ...] = tuple(c.name for c in columns("runs", role="factor") if c.workload)
+#: the mean latency columns of runs (combine rule "mean": weighted by completed I/Os)
+_MEANS = tuple(c.name for c in columns("runs", role="metric") if c.combine in ("mean", "mean_sampled"))
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,7 @@ def cell_words(cell: dict) -> str:
     for k in ("iodepth", "numjobs"):
         if k in c:
             parts.append(f"{k} {c[k]}")
-    skip = {"rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs"}
+    skip = set(CONFIG_COLUMNS)
     if rw:
         skip.add("direction")
     parts += [f"{k} {v}" if k != "pattern" else str(v) for k, v in c.items() if k not in skip]

@@ -33,7 +33,7 @@ from ..errors import SchemaError, StatsError
 from ..findings import CONFIDENCE, fmt_number, fmt_p, renamed_ci
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
-from ..schema import DIRECTIONS, RUN_TOTALS, RUNS
+from ..schema import DIRECTIONS, RUN_TOTALS, RUNS, names
 from ..tables import column_display, display_metric
 from ._common import check_confidence
 from .equivalence import mean_ci
@@ -534,7 +534,7 @@ def _varies_within_run(runs: pd.DataFrame, cols: Sequence[str], direction: str |
 
 #: Factor columns that must be equal within a point (``target`` may differ: a resumed sweep can
 #: use a new temp file on the same disk).
-_GUARDED = ("rw", "bs_bytes", "rwmixread_pct", "random_pct", "iodepth", "numjobs", "ioengine", "direct", "tool")
+_GUARDED = tuple(n for n in names("runs", role="factor") if n != "target")
 _SCHEMA_NAMES = frozenset(c.name for c in (*RUNS, *RUN_TOTALS))
 
 
