@@ -50,7 +50,7 @@ def test_hand_lists_are_derived_from_the_schema():
     from storagebench._study import FIO_FACTORS
     from storagebench.ingest._fiofactors import _UNKNOWN, FACTOR_FIELDS
     from storagebench.plots import FACTOR_LABELS
-    from storagebench.stats.compare import _SCHEMA_FACTORS
+    from storagebench.stats.comparison import _SCHEMA_FACTORS
     from storagebench.stats.crosstool import CONFIG_COLUMNS
     from storagebench.stats.points import _GUARDED
 
