@@ -197,6 +197,8 @@ def _source(func) -> str:
 def pytest_configure(config):
     for name in SUITE_MARKERS:  # also registered in pyproject.toml; here so a copied conftest works alone
         config.addinivalue_line("markers", f"{name}: see conftest.py")
+    # pytest-xdist's marker (read with --dist loadgroup); registered for runs without xdist too
+    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one worker")
     expr = config.getoption("markexpr", "") or ""
     if expr:
         from _pytest.mark.expression import Expression
@@ -234,20 +236,36 @@ def pytest_collection_modifyitems(config, items):
                 _NOTEBOOK_CALLS.search(_source(f)) for f in [getattr(item, "function", None),
                                                              *(fd.func for fd in own)] if f is not None):
             item.add_marker("notebook")
-        keys = [f"fixture:{fd.baseid}::{fd.argname}" for fd in own
+        keys = [f"fixture {fd.baseid} {fd.argname}" for fd in own
                 if fd.scope != "function" and fd.argname not in _BY_FIXTURE]
         if isinstance(item, IPyNbCell):
-            keys.append(f"notebook:{item.path}")
+            keys.append(f"notebook {item.path.relative_to(_HERE)}")
         if item.get_closest_marker("root") is not None:
             keys.append("root")
         for k in keys[1:]:
             union(keys[0], k)
         shared_of[item] = keys[0] if keys else None
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
     for item, key in shared_of.items():
         if key is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(find(key)))
+            item.add_marker(pytest.mark.xdist_group(re.sub(r"\W+", "_", find(key)).strip("_")))
+    if getattr(config.option, "loadgroup", False):  # on an xdist worker with --dist loadgroup
+        _group_node_ids(items)
+
+
+def _group_node_ids(items) -> None:
+    """Give each grouped test's node id its ``@group`` suffix, which xdist's loadgroup scheduler reads.
+
+    pytest-xdist 3.8 writes it to ``item._nodeid``, which pytest 9.2 no longer reads (the node id is
+    ``item._id``), so without this every group would be spread over the workers."""
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pytest < 9.2: xdist's own suffix works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.hookimpl(wrapper=True)
