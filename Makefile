@@ -36,7 +36,7 @@ test: venv sysdeps sysdeps-test
 	$(PY) -m pytest -q $(XDIST)
 
 # The inner loop: no fio, no root action, no browser, no kernel (notebooks) and none of the slow tests
-# (markers given by what a test uses, conftest.py): about a minute, needs neither root nor fio. In one
+# (markers given by what a test uses, conftest.py): 75 s of CPU, needs neither root nor fio. In one
 # process: what is left computes, so a second worker on 2 cores only adds its start-up.
 QUICK = not (fio or root or browser or slow or notebook)
 test-quick: venv
