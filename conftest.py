@@ -88,10 +88,11 @@ def pytest_collect_file(file_path, parent):
 # naming it anywhere: a test whose fixtures include ``fio_bin`` is ``fio``, ``require_root`` (and so
 # ``testbed_ready``, ``loop_dev``) ``root``, ``browser`` ``browser``; a notebook cell collected by nbval, or a
 # test whose code (or a fixture's, of this project) calls papermill through the library, is ``notebook``.
-# What a test actually starts is checked as it runs (an audit hook on process creation): a test that starts
-# fio, a kernel, a browser or a root-only tool without the marker fails, naming the fixture or marker it
-# needs; where the run's -m expression leaves that marker out (`make test-quick`), the start is refused, so
-# the inner loop never runs fio, a kernel, a browser or a root action.
+# What a test actually starts is checked as it runs (an audit hook on process creation): a test with none of
+# these markers (one `make test-quick` selects) that starts fio, a kernel, a browser or a root-only tool
+# fails, naming the fixture or marker it needs; where the run's -m expression leaves that marker out
+# (`make test-quick`), the start is refused, so the inner loop never runs fio, a kernel, a browser or a root
+# action. (Processes started by a child process are not seen.)
 #
 # Parallel workers (pytest-xdist, --dist loadgroup): tests that share a fixture of this project wider than a
 # function (a session fio sweep, a module's published write-ups) are one group, so the fixture runs once; the
@@ -155,8 +156,8 @@ class _Spawns:
         if isinstance(argv, (str, bytes)):
             argv = [argv]
         need = _what_it_starts(argv or [])
-        if need is None or item.get_closest_marker(need) is not None:
-            return
+        if need is None or any(item.get_closest_marker(m) is not None for m in SUITE_MARKERS):
+            return  # only a test that `make test-quick` selects must start none of these
         with self.lock:
             self.found.append((need, " ".join(os.fsdecode(a) for a in list(argv)[:6])))
         if need in self.excluded:
