@@ -16,7 +16,7 @@ SYSPKGS := fio xfsprogs btrfs-progs e2fsprogs util-linux iproute2 nftables
 # (tests/test_report_browser.py skips, with the reason, where they are missing). Only `make test` needs them.
 TESTPKGS := chromium chromium-driver
 
-.PHONY: demo test lab bench bench-quick sysdeps sysdeps-test venv clean-venv
+.PHONY: demo test test-quick lab bench bench-quick sysdeps sysdeps-test venv clean-venv
 
 demo: venv sysdeps
 	$(VENV)/bin/storagebench demo
@@ -25,8 +25,22 @@ demo: venv sysdeps
 # defaults with nbval (pyproject.toml: testpaths and --nbval-lax; the expected stdout of the checked cells
 # is in tests/notebook_outputs/, written by runners/store_checked_outputs.py); the browser test saves its
 # screenshots under results/screenshots/.
+# Two workers (pytest-xdist): most of the suite waits on fio runs, kernels and the browser rather than
+# computing. Tests that share a fixture (one fio sweep, one set of published write-ups), the cells of one
+# notebook and every root test (loop devices, mounts, namespaces) each stay on one worker (conftest.py).
+# Set TEST_WORKERS=0 to run in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: venv sysdeps sysdeps-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
+
+# The inner loop: no fio, no root action, no browser, no kernel (notebooks) and none of the slow tests
+# (markers given by what a test uses, conftest.py): 75 s of CPU, needs neither root nor fio. In one
+# process: what is left computes, so a second worker on 2 cores only adds its start-up.
+QUICK = not (fio or root or browser or slow or notebook)
+test-quick: venv
+	$(PY) -m pytest -q -m "$(QUICK)"
 
 # JupyterLab at the repository root (notebooks/, results/ and data/ in reach), loopback only, with the
 # venv's python as the notebooks' kernel "python3". Needs fio (sweep.ipynb), not the testbed packages.

@@ -34,7 +34,7 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def fio_bin() -> str:
     path = shutil.which("fio")
     if path is None:
@@ -42,7 +42,7 @@ def fio_bin() -> str:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def require_root():
     if os.geteuid() != 0:
         pytest.skip("needs root (loop devices, namespaces, drop_caches)")
@@ -68,3 +68,33 @@ def loop_dev(testbed_ready, tmp_path):
     """A blank 8 MiB loop device over a sparse file in ``tmp_path``, torn down after the test."""
     with testbed_ready.loop_device(8 << 20, dir=tmp_path) as dev:
         yield dev
+
+
+#: The three configurations the captured DiskSPD fixtures (tests/fixtures/diskspd) share with a fio run:
+#: name -> fio options. One 1-s run each, on a file.
+CROSSTOOL_FIO = {
+    "rw7030": {"rw": "randrw", "rwmixread": 70, "bs": "4k", "iodepth": 1, "numjobs": 1},
+    "seq64k": {"rw": "read", "bs": "64k", "iodepth": 2, "numjobs": 4},
+    "rwrite": {"rw": "randwrite", "bs": "4k", "iodepth": 16, "numjobs": 4},
+}
+
+
+@pytest.fixture(scope="session")
+def crosstool_fio_runs(tmp_path_factory, fio_bin) -> Path:
+    """A directory ``fio-runs`` holding real 1-s fio runs of :data:`CROSSTOOL_FIO` (``<name>.json``,
+    ``--output-format=json``, nothing else), measured once for the session: the cross-tool tests
+    (tests/test_stats_crosstool.py, tests/test_notebook_cross_tool.py) only read them."""
+    import json
+    import subprocess
+
+    fio_dir = tmp_path_factory.mktemp("fio-runs", numbered=False)
+    target = tmp_path_factory.mktemp("fio-target") / "target.dat"
+    for name, opts in CROSSTOOL_FIO.items():
+        args = [fio_bin, f"--name={name}", f"--filename={target}", "--size=32m", "--time_based", "--runtime=1",
+                "--ioengine=libaio", "--direct=1", "--group_reporting", "--output-format=json",
+                *(f"--{k}={v}" for k, v in opts.items())]
+        out = subprocess.run(args, capture_output=True, text=True, check=True)
+        json.loads(out.stdout)
+        (fio_dir / f"{name}.json").write_text(out.stdout)
+    target.unlink()
+    return fio_dir

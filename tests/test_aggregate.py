@@ -40,9 +40,7 @@ numjobs=2
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    if shutil.which("fio") is None:
-        pytest.skip("fio is not installed")
+def run(tmp_path_factory, fio_bin):
     d = tmp_path_factory.mktemp("agg")
     job = d / "job.fio"
     job.write_text(JOB)
@@ -263,6 +261,7 @@ def scaling_quick(tmp_path_factory):
     return res, spans, runlevel.per_run(res.run_totals)
 
 
+@pytest.mark.slow
 def test_geometric_scaling_summary_keeps_a_tail_latency_above_zero(scaling_quick):
     """p99 of 3 runs: the arithmetic t interval reaches below 0 ms; the geometric one is exp of the log-scale t CI."""
     from scipy import stats as st

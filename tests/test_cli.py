@@ -84,6 +84,7 @@ def test_one_error_decorator_turns_errors_into_lines_and_exit_codes():
     assert res.exit_code == 0 and "storagebench: warning: pooled ['numjobs']" in res.output and "done" in res.output
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="needs root to mount a tiny tmpfs")
 def test_a_full_disk_is_one_line_naming_the_file(tmp_path):
     """A real ENOSPC: the write-up goes to a 64 KiB tmpfs this test mounts (and unmounts)."""

@@ -40,9 +40,7 @@ def _jobs(servers, tmp_path, runtime=1):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    if subprocess.run(["which", "fio"], capture_output=True).returncode != 0:
-        pytest.skip("fio is not installed")
+def servers(tmp_path_factory, fio_bin):
     with fio_servers(3, workdir=tmp_path_factory.mktemp("servers")) as ss:
         yield ss
 
@@ -95,6 +93,7 @@ def test_socket_servers_labels_agree_with_ingest_and_span_logs_are_read(servers,
     assert "fopen log" not in (run / "output.json").read_text()
 
 
+@pytest.mark.usefixtures("fio_bin")
 def test_loopback_tcp_servers_run_and_span_logs(tmp_path):
     """The TCP path (loopback mode): labels address:port, per-job span logs named by address."""
     from storagebench._clientserver import read_span_logs
@@ -176,6 +175,7 @@ def test_job_error_on_a_server_is_a_host_error(servers, tmp_path):
     assert os.path.exists(tmp_path / "out.json")
 
 
+@pytest.mark.usefixtures("fio_bin")
 def test_study_on_servers_killed_server_fails_one_run_rerun_completes(tmp_path):
     """Through the runner: a server killed mid-run fails that run (named), keeps the rest; a rerun completes."""
     import time
@@ -244,6 +244,7 @@ def _clients_spec(hosts, **extra) -> dict:
     return spec
 
 
+@pytest.mark.usefixtures("fio_bin")
 def test_clients_factor_one_study_random_order_hosts_per_run_kill_and_resume(tmp_path):
     """1..3 clients as ONE study: interleaved run order, hosts[:clients] per run, SIGKILL + rerun resumes."""
     import signal
@@ -336,6 +337,7 @@ def test_clients_beyond_a_host_file_refused_before_anything_runs(tmp_path, fio_b
     assert not (tmp_path / "results" / "cs-clients" / "raw").exists()
 
 
+@pytest.mark.usefixtures("fio_bin")
 def test_measure_scaling_is_one_study_and_refuses_bad_levels_before_servers_start(tmp_path):
     from storagebench._study import load_study
     from storagebench.errors import StudyError

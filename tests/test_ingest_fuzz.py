@@ -482,6 +482,7 @@ def _report(title: str, counts: Counter, capsys=None) -> None:
 CASES = build_cases()
 
 
+@pytest.mark.slow
 def test_fuzzed_fio_outputs_never_crash_hang_or_invent_a_number(tmp_path, capsys):
     assert len(CASES) >= 300
     refs: dict = {}
@@ -497,6 +498,7 @@ def test_fuzzed_fio_outputs_never_crash_hang_or_invent_a_number(tmp_path, capsys
     assert counts["error"] >= 100 and counts["nan_note"] >= 20 and counts["valid"] >= 20, counts
 
 
+@pytest.mark.slow
 @settings(derandomize=True, database=None, max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_value_anywhere_is_an_error_the_same_number_or_nan_with_a_note(data, tmp_path_factory):

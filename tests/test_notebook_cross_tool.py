@@ -13,9 +13,6 @@ with :func:`storagebench.publish.execute_notebook`):
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import nbformat
 import pandas as pd
 import pytest
@@ -68,23 +65,10 @@ def test_defaults_write_the_library_tables(tmp_path):
     assert html.count('class="sb-figure"') == 6  # a Bland-Altman plot for every agreement reported
 
 
-def _fio(directory, fio_bin, name, **opts):
-    args = [fio_bin, f"--name={name}", f"--filename={directory / 'target.dat'}", "--size=32m", "--time_based",
-            "--runtime=1", "--ioengine=libaio", "--direct=1", "--group_reporting", "--output-format=json",
-            *(f"--{k}={v}" for k, v in opts.items())]
-    out = subprocess.run(args, capture_output=True, text=True, check=True)
-    json.loads(out.stdout)
-    (directory / f"{name}.json").write_text(out.stdout)
-
-
-def test_a_user_pair_diskspd_fixtures_and_real_fio_runs(tmp_path, fio_bin):
-    fio_dir = tmp_path / "fio-runs"
-    fio_dir.mkdir()
-    # the three configurations the DiskSPD fixtures share with a 1-s fio run on this machine
-    _fio(fio_dir, fio_bin, "rw7030", rw="randrw", rwmixread=70, bs="4k", iodepth=1, numjobs=1)
-    _fio(fio_dir, fio_bin, "seq64k", rw="read", bs="64k", iodepth=2, numjobs=4)
-    _fio(fio_dir, fio_bin, "rwrite", rw="randwrite", bs="4k", iodepth=16, numjobs=4)
-    (fio_dir / "target.dat").unlink()
+def test_a_user_pair_diskspd_fixtures_and_real_fio_runs(tmp_path, crosstool_fio_runs):
+    # the three configurations the DiskSPD fixtures share with a 1-s fio run on this machine (tests/conftest.py)
+    fio_dir = crosstool_fio_runs
+    assert sorted(p.name for p in fio_dir.iterdir()) == ["rw7030.json", "rwrite.json", "seq64k.json"]
     out = tmp_path / "tables"
     study = tmp_path / "writeup"
     study.mkdir()

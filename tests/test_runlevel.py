@@ -399,6 +399,7 @@ _job = st.tuples(st.integers(1, 3), st.sampled_from(["read", "write"]), st.integ
                  st.floats(0.5, 20.0), st.floats(1e4, 1e8), st.floats(0.0, 1e7))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=st.lists(_job, min_size=2, max_size=8))
 def test_fio_rule_is_the_same_in_one_step_or_in_stages(jobs):

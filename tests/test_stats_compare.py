@@ -111,6 +111,7 @@ def _random_groups(rng, sets: int, n: int, paired: bool) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimand", ["geometric", "arithmetic"])
 @pytest.mark.parametrize("paired", [False, True])
 def test_p_and_ci_never_disagree_about_one(estimand, paired):
@@ -457,6 +458,7 @@ def test_compare_on_a_real_study(fixtures_dir):
     assert not any(r.equivalent for r in teq)
 
 
+@pytest.mark.slow
 def test_coverage_and_type_one_error_in_the_hardest_cell():
     """Seeded, modest version of benchmarks/bench_coverage.py: 3 runs per arm, one arm at CV 5% and one at
     50% (log-normal), 1,500 sets. The default row's 95% CI covers the true ratio 1.25 within [0.93, 0.97]

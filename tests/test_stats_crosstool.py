@@ -7,9 +7,6 @@ machines, so only the mechanics are checked there, not the ratios).
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -63,23 +60,9 @@ def test_bad_inputs():
             tool_col="source_tool", baseline="DiskSPD", match_on=["stripe_width", "vms"])
 
 
-def _fio(tmp_path, fio_bin, name, **opts):
-    args = [fio_bin, f"--name={name}", f"--filename={tmp_path / 'target.dat'}", "--size=32m", "--time_based",
-            "--runtime=1", "--ioengine=libaio", "--direct=1", "--group_reporting", "--output-format=json",
-            *(f"--{k}={v}" for k, v in opts.items())]
-    out = subprocess.run(args, capture_output=True, text=True, check=True)
-    path = tmp_path / f"{name}.json"
-    path.write_text(out.stdout)
-    json.loads(out.stdout)
-    return path
-
-
-def test_diskspd_fixtures_against_real_fio_runs(tmp_path, fio_bin):
-    fio = [
-        _fio(tmp_path, fio_bin, "rw7030", rw="randrw", rwmixread=70, bs="4k", iodepth=1, numjobs=1),
-        _fio(tmp_path, fio_bin, "seq64k", rw="read", bs="64k", iodepth=2, numjobs=4),
-        _fio(tmp_path, fio_bin, "rwrite", rw="randwrite", bs="4k", iodepth=16, numjobs=4),
-    ]
+def test_diskspd_fixtures_against_real_fio_runs(crosstool_fio_runs):
+    # real 1-s fio runs of rw7030 (randrw 70/30 4k QD1 x1), seq64k (read 64k QD2 x4), rwrite (randwrite 4k QD16 x4)
+    fio = [crosstool_fio_runs / f"{name}.json" for name in ("rw7030", "seq64k", "rwrite")]
     d = FIXTURES / "diskspd"
     disk = [d / "virtualclient_Results_DiskSpd.xml", d / "virtualclient_DiskSpdExample-ReadWrite.txt",
             d / "pkb_diskspd_result_2018.xml", d / "virtualclient_DiskSpdExample-WriteOnly-v2.2.0-SingleGroup.txt",

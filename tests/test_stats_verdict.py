@@ -216,6 +216,7 @@ def test_vsan_stripe_at_the_right_unit_agrees_with_r(stripe, r_vsan):
     assert c.loc["8k random 70%read/30%write", ["ratio", "ci_low", "ci_high"]].round(3).tolist() == [0.887, 0.798, 0.985]
 
 
+@pytest.mark.slow
 def test_verdict_summary_sorts_the_groups_by_verdict_with_their_numbers(stripe):
     from storagebench.stats import verdict_summary
 
@@ -253,6 +254,7 @@ def test_verdict_summary_sorts_the_groups_by_verdict_with_their_numbers(stripe):
         verdict_summary(t["combined"].to_frame(), unit=unit)
 
 
+@pytest.mark.slow
 def test_methods_table_says_what_each_comparison_did(stripe):
     from storagebench.stats import methods_table
 

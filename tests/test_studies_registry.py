@@ -34,6 +34,7 @@ def analyse(data, *, confidence=0.95, knob=3):
 '''
 
 
+@pytest.mark.slow
 def test_a_study_from_an_installed_package_entry_point(tmp_path):
     """Group ``storagebench.studies``: an installed package's module (its YAML beside it) is a study too."""
     site = tmp_path / "site"

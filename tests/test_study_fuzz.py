@@ -491,6 +491,7 @@ def _report(name: str, counts: Counter) -> None:
     print(f"\nstudy fuzz {name}: " + json.dumps(dict(sorted(counts.items()))))
 
 
+@pytest.mark.slow
 def test_mutations_of_committed_specs(tmp_path):
     cases = mutation_cases()
     assert len(cases) >= 250 and len(STUDIES) >= 7
@@ -562,6 +563,7 @@ def test_tester_findings_have_clear_messages(tmp_path):
             assert w in str(info.value), (case_id, w, str(info.value))
 
 
+@pytest.mark.slow
 def test_max_runs_can_be_raised_by_the_caller_not_the_spec(tmp_path):
     spec = {"name": "big", "factors": {"iodepth": list(range(1, 401)), "sw": list(range(300))}, "runtime": 1}
     study = load_study(spec)
