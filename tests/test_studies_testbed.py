@@ -358,9 +358,8 @@ def _run_notebook_cells(name: str, study_dir: Path, params: dict) -> dict:
     assert all(not c.outputs for c in code), "notebooks are stored without outputs"
     declared = {}
     for line in code[0].source.splitlines():
-        # a type papermill reads: one name, or "X | None" (quoted: the cell runs before anything is imported, and
-        # a quoted PEP 604 union names nothing that must be imported, so linters read it too)
-        assert re.match(r'^\w+: (\w+|"\w+ \| None") = .+  # [^=]+$', line), \
+        # a type papermill reads: one name, or "Optional[...]" (quoted: the cell runs before anything is imported)
+        assert re.match(r'^\w+: (\w+|"Optional\[\w+\]") = .+  # [^=]+$', line), \
             f"parameter line needs a type and a comment: {line!r}"
         declared[line.split(":")[0]] = None
     assert set(declared) == {"study", "study_dir", "confidence", "params"}
