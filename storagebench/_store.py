@@ -12,7 +12,8 @@
       aside/<utc>/<run_id>/    complete runs moved aside, never deleted: the rest of their set-up or
                                concurrency group could not be measured with them (reason.json says why)
       testbed.json             testbed studies: one record per build of the testbed (set-up)
-      tidy/                    parquet tables (ingest)
+      tidy/                    parquet tables (ingest); ingest.json: the record of the ingest that wrote them
+                               (storagebench report), by which the notebooks know they hold the runs of raw/
       report.html
 
 Records in this tree that root acts on (``.fio-process.json``, ``host_steps_journal.json``,

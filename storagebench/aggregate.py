@@ -33,6 +33,7 @@ __all__ = [
     "cluster_aggregate",
     "client_spans",
     "client_overlap",
+    "cluster_checks",
     "fairness",
     "jain_index",
     "scaling_summary",
@@ -42,6 +43,8 @@ __all__ = [
 
 #: Relative difference above which "All clients" and the per-host sum disagree.
 ALL_CLIENTS_TOLERANCE = 0.005
+#: Share of the median host span the clients of a run must overlap to count as concurrent.
+MIN_OVERLAP = 0.9
 
 #: combine_jobs' ``by`` -> the run-level rows it means (hosts, direction of runlevel.select)
 _BY = {
@@ -205,7 +208,7 @@ def client_spans(timeseries: pd.DataFrame, log_avg_msec: float = 0.0) -> pd.Data
 
 
 def client_overlap(spans: pd.DataFrame, runtime_s: float | pd.Series | None = None, *,
-                   min_fraction: float = 0.9) -> pd.DataFrame:
+                   min_fraction: float = MIN_OVERLAP) -> pd.DataFrame:
     """Did the clients of each run really run at the same time?
 
     Parameters
@@ -240,6 +243,49 @@ def client_overlap(spans: pd.DataFrame, runtime_s: float | pd.Series | None = No
     g["overlap_fraction"] = g["overlap_s"] / rt
     g["not_concurrent"] = ~(g["overlap_fraction"] >= min_fraction)
     return g[["hosts", "overlap_s", "start_skew_s", "overlap_fraction", "not_concurrent"]].reset_index()
+
+
+def cluster_checks(cluster: pd.DataFrame, overlap: pd.DataFrame, *, tolerance: float = ALL_CLIENTS_TOLERANCE,
+                   min_fraction: float = MIN_OVERLAP) -> pd.DataFrame:
+    """Are the cluster numbers sound? The checks of a client/server study, one row each.
+
+    Parameters
+    ----------
+    cluster : pandas.DataFrame
+        :func:`cluster_aggregate` of the study (with ``all_clients``: the ``*_rel_diff`` and
+        ``all_clients_mismatch`` columns).
+    overlap : pandas.DataFrame
+        :func:`client_overlap` of its span logs.
+    tolerance, min_fraction : float
+        The thresholds ``cluster`` and ``overlap`` were flagged with (fractions), for the labels.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``check``, ``value`` and ``note``; rows: the runs, the worst relative difference of the
+        per-host sum to fio's "All clients" (%), the runs flagged above ``tolerance``, the multi-client runs,
+        their median overlap (% of the median host span) and the runs flagged not concurrent. A value that
+        cannot be computed is NaN with a note saying why (no "All clients" entry, no multi-client run),
+        never a made-up number.
+    """
+    _need(cluster, ["run_id"], "cluster")
+    _need(overlap, ["hosts", "overlap_fraction", "not_concurrent"], "overlap")
+    rows = [("runs", cluster["run_id"].nunique(), "")]
+    diffs = [c for c in ("iops_rel_diff", "bw_rel_diff") if c in cluster]
+    worst = cluster[diffs].abs().max().max() if diffs else np.nan
+    none = "" if np.isfinite(worst) else (
+        "no run has fio's All clients entry (fio prints none for a single client)" if diffs
+        else "the All clients table was not given")
+    flagged = int(cluster["all_clients_mismatch"].sum()) if "all_clients_mismatch" in cluster else np.nan
+    rows += [("worst |per-host sum / All clients - 1| (%)", 100 * worst, none),
+             (f"runs flagged above {100 * tolerance:g} %", flagged, "" if diffs else none)]
+    multi = overlap[overlap["hosts"] > 1]
+    alone = "" if len(multi) else "no run had more than one client"
+    rows += [("multi-client runs", len(multi), ""),
+             ("median overlap (% of the median host span)",
+              100 * multi["overlap_fraction"].median() if len(multi) else np.nan, alone),
+             (f"runs flagged not concurrent (< {100 * min_fraction:g} %)", int(multi["not_concurrent"].sum()), alone)]
+    return pd.DataFrame(rows, columns=["check", "value", "note"])
 
 
 def jain_index(x: Sequence[float] | np.ndarray) -> float:

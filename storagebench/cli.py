@@ -335,7 +335,7 @@ def demo_cmd(
 
       storagebench demo --out /var/tmp/results --fresh
     """
-    from . import publish
+    from . import ingest, publish
     from ._store import utc_stamp
     from .stats import sweep_summary  # stats (scipy, statsmodels) and studies (matplotlib): see the imports
 
@@ -355,10 +355,9 @@ def demo_cmd(
         _report_guards(sweep)
         if not sweep.completed and not sweep.skipped:
             raise StorageBenchError(f"no run of {study.name} completed: {sweep.errors}")
-        result = sb.ingest_study(study_dir)
-        result.write_parquet(study_dir / "tidy")
-        report = sb.publish_report(study_dir)
-        summary = sweep_summary(result.runs, result.histograms, provenance=publish.study_provenance(study_dir))
+        report = sb.publish_report(study_dir, write_tidy=True)
+        result = ingest.read_study_tables(study_dir)  # the tables the report read
+        summary = sweep_summary(result.run_totals, result.histograms, provenance=publish.study_provenance(study_dir))
     finally:
         if keep:
             typer.echo(f"target kept: {target}", err=True)
@@ -470,18 +469,9 @@ def report_cmd(
         out = output
     if out is not None:
         _out_file(out)
-    params = _study_defaults(notebook or None)
-    if partial and _running_studies([study_dir], partial=True, action="publish"):
-        params.pop("write_tidy", None)  # the tidy tables of a study are written once its sweep is over
-    path = sb.publish_report(study_dir, notebooks=notebook or None, output=out, parameters=params, partial=partial)
+    # report stores the study's tidy tables (not those of a study still measured: once its sweep is over)
+    path = sb.publish_report(study_dir, notebooks=notebook or None, output=out, partial=partial, write_tidy=True)
     typer.echo(str(path))
-
-
-def _study_defaults(notebooks) -> dict:
-    """``write_tidy=True`` for the notebooks that declare it: `report` stores the tidy tables of a study."""
-    from . import publish
-    declared = set().union(*(publish.notebook_parameters(n) for n in (notebooks or publish.DEFAULT_REPORT_NOTEBOOKS)))
-    return {"write_tidy": True} if "write_tidy" in declared else {}
 
 
 def _parse_params(items: List[str]) -> dict:

@@ -34,6 +34,7 @@ from ._store import StudyStore
 from ._version import __version__
 from .errors import PublishError, SchemaError
 from .findings import MIME_TYPE, Findings
+from .ingest import write_study_tables
 from .records import Provenance
 
 __all__ = [
@@ -840,7 +841,8 @@ def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, actio
 def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.PathLike] | None = None,
                    parameters: Mapping[str, Any] | None = None, *, output: str | os.PathLike | None = None,
                    kernel_name: str | None = None, execution_timeout: float | None = None,
-                   iopub_timeout: int = DEFAULT_IOPUB_TIMEOUT_S, partial: bool = False) -> Path:
+                   iopub_timeout: int = DEFAULT_IOPUB_TIMEOUT_S, partial: bool = False,
+                   write_tidy: bool = False) -> Path:
     """Execute the analysis notebook(s) of a study and write one self-contained HTML report.
 
     Parameters
@@ -864,6 +866,12 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         Publish a study whose sweep is still measuring (holds ``.sweep.lock``): the write-up then opens with a
         banner stating the runs done and the runs planned (``report.json`` keeps it as ``partial``). Without it
         such a study is refused.
+    write_tidy : bool
+        Ingest the study and write its tables into ``<study_dir>/tidy/`` before the notebooks run
+        (:func:`storagebench.ingest.write_study_tables`; what ``storagebench report`` does), so that the
+        notebooks read them (:func:`storagebench.ingest.read_study_tables`). Not for a study whose sweep is
+        still measuring (a partial write-up): its tables are written once the sweep is over. Nothing is
+        written for a directory without ``raw/``.
 
     Returns
     -------
@@ -898,6 +906,8 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
             f"unknown parameter(s) {unknown}: no notebook of {[p.name for p in paths]} declares them; "
             f"they declare {sorted(everything)}"
         )
+    if write_tidy and banner is None and (sdir / "raw").is_dir():
+        write_study_tables(sdir)
     executed = []
     for path in paths:
         params = {k: v for k, v in given.items() if k in declared[path]}

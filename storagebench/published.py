@@ -30,8 +30,8 @@ from .errors import IngestError, StatsError
 from .ingest import ingest_paths, ingest_study
 from .ingest.loadgen import detect_format
 
-__all__ = ["PUBLISHED_DIR", "ResultSets", "file_sources", "list_published", "load_published",
-           "load_result_sets", "load_table", "match_level", "published_metadata", "select_rows"]
+__all__ = ["PUBLISHED_DIR", "ResultSets", "SourceName", "file_sources", "list_published", "load_published",
+           "load_result_sets", "load_table", "match_level", "name_source", "published_metadata", "select_rows"]
 
 #: Directory of the published tables in a source checkout (``<repo>/data/published``).
 PUBLISHED_DIR: Path = Path(__file__).resolve().parents[1] / "data" / "published"
@@ -87,6 +87,55 @@ def published_metadata(name: str, *, data_dir: str | Path | None = None) -> dict
     if name not in names:
         raise IngestError(f"published table must be one of {names}, got {name!r}", path=str(d))
     return yaml.safe_load((d / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class SourceName:
+    """How a write-up names a result set (:func:`name_source`).
+
+    Attributes
+    ----------
+    name : str
+        Short name: the table name of ``published:<name>``, else the last component of the path.
+    citation : str
+        For a published table ``"<title> (<publisher>, seed <seed file>)"`` from its sidecar; else the source
+        as given.
+    metadata : dict
+        The published table's sidecar (:func:`published_metadata`); empty for any other source.
+    """
+
+    name: str
+    citation: str
+    metadata: dict
+
+
+def name_source(source: str | Path, *, data_dir: str | Path | None = None) -> SourceName:
+    """The one way write-ups name a result set: its short name, its citation and its published metadata.
+
+    Parameters
+    ----------
+    source : str or path
+        A result set as :func:`load_result_sets` takes it: ``published:<name>``, a table file, a study
+        directory, result files.
+    data_dir : path, optional
+        Directory of the published tables (default :data:`PUBLISHED_DIR`).
+
+    Returns
+    -------
+    SourceName
+
+    Raises
+    ------
+    IngestError
+        ``published:<name>`` names no published table (the message lists the ones there are).
+    """
+    text = str(source)
+    if text.startswith("published:"):
+        name = text.split(":", 1)[1]
+        meta = published_metadata(name, data_dir=data_dir)
+        src = meta["source"]
+        return SourceName(name, f"{src['title']} ({src['publisher']}, seed {src['seed_file']})", meta)
+    return SourceName(Path(text).name or text, text, {})
 
 
 def list_published(*, data_dir: str | Path | None = None) -> pd.DataFrame:

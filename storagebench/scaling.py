@@ -25,11 +25,12 @@ from ._runner import run_study
 from ._study import CLIENTS_FACTOR, Study, load_study
 from .errors import StudyError
 from .fio.hosts import Host, parse_host, parse_hostfile
-from .ingest import IngestResult, ingest_study
+from .ingest import IngestResult, read_study_tables
 from .records import Provenance
 from .servers import default_socket_root, fio_servers
+from .show import markdown
 
-__all__ = ["scaling_study", "run_scaling", "load_scaling", "measure_scaling"]
+__all__ = ["scaling_study", "run_scaling", "load_scaling", "measure_scaling", "describe_measurement"]
 
 
 def scaling_study(study, hosts: Sequence["str | Host"] | None = None, *, overrides: Mapping | None = None,
@@ -133,7 +134,8 @@ def load_scaling(root):
     Returns
     -------
     (storagebench.ingest.IngestResult, pandas.DataFrame)
-        The tables (``runs`` has the ``clients`` column, from ``point.json``) and the span-log
+        The tables (:func:`storagebench.ingest.read_study_tables`: ``runs`` has the ``clients`` column,
+        from ``point.json``) and the span-log
         ``timeseries`` rows (Unix ``t_s``) of every run, host by host (the hosts each run used,
         from ``provenance.json``), for :func:`storagebench.aggregate.client_spans`.
     """
@@ -144,7 +146,7 @@ def load_scaling(root):
         else [_dir(r) for r in root]
     results, spans = [], []
     for r in roots:
-        results.append(ingest_study(r))
+        results.append(read_study_tables(r))  # tidy/ as `storagebench report` wrote it, or raw/ ingested
         for run_dir in (r / "raw" / name for name in completed_runs(r / "raw")):
             prov_path = run_dir / "provenance.json"
             if not prov_path.exists():
@@ -164,8 +166,9 @@ def load_scaling(root):
 
 def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="results", *,
                     test_hosts: int = 4, test_mode: str = "socket", test_port: int | None = 18760,
-                    test_insecure_tcp: bool = False, runtime: float = 0.0, ramp_time: float = -1.0, repetitions: int = 0,
-                    patterns: Sequence[str] = (), max_clients: int = 0, progress: bool = False,
+                    test_insecure_tcp: bool = False, runtime: float | None = None, ramp_time: float | None = None,
+                    repetitions: int | None = None, patterns: Sequence[str] = (), max_clients: int | None = None,
+                    progress: bool = False,
                     **run_kwargs):
     """Measure a scale-out study on given hosts, or on test fio servers started (and stopped) here.
 
@@ -193,11 +196,12 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
     test_insecure_tcp : bool
         netns mode without its nftables guard (see ``fio_servers(insecure_tcp=...)``).
     runtime, ramp_time, repetitions
-        Overrides of the spec (s, s, count); ``0`` / ``-1`` / ``0`` keep the spec's.
+        Overrides of the spec (s, s, count); ``None`` keeps the spec's (so do the earlier spellings ``0`` /
+        a negative ramp time / ``0``).
     patterns : sequence of str
         Levels of ``pattern`` to run; empty runs all.
-    max_clients : int
-        Run only client counts up to this; ``0`` runs all levels.
+    max_clients : int or None
+        Run only client counts up to this; ``None`` (or ``0``) runs all levels.
     progress : bool
         Runner progress bar.
 
@@ -217,7 +221,7 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
     overrides: dict = {}
     if runtime:
         overrides["runtime"] = runtime
-    if ramp_time >= 0:
+    if ramp_time is not None and ramp_time >= 0:
         overrides["ramp_time"] = ramp_time
     if repetitions:
         overrides["repetitions"] = repetitions
@@ -241,3 +245,44 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
     with fio_servers(test_hosts, test_mode, port=test_port if test_mode == "loopback" else None,
                      socket_dir=socket_dir, insecure_tcp=test_insecure_tcp) as servers:
         return run_scaling(checked, [s.host for s in servers], out_dir, progress=progress, **run_kwargs)
+
+
+def describe_measurement(res: IngestResult, spec: Study) -> str:
+    """What was run, in words: the runs, their order and the fio servers each used, for a write-up.
+
+    Parameters
+    ----------
+    res : storagebench.ingest.IngestResult
+        :func:`load_scaling` of the study (``runs`` with ``clients``, ``host`` and ``run_order``).
+    spec : Study
+        The study as run (its ``study.yaml``): runtime, ramp time, repetitions.
+
+    Returns
+    -------
+    storagebench.show.MarkdownBlock
+        One paragraph, every value shown as plain text (:func:`storagebench.show.markdown`).
+
+    Raises
+    ------
+    StudyError
+        A run used another number of fio servers than its ``clients`` level (the message names the runs):
+        its numbers would be those of another client count.
+    """
+    per_run = res.runs.groupby("run_id").agg(clients=("clients", "first"), hosts=("host", "nunique"),
+                                             run_order=("run_order", "first")).sort_values("run_order")
+    wrong = per_run[per_run["clients"] != per_run["hosts"]]
+    if len(wrong):
+        runs = ", ".join(f"{r} ({w.hosts} hosts for clients={w.clients})" for r, w in wrong.head(5).iterrows())
+        raise StudyError(f"{len(wrong)} run(s) did not use `clients` fio servers: {runs}; every run of level n "
+                         "must run on the first n hosts")
+    servers = sorted(res.runs["host"].unique())
+    return markdown(
+        "As run: {runs} runs of {runtime:g} s{ramp}, clients {clients} x patterns {patterns} x {reps} repetitions, in "
+        "one seeded random order (client counts in run order: {order}); every run used exactly `clients` of the "
+        "{n_servers} fio servers ({servers}). {files} fio output files ingested, {errors} not ingested.",
+        runs=len(per_run), runtime=spec.runtime,
+        ramp=f" after {spec.ramp_time:g} s of ramp-up" if spec.ramp_time else " (no ramp-up)",
+        clients=", ".join(map(str, sorted(res.runs["clients"].unique()))),
+        patterns=", ".join(sorted(res.runs["pattern"].unique())), reps=spec.repetitions,
+        order=", ".join(map(str, per_run["clients"])), n_servers=len(servers),
+        servers=", ".join(h.rsplit("/", 1)[-1] for h in servers), files=res.files, errors=len(res.errors))

@@ -12,9 +12,11 @@ figures and the point tables take by name: ``"iops"``, ``"lat_mean_ms"``, ``"bw_
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,8 @@ from .findings import CONFIDENCE, fmt_number, fmt_p
 from .fio.options import option_unit
 from .schema import TABLES, columns
 
-__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric"]
+__all__ = ["P_COLUMNS", "column_display", "metric_words", "value_text", "table", "METRICS", "display_metric",
+           "write_csv"]
 
 #: Columns formatted as p-values.
 P_COLUMNS = frozenset({"p", "p_adjusted", "p_equivalence", "p_rank", "p_value", "pvalue", "p_adj", "PR(>F)"})
@@ -336,3 +339,48 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
     if caption:
         styler = styler.set_caption(str(escape(caption)))
     return styler
+
+
+def _csv_stem(name: str) -> str:
+    """A file name stem from a table's name (which may come from a parameter): letters, digits, ``.``, ``_``
+    and ``-`` only, every other run of characters one ``_``, no leading dot, at most 120 characters."""
+    stem = re.sub(r"[^\w.-]+", "_", str(name), flags=re.ASCII).lstrip(".")[:120]
+    return stem or "table"
+
+
+def write_csv(out_dir: str | os.PathLike | None, tables: Mapping[str, Any]) -> list[Path]:
+    """Write result tables as CSV files, ``<out_dir>/<name>.csv`` each: a write-up's export of its numbers.
+
+    Parameters
+    ----------
+    out_dir : path, or None / ``""``
+        The directory (created if needed); ``None`` or ``""`` writes nothing (a notebook's ``out_dir = ""``).
+    tables : mapping
+        ``{name: table}``; a table is a DataFrame or has ``to_frame()`` (a ``ComparisonTable``). Written
+        without the index, in the tidy units of its columns. The name becomes the file name with every
+        character other than letters, digits, ``.``, ``_`` and ``-`` replaced (``"a vs b/iops"`` ->
+        ``a_vs_b_iops.csv``), so a name from a parameter cannot leave ``out_dir``.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, in the order of ``tables``.
+
+    Raises
+    ------
+    PublishError
+        Two names that give the same file name.
+    OSError
+        ``out_dir`` or a file cannot be written.
+    """
+    if not out_dir:
+        return []
+    out = Path(out_dir)
+    paths = [out / f"{_csv_stem(name)}.csv" for name in tables]
+    if len(set(paths)) < len(paths):
+        raise PublishError(f"table names {list(tables)} give the same CSV file name twice; name each table apart")
+    out.mkdir(parents=True, exist_ok=True)
+    for path, frame in zip(paths, tables.values(), strict=True):
+        (frame.to_frame() if hasattr(frame, "to_frame") and not isinstance(frame, pd.DataFrame) else frame).to_csv(
+            path, index=False)
+    return paths

@@ -312,3 +312,37 @@ def test_scaling_findings_state_the_numbers_of_the_summary(scaling_quick):
     flagged = int(overlap[overlap["hosts"] > 1]["not_concurrent"].sum())
     assert f"{flagged} run(s) flagged as not concurrent" in checks.sentence and checks.caveat == (flagged > 0)
     assert f"0 of {cluster['run_id'].nunique()} runs flagged above 0.5%" in checks.sentence
+
+
+def test_cluster_checks_state_the_numbers_and_say_why_a_value_is_missing(scaling_quick):
+    """The checks table of scaling.ipynb, from the committed scale-out study: each value as the tables give it;
+    where a check cannot be made (no multi-client run, no All clients entry) NaN and a note, never a number."""
+    from storagebench.aggregate import cluster_checks
+
+    res, spans, _ = scaling_quick
+    cluster = cluster_aggregate(res.run_totals, all_clients=res.all_clients)
+    overlap = client_overlap(client_spans(spans, 50))
+    checks = cluster_checks(cluster, overlap).set_index("check")
+    multi = overlap[overlap["hosts"] > 1]
+    assert list(checks.index) == [
+        "runs", "worst |per-host sum / All clients - 1| (%)", "runs flagged above 0.5 %", "multi-client runs",
+        "median overlap (% of the median host span)", "runs flagged not concurrent (< 90 %)"]
+    assert checks.loc["runs", "value"] == cluster["run_id"].nunique() > 0
+    assert checks.loc["worst |per-host sum / All clients - 1| (%)", "value"] == pytest.approx(
+        100 * cluster[["iops_rel_diff", "bw_rel_diff"]].abs().max().max())
+    assert checks.loc["multi-client runs", "value"] == len(multi) > 0
+    assert checks.loc["median overlap (% of the median host span)", "value"] == pytest.approx(
+        100 * multi["overlap_fraction"].median())
+    assert (checks["note"] == "").all()
+    # single-client runs only: fio prints no All clients entry and nothing overlaps
+    one = cluster[cluster["hosts"] == 1]
+    alone = cluster_checks(one, overlap[overlap["hosts"] == 1], tolerance=0.01, min_fraction=0.8).set_index("check")
+    assert np.isnan(alone.loc["worst |per-host sum / All clients - 1| (%)", "value"])
+    assert "single client" in alone.loc["worst |per-host sum / All clients - 1| (%)", "note"]
+    assert np.isnan(alone.loc["median overlap (% of the median host span)", "value"])
+    assert alone.loc["runs flagged not concurrent (< 80 %)", "note"] == "no run had more than one client"
+    assert alone.loc["runs flagged above 1 %", "value"] == 0 and alone.loc["multi-client runs", "value"] == 0
+    # without the All clients table the check says so
+    bare = cluster_checks(cluster_aggregate(res.run_totals), overlap).set_index("check")
+    assert bare.loc["runs flagged above 0.5 %", "note"] == "the All clients table was not given"
+    assert (bare["value"] != -1).all()

@@ -110,6 +110,7 @@ def test_report_output_is_a_deprecated_alias_of_out(tmp_path):
     assert "storagebench: warning: --output is deprecated; use --out" in res.output
     assert (tmp_path / "r.html").is_file() and (tmp_path / "r.json").is_file()
     assert (study / "tidy" / "runs.parquet").is_file()  # report stores the tidy tables of the study
+    assert (study / "tidy" / "ingest.json").is_file()  # with the record its notebooks read them by
     clash = CliRunner().invoke(app, ["report", str(study), "--output", "a.html", "--out", "b.html"])
     assert clash.exit_code == 1 and "disagree" in clash.output
 

@@ -9,6 +9,7 @@ small notebooks in a project of their own, so no notebook of ``notebooks/`` runs
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import shutil
@@ -130,3 +131,44 @@ def test_checked_cells_are_compared_with_their_sidecar(project):
 
     runner.store(added)  # stored: the new entry, in cell order
     assert runner.read_expected(added) == {"added-0": "a new fact\n", "added-new": "2\n"}
+
+
+# ---- notebooks are parameters plus library calls: no checks and no sentinel values in cells --------------------
+
+def _code_cells(path: Path) -> list[tuple[str, str]]:
+    """``(cell id, source)`` of every code cell, IPython magics and shell lines left out."""
+    cells = nbformat.read(path, as_version=4).cells
+    return [(c.id, "\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+            for c in cells if c.cell_type == "code"]
+
+
+def _logic_in_cells(cells: list[tuple[str, str]]) -> list[str]:
+    """What a notebook cell must leave to the library: an ``assert`` (a check that stops the write-up with no
+    message for its reader; the library raises a named error or reports the check) and a ``-1`` standing for
+    "none" (a sentinel: ``None``, or NaN with a note, says it). ``x[-1]`` (the last item) is an index, not a value."""
+    found = []
+    for cid, source in cells:
+        tree = ast.parse(source)
+        indices = {id(n) for s in ast.walk(tree) if isinstance(s, ast.Subscript) for n in ast.walk(s.slice)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assert):
+                found.append(f"cell {cid}, line {node.lineno}: assert")
+            elif (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and id(node) not in indices
+                  and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+                  and not isinstance(node.operand.value, bool)):
+                found.append(f"cell {cid}, line {node.lineno}: -1 used as a value")
+    return found
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_notebook_cells_hold_no_assert_and_no_sentinel(path):
+    assert _logic_in_cells(_code_cells(path)) == [], path.name
+
+
+def test_the_cell_check_finds_an_assert_and_a_sentinel():
+    cells = [("p", "ramp_time: float = -1.0  # -1 keeps the study's"),
+             ("a", "per_run = runs.groupby('run_id').size()\nassert (per_run > 0).all(), per_run"),
+             ("s", "checks = {'worst': -1 if empty else worst}"),
+             ("ok", "last = hosts[-1]\nname = path.rsplit('/', 1)[-1]\ntail = rows[-1:]\nn = x - 1")]
+    assert _logic_in_cells(cells) == ["cell p, line 1: -1 used as a value", "cell a, line 2: assert",
+                                      "cell s, line 1: -1 used as a value"]

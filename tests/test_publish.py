@@ -95,7 +95,7 @@ def test_publish_report_on_a_real_study(study_copy):
 
     from storagebench.findings import Findings
 
-    html_path = publish_report(study_copy, parameters={"write_tidy": True})
+    html_path = publish_report(study_copy, write_tidy=True)
     assert html_path == study_copy / "report.html"
     html = html_path.read_text()
     # figures: vector SVG, numbered 1-4 in page order, alt text from the figure, caption + provenance in HTML
@@ -128,7 +128,7 @@ def test_publish_report_on_a_real_study(study_copy):
     assert keys[:2] == ["peak_iops", "recommended"] and "runs_per_point" in keys
     assert Findings.from_dict(side)["peak_iops"].n == 2 and side["provenance"]["runs"] == 12
     assert all(f["sentence"] in html.replace("&#x27;", "'") for f in side["findings"])
-    assert side["parameters"] == {"write_tidy": True}  # no local path recorded
+    assert side["parameters"] == {}  # no local path recorded
     # 0644 (0666 less the umask), like every other file beside it
     umask = os.umask(0)
     os.umask(umask)

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 
 from storagebench import schema
-from storagebench.errors import IngestError
+from storagebench.errors import IngestError, PublishError
 from storagebench.published import (
     PUBLISHED_DIR,
     list_published,
@@ -270,3 +270,36 @@ def test_file_sources_say_captured_constructed_or_published():
     listed = file_sources([p for sub in ("diskspd", "iometer") for p in (FIXTURES / sub).iterdir()
                            if p.suffix in (".xml", ".txt", ".csv", ".icf")])
     assert (listed["status"] != "not listed").all(), listed
+
+
+def test_name_source_is_the_one_way_write_ups_name_a_result_set(tmp_path):
+    from storagebench.published import name_source, published_metadata
+
+    meta = published_metadata("vsan_stripe")
+    src = name_source("published:vsan_stripe")
+    assert src.name == "vsan_stripe" and src.metadata == meta
+    assert src.citation == (f"{meta['source']['title']} ({meta['source']['publisher']}, seed "
+                            f"{meta['source']['seed_file']})") and "StarWind" in src.citation
+    other = name_source(tmp_path / "runs" / "fio-runs")
+    assert (other.name, other.citation, other.metadata) == ("fio-runs", str(tmp_path / "runs" / "fio-runs"), {})
+    assert name_source("/").name == "/"  # a path without a last component keeps its text
+    with pytest.raises(IngestError, match="published table must be one of"):
+        name_source("published:no_such_table")
+
+
+def test_write_csv_exports_tables_under_safe_names(tmp_path):
+    from storagebench.stats import compare
+    from storagebench.tables import write_csv
+
+    df = load_published("vsan_stripe")
+    cmp = compare(df, "stripe_width", 1, "iops", by=["pattern", "source_tool"], pair_on="vms")
+    assert write_csv("", {"x": df}) == [] and write_csv(None, {"x": df}) == []
+    out = tmp_path / "out"
+    paths = write_csv(out, {"vsan_stripe vs a/b_iops": cmp, "../../escape": df.head(3), ".hidden": df.head(1)})
+    assert [p.name for p in paths] == ["vsan_stripe_vs_a_b_iops.csv", "_.._escape.csv", "hidden.csv"]
+    assert all(p.parent == out for p in paths) and sorted(out.iterdir()) == sorted(paths)
+    got = pd.read_csv(paths[0])
+    assert list(got.columns) == list(cmp.to_frame().columns) and len(got) == len(cmp.to_frame())
+    assert pd.read_csv(paths[1]).shape == (3, df.shape[1])
+    with pytest.raises(PublishError, match="same CSV file name"):
+        write_csv(out, {"a b": df, "a/b": df})

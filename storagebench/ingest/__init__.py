@@ -5,7 +5,10 @@ Entry points:
 * :func:`ingest_paths` — files and directories (recursive) → :class:`IngestResult` in memory;
 * :func:`ingest_study` — the runner's layout ``results/<study>/raw/<run_id>/`` → :class:`IngestResult`;
 * :func:`ingest_to_parquet` — the same as :func:`ingest_paths` but streamed to parquet in batches of
-  files (pyarrow ``ParquetWriter``), so memory stays bounded for tens of thousands of files.
+  files (pyarrow ``ParquetWriter``), so memory stays bounded for tens of thousands of files;
+* :func:`write_study_tables` / :func:`read_study_tables` — a study's ``tidy/`` written with the record of
+  its ingest (``storagebench report``), and read back by the notebooks (or ``raw/`` ingested when ``tidy/``
+  does not hold the runs now in ``raw/``).
 
 Every good file is ingested; every bad one becomes an :class:`~storagebench.errors.IngestError`
 (``.path``, ``.reason``) in ``errors`` — one bad file never stops the others.
@@ -53,8 +56,8 @@ from .._inputs import (
     scan,
     walk,
 )
-from ..errors import IngestError, SchemaError, display_path
-from ..runlevel import run_totals
+from ..errors import IngestError, SchemaError, StorageBenchError, display_path
+from ..runlevel import read_run_totals, run_totals
 from . import _fiorows
 from . import diskspd as _diskspd  # noqa: F401 - registers the DiskSPD formats
 from . import iometer as _iometer  # noqa: F401 - registers the Iometer formats
@@ -78,6 +81,8 @@ __all__ = [
     "ingest_paths",
     "ingest_study",
     "ingest_to_parquet",
+    "read_study_tables",
+    "write_study_tables",
 ]
 
 TABLES = ("runs", "histograms", "all_clients", "timeseries", "run_totals")
@@ -144,6 +149,7 @@ class IngestResult:
         """
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        (out / INGEST_RECORD).unlink(missing_ok=True)  # only write_study_tables vouches for the tables it wrote
         written = {}
         for name in TABLES:
             df = getattr(self, name)
@@ -813,6 +819,133 @@ def ingest_study(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE
         return _result(*_collect(items(), max_bytes))
 
 
+#: The record of the ingest that wrote a study's ``tidy/`` (:func:`write_study_tables`): the files it read, the
+#: files it could not read, and the completed runs then in ``raw/``. :func:`read_study_tables` trusts the tables
+#: only while ``raw/`` still holds exactly those runs.
+INGEST_RECORD = "ingest.json"
+_RECORD_VERSION = 1
+_RECORD_MAX_BYTES = 64 * 2**20
+
+
+class _NotIngested(msgspec.Struct, forbid_unknown_fields=True):
+    path: str | None
+    reason: str
+
+
+class _IngestRecord(msgspec.Struct, forbid_unknown_fields=True):
+    format_version: int
+    files: int
+    errors: list[_NotIngested]
+    runs: list[str]
+    spec_hashes: list[str]
+
+
+def write_study_tables(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE_BYTES) -> IngestResult:
+    """Ingest a study and write its tables into ``<study_dir>/tidy/``, with the record of that ingest.
+
+    What ``storagebench report`` does before it runs a write-up's notebooks (:func:`storagebench.publish.publish_report`
+    with ``write_tidy=True``), so that the notebooks only read (:func:`read_study_tables`).
+
+    Parameters
+    ----------
+    study_dir : path
+        ``results/<study>`` (the directory holding ``raw/``).
+    max_file_bytes : int
+        Size cap of one file (bytes), as in :func:`ingest_paths`.
+
+    Returns
+    -------
+    IngestResult
+        The tables written (:func:`ingest_study`).
+
+    Raises
+    ------
+    IngestError
+        ``study_dir`` has no ``raw/``.
+    OSError
+        ``tidy/`` cannot be written.
+
+    Notes
+    -----
+    The tables are written by :meth:`IngestResult.write_parquet`; ``tidy/ingest.json`` (:data:`INGEST_RECORD`:
+    the number of files read, each file not read with its reason, the completed runs then in ``raw/`` and the
+    spec hashes) is removed first and written last, so no record ever vouches for tables of another ingest.
+    The runs are listed before the ingest: a run completed meanwhile leaves the record out of date, which
+    only makes a reader ingest again.
+    """
+    runs = completed_runs(os.path.join(os.fsdecode(study_dir), "raw"))
+    result = ingest_study(study_dir, max_file_bytes=max_file_bytes)
+    tidy = Path(study_dir) / "tidy"
+    tidy.mkdir(parents=True, exist_ok=True)
+    (tidy / INGEST_RECORD).unlink(missing_ok=True)
+    result.write_parquet(tidy)
+    record = _IngestRecord(format_version=_RECORD_VERSION, files=result.files, runs=runs,
+                           errors=[_NotIngested(path=e.path, reason=e.reason) for e in result.errors],
+                           spec_hashes=list(result.spec_hashes))
+    try:
+        data = msgspec.json.encode(record)
+    except (msgspec.EncodeError, UnicodeEncodeError):  # a name that is not UTF-8: no record, readers ingest again
+        return result
+    tmp = tidy / f".{INGEST_RECORD}.tmp-{os.getpid()}"
+    tmp.write_bytes(data)
+    os.replace(tmp, tidy / INGEST_RECORD)
+    return result
+
+
+def _ingest_record(tidy: Path, runs: list[str]) -> _IngestRecord | None:
+    """The record of ``tidy/`` when it is this version's and names exactly ``runs``; else ``None``."""
+    try:
+        data = read_input(tidy / INGEST_RECORD, max_bytes=_RECORD_MAX_BYTES, what="ingest record", root=tidy)
+        record = msgspec.json.decode(data, type=_IngestRecord)
+    except (OSError, StorageBenchError, msgspec.DecodeError):
+        return None
+    if record.format_version != _RECORD_VERSION or record.runs != runs or record.files < 0:
+        return None
+    return record
+
+
+def read_study_tables(study_dir: str | os.PathLike, *, max_file_bytes: int = MAX_FILE_BYTES) -> IngestResult:
+    """The tables of a study: ``tidy/`` as :func:`write_study_tables` left it, or ``raw/`` ingested now.
+
+    A notebook reads its study with this and writes nothing. The tables of ``tidy/`` are read (the run-level
+    table once, :func:`storagebench.runlevel.read_run_totals`) when its record (:data:`INGEST_RECORD`) names
+    exactly the completed runs now in ``raw/``; otherwise (no ``tidy/``, tables written by ``storagebench
+    ingest``, runs added or set aside since, a partial write-up, a record or a table that cannot be read)
+    ``raw/`` is ingested in memory (:func:`ingest_study`): the result is the same either way, only slower.
+
+    Parameters
+    ----------
+    study_dir : path
+        ``results/<study>`` (the directory holding ``raw/``).
+    max_file_bytes : int
+        Size cap of one file (bytes) when ``raw/`` is ingested, as in :func:`ingest_paths`.
+
+    Returns
+    -------
+    IngestResult
+        ``runs``, ``histograms``, ``all_clients``, ``timeseries`` and ``run_totals`` (never recomputed when
+        read), ``errors`` and ``files`` as the ingest recorded them.
+
+    Raises
+    ------
+    IngestError
+        ``study_dir`` has no ``raw/`` (and ``tidy/`` is not current).
+    """
+    tidy = Path(study_dir) / "tidy"
+    record = _ingest_record(tidy, completed_runs(os.path.join(os.fsdecode(study_dir), "raw")))
+    if record is None:
+        return ingest_study(study_dir, max_file_bytes=max_file_bytes)
+    try:
+        frames = {name: (schema.read_table(tidy / f"{name}.parquet", name)  # a missing runs table: SchemaError
+                         if name in _ALWAYS or (tidy / f"{name}.parquet").is_file() else schema.empty(name))
+                  for name in TABLES if name != "run_totals"}
+        totals = read_run_totals(tidy)
+    except (OSError, StorageBenchError):
+        return ingest_study(study_dir, max_file_bytes=max_file_bytes)
+    return IngestResult(**frames, run_totals=totals, files=record.files, spec_hashes=record.spec_hashes,
+                        errors=[IngestError(e.reason, path=e.path) for e in record.errors])
+
+
 def ingest_to_parquet(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -923,6 +1056,7 @@ def ingest_to_parquet(
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        (out / INGEST_RECORD).unlink(missing_ok=True)  # a study's record no longer describes these tables
         for name in TABLES:
             path = out / f"{name}.parquet"
             if name in writers:
