@@ -409,6 +409,7 @@ def run_cmd():
 #: Modules held to the size rules below (paths under storagebench/). Extending the rule to a module is one line here.
 LEAN_MODULES = (
     "_runner.py", "_rungroups.py", "_runone.py", "_runresume.py", "_runcontext.py", "_runfio.py", "_runwrite.py",
+    "fio/process.py", "fio/_proc.py", "fio/_records.py", "fio/_output.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -419,6 +420,7 @@ KEYWORD_ENTRY_POINTS = {
     "_runner.py": {"run_study"},  # storagebench.run_study(study, target=..., out_dir=..., ...), the public API
     "_runone.py": {"run_point"},  # _runner.run_point(point, study, store, target=..., ...), one run of a plan
     "_runfio.py": {"run_fio"},  # _runner.run_fio(jobfile, output, stderr, fio_bin=..., ...), one fio process
+    "fio/process.py": {"spawn"},  # fio.process.spawn(cmd, marker=..., stdout=..., record_path=..., ...)
 }
 
 
