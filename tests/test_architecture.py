@@ -411,7 +411,7 @@ LEAN_MODULES = (
     "_runner.py", "_rungroups.py", "_runone.py", "_runresume.py", "_runcontext.py", "_runfio.py", "_runwrite.py",
     "fio/process.py", "fio/_proc.py", "fio/_records.py", "fio/_output.py", "_loadgen_profiles.py", "_diskspd_switches.py",
     "fio/region.py", "servers.py", "_serveraccess.py", "_netns.py",
-    "_devices.py", "hoststeps.py", "_hostinfo.py",
+    "_devices.py", "hoststeps.py", "_hostinfo.py", "_safety.py", "_objectchecks.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -424,6 +424,7 @@ KEYWORD_ENTRY_POINTS = {
     "_runfio.py": {"run_fio"},  # _runner.run_fio(jobfile, output, stderr, fio_bin=..., ...), one fio process
     "fio/process.py": {"spawn"},  # fio.process.spawn(cmd, marker=..., stdout=..., record_path=..., ...)
     "servers.py": {"start_test_hosts", "fio_servers"},  # servers.fio_servers(n, mode, workdir=..., port=..., ...)
+    "_safety.py": {"check_run", "check_point_hosts"},  # check_run(target, options, allow_devices=..., cwd=..., ...)
 }
 
 
