@@ -412,6 +412,7 @@ LEAN_MODULES = (
     "fio/process.py", "fio/_proc.py", "fio/_records.py", "fio/_output.py", "_loadgen_profiles.py", "_diskspd_switches.py",
     "fio/region.py", "servers.py", "_serveraccess.py", "_netns.py",
     "_devices.py", "hoststeps.py", "_hostinfo.py", "_safety.py", "_objectchecks.py",
+    "scaling.py", "_clientserver.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -425,6 +426,8 @@ KEYWORD_ENTRY_POINTS = {
     "fio/process.py": {"spawn"},  # fio.process.spawn(cmd, marker=..., stdout=..., record_path=..., ...)
     "servers.py": {"start_test_hosts", "fio_servers"},  # servers.fio_servers(n, mode, workdir=..., port=..., ...)
     "_safety.py": {"check_run", "check_point_hosts"},  # check_run(target, options, allow_devices=..., cwd=..., ...)
+    "scaling.py": {"measure_scaling"},  # sb.measure_scaling(study, hosts, out_dir, test_hosts=..., runtime=..., ...)
+    "_clientserver.py": {"run_clients"},  # run_clients(jobfile, hosts, output, stderr, timeout_s, fio_bin, check_version=...)
 }
 
 
