@@ -412,7 +412,7 @@ LEAN_MODULES = (
     "fio/process.py", "fio/_proc.py", "fio/_records.py", "fio/_output.py", "_loadgen_profiles.py", "_diskspd_switches.py",
     "fio/region.py", "servers.py", "_serveraccess.py", "_netns.py",
     "_devices.py", "hoststeps.py", "_hostinfo.py", "_safety.py", "_objectchecks.py",
-    "scaling.py", "_clientserver.py",
+    "scaling.py", "_clientserver.py", "testbed.py", "_testbedbase.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
