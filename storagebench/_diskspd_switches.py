@@ -23,8 +23,6 @@ from typing import Any
 
 from .errors import StudyError, shown
 
-__all__ = ["Mapping", "DiskspdState", "DISKSPD_DEFAULTS", "SWITCHES", "diskspd_options", "diskspd_target"]
-
 
 @dataclass(frozen=True)
 class Mapping:

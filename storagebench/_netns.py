@@ -18,9 +18,6 @@ from dataclasses import dataclass
 
 from .errors import TestbedError
 
-__all__ = ["NETNS_PREFIX", "GUARD_PREFIX", "Netns", "used_subnets", "create_netns", "delete_netns", "nft_path",
-           "guard_install", "guard_remove"]
-
 #: Prefix of every network namespace this module creates; teardown deletes exact names only.
 NETNS_PREFIX = "sbtest-"
 #: Prefix of the nftables tables (family ``inet``) that make netns test servers root-only.

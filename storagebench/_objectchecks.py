@@ -28,8 +28,6 @@ from .errors import UnsafeTargetError
 from .fio import options as fo
 from .fio.region import FileRegion, job_region
 
-__all__ = ["RunChecks", "MAX_OPENDIR_FILES", "job_regions", "resolve", "iolog_files", "check_object", "check_tree"]
-
 #: character devices that hold no data.
 _HARMLESS_CHR = {(1, 3), (1, 5)}  # /dev/null, /dev/zero
 #: Most files an ``opendir`` tree may hold before storagebench refuses to vouch for it.

@@ -21,9 +21,6 @@ from pathlib import Path
 from .errors import HostError
 from .fio.hosts import Host, local_addresses, parse_host
 
-__all__ = ["private_dir", "make_private_dir", "default_socket_root", "connect_as", "exposure"]
-
-
 # ---- owner-only places --------------------------------------------------------------------
 
 
@@ -121,7 +118,6 @@ def default_socket_root() -> Path:
     if xdg and Path(xdg).is_dir():
         return private_dir(Path(xdg) / "storagebench-servers")
     return private_dir(Path(tempfile.gettempdir()) / f"storagebench-servers-{os.geteuid()}")
-
 
 
 # ---- who can reach a server ---------------------------------------------------------------

@@ -26,9 +26,6 @@ from ._recorded import RecordRefusedError, make_dirs, read_recorded, warn_refuse
 from .errors import TestbedError
 from .fio import options as fo
 
-__all__ = ["PREFIX", "register_cleanup", "unregister_cleanup", "run_tool", "parse_size", "require_testbed",
-           "state_write", "state_remove", "state_records"]
-
 #: prefix of every backing file, mount point and state file we create
 PREFIX = "storagebench-tb"
 _STATE_DIR = Path(os.environ.get("STORAGEBENCH_TESTBED_STATE", "/run/storagebench-testbed"))

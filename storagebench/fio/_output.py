@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FATAL_PATTERNS", "fio_message", "fatal_lines", "zero_io_jobs"]
-
 
 def fio_message(stderr: str, output: str = "") -> str:
     """fio's own error lines: ``fio: ...``, ``err=``, ``error=`` and job lines before them.

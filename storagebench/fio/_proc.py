@@ -21,23 +21,6 @@ from typing import Any
 
 from ..errors import FioError, FioNotFoundError
 
-__all__ = [
-    "INSTALL_HINT",
-    "GONE_WITHIN_S",
-    "ProcInfo",
-    "find_fio",
-    "fio_version",
-    "start_ticks",
-    "exe_identity",
-    "proc_uid",
-    "argv_of",
-    "fio_procs",
-    "run_processes",
-    "stop_processes",
-    "shm_creators",
-    "shm_ids",
-]
-
 #: What to install when fio is missing.
 INSTALL_HINT = ("install it: 'apt-get install fio' on Debian/Ubuntu, 'dnf install fio' on Fedora, or run "
                 "'make test' / 'make demo' as root, which installs it")
@@ -107,7 +90,6 @@ def fio_version(fio_bin: str = "fio") -> str:
         fio cannot be run, or printed no ``fio-`` version.
     """
     return _version_of(find_fio(fio_bin))
-
 
 
 # ---------------------------------------------------------------------------------------------

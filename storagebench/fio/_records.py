@@ -36,8 +36,6 @@ from ._proc import (
     start_ticks,
 )
 
-__all__ = ["RECORD_NAME", "RECORD_FORMAT", "write_record", "read_record", "stop_recorded"]
-
 #: File name of a run's record (see :func:`~storagebench.fio.process.spawn`'s ``record_path``).
 RECORD_NAME = ".fio-process.json"
 #: Format of that record; records without ``format`` (older storagebench) are refused, never acted on.
