@@ -368,6 +368,25 @@ def _overlaps(a: LoopInfo, b: LoopInfo) -> bool:
     return a.offset < b_end and b.offset < a_end
 
 
+def _loops_over(n: str, loops: Sequence[LoopInfo]) -> list[str]:
+    """The loop devices whose backing file is block device ``n`` (its node ``/dev/<n>``, or by device number
+    when there is no node)."""
+    node = f"/dev/{n}"
+    over: list[str] = []
+    try:
+        nst = os.stat(node)
+    except OSError:
+        devno = _devno_of_name(n)
+        nst = None
+        if devno:
+            want = tuple(int(x) for x in devno.split(":"))
+            over = [lp.name for lp in loops if lp.backing_file
+                    and rdev_of(lp.backing_file) == f"{want[0]}:{want[1]}"]
+    if nst is not None:
+        over = loops_backed_by(nst, loops)
+    return over
+
+
 def device_report(path: str | os.PathLike[str], *, probe: bool = True,
                   loops: Sequence[LoopInfo] | None = None) -> DeviceReport:
     """Collect what is on and above a block device.
@@ -429,20 +448,7 @@ def device_report(path: str | os.PathLike[str], *, probe: bool = True,
                                   f"/dev/{n} covers {_window(me)}"
                                   f"{', overlapping' if _overlaps(me, other) else ''})")
             todo.append(sib)
-        node = f"/dev/{n}"
-        over: list[str] = []
-        try:
-            nst = os.stat(node)
-        except OSError:
-            devno = _devno_of_name(n)
-            nst = None
-            if devno:
-                want = tuple(int(x) for x in devno.split(":"))
-                over = [lp.name for lp in loops if lp.backing_file
-                        and rdev_of(lp.backing_file) == f"{want[0]}:{want[1]}"]
-        if nst is not None:
-            over = loops_backed_by(nst, loops)
-        for lp in over:
+        for lp in _loops_over(n, loops):
             notes.setdefault(lp, f"a loop device over /dev/{n}")
             todo.append(lp)
     devnos = {n: _devno_of_name(n) for n in related}

@@ -5,6 +5,10 @@ Iometer setting becomes a :class:`Mapping` saying which fio option it set, wheth
 **exactly** the same behaviour, and — where they are not — what differs. Nothing is approximated
 silently; what fio cannot do is said, not dropped.
 
+DiskSPD's switches are read one at a time by :mod:`storagebench._diskspd_switches` (a handler per switch
+letter, :data:`~storagebench._diskspd_switches.SWITCHES`), which also owns :class:`Mapping`; this module
+writes the study and reads Iometer's ``.icf``.
+
 Sources: DiskSPD's usage text (``microsoft/diskspd:CmdLineParser/CmdLineParser.cpp``,
 ``_DisplayUsageInfo``: defaults ``-b64K``, ``-d10``, ``-W5``, ``-C0``, ``-o2``, one thread per target,
 ``-w`` absent = reads, caching on); fio's HOWTO (option meanings) and ``engines/windowsaio.c``
@@ -20,13 +24,11 @@ the machine that ran DiskSPD means nothing here. The study's ``target`` stays un
 from __future__ import annotations
 
 import math
-import re
-import shlex
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ._diskspd_switches import Mapping, diskspd_options, diskspd_target
 from ._inputs import read_input
 from ._safeyaml import dump_yaml, load_yaml, one_line
 from ._study import Study, load_study, safe_name
@@ -36,33 +38,6 @@ __all__ = ["Mapping", "Translation", "study_from_diskspd", "study_from_icf"]
 
 #: Largest Iometer ``.icf`` file read, bytes (a saved configuration is a few KiB).
 MAX_ICF_BYTES = 4 * 2**20
-
-
-#: DiskSPD's defaults for the switches that shape a workload (``CmdLineParser.cpp`` usage text).
-DISKSPD_DEFAULTS: dict[str, Any] = {"block_size": 65536, "duration_s": 10, "warmup_s": 5, "cooldown_s": 0,
-                                    "outstanding": 2, "threads_per_target": 1, "write_pct": 0}
-
-
-@dataclass(frozen=True)
-class Mapping:
-    """One source setting and what it became.
-
-    Attributes
-    ----------
-    source : str
-        The DiskSPD switch (``-o64``) or Iometer setting (``size=4096``), or ``(default)`` entries.
-    fio : str
-        The fio options / study keys it set (``iodepth=64``), ``""`` when nothing was set.
-    exact : bool
-        True when fio does the same thing; False when fio has no exact equivalent (``note`` says what
-        differs and what, if anything, was set instead).
-    note : str
-    """
-
-    source: str
-    fio: str
-    exact: bool
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,48 +121,6 @@ class Translation:
 
 # ---- DiskSPD --------------------------------------------------------------------------------------
 
-_DS_SIZE = re.compile(r"^(\d{1,20}(?:\.\d{1,20})?)([KMGTb]?)$", re.I)
-
-#: Largest integer DiskSPD reads with ``atoi`` into an ``int`` (``-o``, ``-t``, ``-F``, ``-d``, ``-W`` ...).
-DS_INT_MAX = 2**31 - 1
-#: Largest size in bytes: DiskSPD reads sizes into ``UINT64`` (``_GetSizeInBytes``), fio into a signed 64-bit
-#: offset; the block size is a ``DWORD`` (``Target::SetBlockSizeInBytes``).
-DS_SIZE_MAX = 2**63 - 1
-DS_BLOCK_MAX = 2**32 - 1
-
-
-def _ds_size(text: str, block: int, switch: str, *, minimum: int = 0, maximum: int = DS_SIZE_MAX) -> int:
-    """DiskSPD size: bytes, or K/M/G/T (binary) or b (blocks of -b); a whole number of bytes in the bounds."""
-    m = _DS_SIZE.match(text.strip())
-    if not m:
-        raise StudyError(f"DiskSPD {switch}: must be a size such as 4K, 1M, 64 or 8b (blocks), got {shown(text)}")
-    num, unit = Fraction(m.group(1)), m.group(2)
-    mult = block if unit == "b" else {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit.lower()]
-    value = num * mult
-    if value.denominator != 1:
-        raise StudyError(f"DiskSPD {switch}: {shown(text)} is not a whole number of bytes")
-    if not minimum <= value <= maximum:
-        raise StudyError(f"DiskSPD {switch}: a size of {minimum:,}..{maximum:,} bytes, got {shown(text)} "
-                         f"({int(value):,} bytes)")
-    return int(value)
-
-
-def _ds_int(text: str, switch: str, *, minimum: int = 0, maximum: int = DS_INT_MAX) -> int:
-    """A DiskSPD integer switch value (``atoi`` into an ``int`` in ``CmdLineParser.cpp``), in the bounds DiskSPD checks."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 12 or not minimum <= int(text) <= maximum:
-        raise StudyError(f"DiskSPD {switch}: must be an integer {minimum}..{maximum}, got {shown(text)}")
-    return int(text)
-
-
-def _tokens(cmdline: str) -> list[str]:
-    line = cmdline.strip()
-    line = re.split(r"\s[12]?>>?\s", " " + line + " ", maxsplit=1)[0].strip()  # drop a shell redirect
-    toks = [t.strip('"').strip("'") for t in shlex.split(line, posix=False)]
-    if toks and re.search(r"(^|[\\/])diskspd(\.exe)?$", toks[0], re.I):
-        toks = toks[1:]
-    return toks
-
-
 def _validated(**spec: Any) -> Study:
     """The translated spec checked like a spec file: a bad value is a :class:`StudyError`, not a pydantic one."""
     return load_study(spec)
@@ -221,273 +154,11 @@ def study_from_diskspd(cmdline: str, *, name: str, ioengine: str = "libaio", rep
         An unknown switch, a malformed value, ``-X`` (an XML profile), or a combination DiskSPD
         itself refuses (``-t`` with ``-F``, ``-O`` without ``-F``).
     """
-    toks = _tokens(cmdline)
-    opts: list[tuple[str, str]] = []
-    targets: list[str] = []
-    for t in toks:
-        if t.startswith("-") and len(t) > 1:
-            opts.append((t[1], t[2:]))
-        elif t:
-            targets.append(t)
-    maps: list[Mapping] = []
-    fixed: dict[str, Any] = {}
-    d = dict(DISKSPD_DEFAULTS)
-    block = d["block_size"]
-    for sw, val in opts:  # -b first: sizes in blocks depend on it
-        if sw == "b":
-            block = _ds_size(val, 65536, "-b", minimum=1, maximum=DS_BLOCK_MAX)
-    seen = {sw for sw, _ in opts}
-    if "t" in seen and "F" in seen:
-        raise StudyError("DiskSPD -t (threads per target) and -F (total threads) cannot be combined")
-    if "O" in seen and "F" not in seen:
-        raise StudyError("DiskSPD -O (outstanding I/Os per thread) is only valid with -F")
-    random = None
-    align = None
-    stride = None
-    interlocked = False
-    write_pct = 0
-    qd = d["outstanding"]
-    per_thread_o = None
-    threads = d["threads_per_target"]
-    pool = None
-    runtime, ramp = float(d["duration_s"]), float(d["warmup_s"])
-    direct = False
-    writethrough = False
-    for sw, val in opts:
-        src = f"-{sw}{val}"
-        if sw == "b":
-            fixed["bs"] = block
-            maps.append(Mapping(src, f"bs={block}", True))
-        elif sw == "r":
-            if val.startswith("s"):
-                # -rs<pct>: a share of random I/Os; diskspd.xsd: "RandomRatio should only ever be between 1 and 99"
-                pct = float(_ds_int(val[1:], "-rs", minimum=1, maximum=99))
-                random = pct
-                maps.append(Mapping(src, f"percentage_random={pct:g}", False,
-                                    "DiskSPD 2.1 mixes random and sequential I/Os by this share; fio's "
-                                    "percentage_random does too, but where each sequential run resumes differs"))
-                continue
-            if val.startswith("d"):
-                raise StudyError(f"DiskSPD {src}: random distributions (-rd) have no fio translation here; "
-                                 "write fio's random_distribution=zoned by hand")
-            random = 100.0 if random is None else random
-            if val:
-                align = _ds_size(val, block, "-r", minimum=1)  # "Invalid alignment passed to -r" for 0
-        elif sw == "s":
-            interlocked = val.startswith("i")
-            v = val[1:] if interlocked else val
-            stride = _ds_size(v, block, "-s") if v else None
-        elif sw == "w":
-            write_pct = _ds_int(val or "0", "-w")
-            if write_pct > 100:
-                raise StudyError(f"DiskSPD -w: a percentage 0..100, got {write_pct}")
-        elif sw == "o":
-            qd = _ds_int(val, "-o", minimum=1)
-        elif sw == "O":
-            per_thread_o = _ds_int(val, "-O", minimum=1)
-        elif sw == "t":
-            threads = _ds_int(val, "-t", minimum=1)
-        elif sw == "F":
-            pool = _ds_int(val, "-F", minimum=1)
-        elif sw == "d":
-            runtime = float(_ds_int(val, "-d", minimum=1))
-            maps.append(Mapping(src, f"runtime={runtime:g} (time_based)", True))
-        elif sw == "W":
-            ramp = float(_ds_int(val, "-W"))
-            maps.append(Mapping(src, f"ramp_time={ramp:g}", True,
-                                "DiskSPD's warm-up issues I/O unmeasured, as fio's ramp_time does"))
-        elif sw == "C":
-            maps.append(Mapping(src, "", False, "cool-down (I/O continues unmeasured after the run): fio has no "
-                                                "equivalent; the run simply ends"))
-        elif sw in ("S", "h"):
-            flags = val if sw == "S" else "h"
-            flags = flags or "u"
-            if "h" in flags:
-                flags = flags.replace("h", "uw")
-            if "b" in flags:
-                maps.append(Mapping(src, "direct=0", True, "caching on (DiskSPD's default)"))
-            if "r" in flags:
-                maps.append(Mapping(src, "", False, "remote-only caching (SMB): no fio equivalent"))
-            if "u" in flags:
-                direct = True
-            if "w" in flags:
-                writethrough = True
-            if "u" in flags or "w" in flags:
-                set_ = ", ".join(x for x, on in (("direct=1", "u" in flags), ("sync=1", "w" in flags)) if on)
-                note = ("FILE_FLAG_NO_BUFFERING = fio direct=1" if "u" in flags else "")
-                if "w" in flags:
-                    note += ("; " if note else "") + ("FILE_FLAG_WRITE_THROUGH = fio sync=1 with ioengine=windowsaio "
-                                                      "(engines/windowsaio.c); with other engines sync=1 opens O_SYNC, "
-                                                      "the nearest Linux behaviour")
-                maps.append(Mapping(src, set_, "w" not in flags or ioengine == "windowsaio", note))
-        elif sw == "L":
-            maps.append(Mapping(src, "", True, "fio always measures latency (lat/clat/slat, percentiles)"))
-        elif sw == "D":
-            ms = _ds_int(val, "-D", minimum=1) if val else 1000
-            fixed["write_iops_log"] = name
-            fixed["log_avg_msec"] = ms
-            maps.append(Mapping(src, f"write_iops_log={name}, log_avg_msec={ms}", True,
-                                "per-interval IOPS, as DiskSPD's <Iops> buckets"))
-        elif sw == "c":
-            size = _ds_size(val, block, "-c", minimum=1)
-            maps.append(Mapping(src, f"size={size}", True, "DiskSPD creates the file of this size; fio lays it out"))
-            fixed.setdefault("_size", size)
-        elif sw == "f":
-            if val and set(val) <= set("rst"):
-                maps.append(Mapping(src, "", False, "CreateFile access hints (FILE_FLAG_RANDOM_ACCESS/SEQUENTIAL_SCAN/"
-                                                    "TEMPORARY): fio sets no such hint on Linux; windowsaio sets "
-                                                    "SEQUENTIAL_SCAN or RANDOM_ACCESS by rw= on its own"))
-            else:
-                size = _ds_size(val, block, "-f", minimum=1)
-                fixed["_size"] = size
-                maps.append(Mapping(src, f"size={size}", True, "use only the first bytes of the target"))
-        elif sw == "B":
-            off = _ds_size(val, block, "-B")
-            fixed["offset"] = off
-            maps.append(Mapping(src, f"offset={off}", True))
-        elif sw == "T":
-            inc = _ds_size(val, block, "-T", minimum=1)  # "Invalid offset passed to -T" for 0
-            fixed["offset_increment"] = inc
-            maps.append(Mapping(src, f"offset_increment={inc}", True,
-                                "thread n starts at base + n x stride, as fio job n with offset_increment"))
-        elif sw == "g":
-            if val.endswith("i"):
-                v = _ds_int(val[:-1], "-g", minimum=1)
-                fixed["rate_iops"] = v
-                maps.append(Mapping(src, f"rate_iops={v}", True, "per thread per target; fio rate_iops is per job"))
-            else:
-                v = _ds_int(val, "-g", minimum=1)  # DiskSPD: -g<n> with n > 0
-                fixed["rate"] = v * 1000
-                maps.append(Mapping(src, f"rate={v * 1000}", True, "bytes per ms per thread -> bytes/s per job"))
-        elif sw == "i" or sw == "j":
-            _ds_int(val, f"-{sw}", minimum=1)  # DiskSPD: burst size / think time > 0
-            maps.append(Mapping(src, "", False, "I/O bursts (-i/-j): fio's thinktime + thinktime_blocks is the "
-                                                "nearest; not set (DiskSPD waits between bursts, fio after blocks)"))
-        elif sw == "Z":
-            if val == "":
-                fixed["zero_buffers"] = 1
-                maps.append(Mapping(src, "zero_buffers=1", True))
-            elif val == "r":
-                fixed["refill_buffers"] = 1
-                maps.append(Mapping(src, "refill_buffers=1", True, "new random data for every write"))
-            else:
-                maps.append(Mapping(src, "", False, "write buffers from a random/file source of a given size: fio's "
-                                                    "buffer_compress_percentage or a pattern file differ; not set"))
-        elif sw == "z":
-            if val:
-                fixed["randseed"] = _ds_int(val, "-z")
-                maps.append(Mapping(src, f"randseed={val}", False, "a seed, but fio's generator differs: the same "
-                                                                    "seed does not give the same offsets"))
-            else:
-                fixed["randrepeat"] = 0
-                maps.append(Mapping(src, "randrepeat=0", True, "a seed from the clock"))
-        elif sw in ("a", "n"):
-            maps.append(Mapping(src, "", False, "thread affinity: fio's cpus_allowed / numa_cpu_nodes is the "
-                                                "equivalent; not set (host specific)"))
-        elif sw == "x":
-            maps.append(Mapping(src, "", False, "completion routines instead of I/O completion ports: no fio engine "
-                                                "uses them"))
-        elif sw == "p":
-            maps.append(Mapping(src, "", False, "parallel sequential I/Os from the same offset: no fio equivalent"))
-        elif sw == "I":
-            _ds_int(val, "-I", minimum=1, maximum=3)  # DiskSPD: 1 very low, 2 low, 3 normal
-            maps.append(Mapping(src, "", False, "Windows I/O priority hint: fio's prioclass/prio are Linux "
-                                                "ioprio classes, not the same; not set"))
-        elif sw in ("R", "P", "v", "l", "y", "e", "?"):
-            maps.append(Mapping(src, "", True, "output, progress, events or buffers: no effect on the workload"))
-        elif sw == "X":
-            raise StudyError("DiskSPD -X: an XML profile; translate its command-line equivalent instead")
-        else:
-            raise StudyError(f"DiskSPD switch -{sw} is unknown; known: -a -b -B -c -C -d -D -f -F -g -h -i -I -j -l "
-                             "-L -n -o -O -p -P -r -R -s -S -t -T -v -w -W -x -X -y -z -Z")
-    if "d" not in seen:
-        maps.append(Mapping("(no -d)", f"runtime={runtime:g} (time_based)", True, "DiskSPD's default duration is 10 s"))
-    if "W" not in seen:
-        maps.append(Mapping("(no -W)", f"ramp_time={ramp:g}", True, "DiskSPD's default warm-up is 5 s"))
-    # rw, mix, random
-    family = "read" if write_pct == 0 else ("write" if write_pct == 100 else "rw")
-    rw = ("rand" + family) if random is not None else family
-    fixed["rw"] = rw
-    if family == "rw":
-        fixed["rwmixread"] = 100 - write_pct
-    if "w" in seen:
-        w_src = next(f"-w{v}" for s, v in opts if s == "w")
-        maps.append(Mapping(w_src, f"rw={rw}" + (f", rwmixread={100 - write_pct}" if family == "rw" else ""), True,
-                            "DiskSPD picks each I/O's direction by this ratio, as fio's rwmix does"))
-    else:
-        maps.append(Mapping("(no -w)", f"rw={rw}", True, "DiskSPD's default: reads only"))
-    if random is not None:
-        if random < 100:
-            fixed["percentage_random"] = random
-        r_src = next(f"-r{v}" for s, v in opts if s == "r")
-        set_ = f"rw={rw}" + (f", blockalign={align}" if align and align != fixed.get("bs", block) else "")
-        if align and align != fixed.get("bs", block):
-            fixed["blockalign"] = align
-        maps.append(Mapping(r_src, set_, True, "random offsets aligned to the alignment (default: block size), "
-                                               "as fio's blockalign (default bs)"))
-    elif stride is not None or interlocked:
-        s_src = next(f"-s{v}" for s, v in opts if s == "s")
-        hole = (stride - block) if stride is not None else 0
-        if hole < 0:
-            raise StudyError(f"DiskSPD {s_src}: a stride smaller than the block size ({block}) has no fio equivalent")
-        if hole:
-            fixed["rw"] = f"{rw}:{hole}"
-        if interlocked:
-            maps.append(Mapping(s_src, f"rw={fixed['rw']}", False,
-                                "interlocked sequential: DiskSPD's threads share one offset; fio's jobs each keep "
-                                "their own, so with numjobs > 1 the target sees interleaved sequential streams"))
-        else:
-            maps.append(Mapping(s_src, f"rw={fixed['rw']}", True, "stride = block size + the hole fio skips"))
-    else:
-        maps.append(Mapping("(no -r/-s)", f"rw={rw}", True, "DiskSPD's default: sequential"))
-    if "b" not in seen:
-        fixed["bs"] = block
-        maps.append(Mapping("(no -b)", f"bs={block}", True, "DiskSPD's default block size is 64 KiB (fio's is 4 KiB)"))
-    # threads and queue depth
-    n_targets = max(len(targets), 1)
-    if pool is not None:
-        iodepth = per_thread_o if per_thread_o is not None else qd * n_targets
-        fixed["numjobs"] = pool
-        fixed["iodepth"] = iodepth
-        src = f"-F{pool}" + (f" -O{per_thread_o}" if per_thread_o else f" -o{qd}")
-        maps.append(Mapping(src, f"numjobs={pool}, iodepth={iodepth}", n_targets == 1,
-                            "a thread pool over all targets = fio jobs over all files (filename=a:b), "
-                            "iodepth per job" + ("" if n_targets == 1 else
-                                                 "; fio shares a job's iodepth across its files instead of "
-                                                 "keeping -o per file")))
-    else:
-        fixed["numjobs"] = threads * n_targets if n_targets > 1 else threads
-        fixed["iodepth"] = qd
-        src = ("-t" + str(threads) if "t" in seen else "(no -t)") + (f" -o{qd}" if "o" in seen else " (no -o)")
-        note = ("threads per target and outstanding I/Os per thread = fio numjobs and iodepth"
-                + ("" if "o" in seen else "; DiskSPD's default -o is 2"))
-        if n_targets > 1:
-            note += (f"; {n_targets} targets: DiskSPD gives each its own {threads} thread(s), a fio study runs one "
-                     "job definition over all files: numjobs = threads x targets, each job spreading its I/O over "
-                     "every file (file_service_type) -- not the same")
-        maps.append(Mapping(src, f"numjobs={fixed['numjobs']}, iodepth={qd}", n_targets <= 1, note))
-    fixed["direct"] = 1 if direct else 0
-    if not direct and not any(s in ("S", "h") for s in seen):
-        maps.append(Mapping("(no -S)", "direct=0", True, "DiskSPD's default: OS caching on"))
-    if writethrough:
-        fixed["sync"] = 1
-    fixed["ioengine"] = ioengine
-    maps.append(Mapping("(engine)", f"ioengine={ioengine}", ioengine == "windowsaio",
-                        "DiskSPD: overlapped I/O + I/O completion ports = fio windowsaio" +
-                        ("" if ioengine == "windowsaio" else f"; {ioengine} is the asynchronous engine here")))
-    size = fixed.pop("_size", None)
+    st = diskspd_options(cmdline, name=name, ioengine=ioengine)
     # the command line is foreign text: one printable line in the description (the spec refuses control characters)
     study = _validated(name=name, description=description or f"Translated from DiskSPD: {one_line(cmdline.strip())}",
-                       fixed=fixed, runtime=runtime, ramp_time=ramp, size=size, repetitions=repetitions)
-    return Translation("diskspd", cmdline.strip(), study, tuple(maps), tuple(_ds_target(t) for t in targets))
-
-
-def _ds_target(t: str) -> str:
-    if t.startswith("#") and t[1:].isdigit():
-        return f"{t} (physical drive {t[1:]}: fio filename=\\\\.\\PhysicalDrive{t[1:]})"
-    if re.fullmatch(r"[A-Za-z]:", t):
-        return f"{t} (volume: fio filename=\\\\.\\{t})"
-    return t
+                       fixed=st.fixed, runtime=st.runtime, ramp_time=st.ramp, size=st.size, repetitions=repetitions)
+    return Translation("diskspd", cmdline.strip(), study, tuple(st.maps), tuple(diskspd_target(t) for t in st.targets))
 
 
 # ---- Iometer --------------------------------------------------------------------------------------

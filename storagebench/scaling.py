@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -218,33 +219,72 @@ def measure_scaling(study, hosts: "str | Sequence[str] | None" = None, out_dir="
         A test server did not start.
     """
     spec = study if isinstance(study, Study) else load_study(study)
-    overrides: dict = {}
-    if runtime:
-        overrides["runtime"] = runtime
-    if ramp_time is not None and ramp_time >= 0:
-        overrides["ramp_time"] = ramp_time
-    if repetitions:
-        overrides["repetitions"] = repetitions
-    levels: dict = {}
-    if patterns:
-        levels["pattern"] = list(patterns)
-    if max_clients:
-        levels[CLIENTS_FACTOR] = [n for n in spec.factors.get(CLIENTS_FACTOR, []) if n <= max_clients]
-    kw = dict(overrides=overrides, levels=levels)
+    choice = _Choice(runtime, ramp_time, repetitions, tuple(patterns), max_clients)
+    kw = dict(overrides=choice.overrides(), levels=choice.levels(spec))
     if hosts:
         hs = parse_hostfile(hosts) if isinstance(hosts, (str, os.PathLike)) else [parse_host(h) for h in hosts]
         return run_scaling(spec, hs, out_dir, progress=progress, **kw, **run_kwargs)
     checked = scaling_study(spec, None, **kw)  # every bad input is refused before servers start
+    servers = _TestServers(test_hosts, test_mode, test_port, test_insecure_tcp)
+    return _on_test_servers(checked, servers, out_dir, progress=progress, **run_kwargs)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """What :func:`measure_scaling` changes of the spec: ``runtime``, ``ramp_time``, ``repetitions`` (``None`` keeps
+    the spec's; so do the older ``0`` / a negative ramp / ``0``), the ``pattern`` levels to run (empty: all) and the
+    largest client count (``None`` or 0: all)."""
+
+    runtime: float | None
+    ramp_time: float | None
+    repetitions: int | None
+    patterns: tuple[str, ...]
+    max_clients: int | None
+
+    def overrides(self) -> dict:
+        """The spec's values overridden, for :func:`scaling_study`."""
+        overrides: dict = {}
+        if self.runtime:
+            overrides["runtime"] = self.runtime
+        if self.ramp_time is not None and self.ramp_time >= 0:
+            overrides["ramp_time"] = self.ramp_time
+        if self.repetitions:
+            overrides["repetitions"] = self.repetitions
+        return overrides
+
+    def levels(self, spec: Study) -> dict:
+        """The levels kept, for :func:`scaling_study`."""
+        levels: dict = {}
+        if self.patterns:
+            levels["pattern"] = list(self.patterns)
+        if self.max_clients:
+            levels[CLIENTS_FACTOR] = [n for n in spec.factors.get(CLIENTS_FACTOR, []) if n <= self.max_clients]
+        return levels
+
+
+@dataclass(frozen=True)
+class _TestServers:
+    """The test fio servers :func:`measure_scaling` starts when it is given no hosts (``fio_servers``' ``n``,
+    ``mode``, ``port``, ``insecure_tcp``)."""
+
+    n: int
+    mode: str
+    port: int | None
+    insecure_tcp: bool
+
+
+def _on_test_servers(checked: Study, servers: _TestServers, out_dir, *, progress: bool, **run_kwargs):
+    """:func:`run_scaling` of ``checked`` on test servers started for it, stopped after (also on error)."""
     top = max(checked.factors[CLIENTS_FACTOR])
-    if top > test_hosts:
-        raise StudyError(f"factors.{CLIENTS_FACTOR}: level {top} needs {top} hosts, but test_hosts is {test_hosts}")
+    if top > servers.n:
+        raise StudyError(f"factors.{CLIENTS_FACTOR}: level {top} needs {top} hosts, but test_hosts is {servers.n}")
     socket_dir = None
-    if test_mode == "socket":
+    if servers.mode == "socket":
         key = f"{Path(out_dir).resolve()}\0{checked.name}".encode()
         socket_dir = default_socket_root() / f"scaling-{hashlib.sha256(key).hexdigest()[:16]}"
-    with fio_servers(test_hosts, test_mode, port=test_port if test_mode == "loopback" else None,
-                     socket_dir=socket_dir, insecure_tcp=test_insecure_tcp) as servers:
-        return run_scaling(checked, [s.host for s in servers], out_dir, progress=progress, **run_kwargs)
+    with fio_servers(servers.n, servers.mode, port=servers.port if servers.mode == "loopback" else None,
+                     socket_dir=socket_dir, insecure_tcp=servers.insecure_tcp) as started:
+        return run_scaling(checked, [s.host for s in started], out_dir, progress=progress, **run_kwargs)
 
 
 def describe_measurement(res: IngestResult, spec: Study) -> str:

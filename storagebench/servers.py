@@ -22,6 +22,9 @@ a storage benchmark. So this module
   socket path, exact namespace / interface name and exact nftables table name (:func:`fio_servers`).
 
 Servers never bind to all interfaces (``0.0.0.0`` / ``::``) unless ``allow_any=True``.
+
+Its parts, whose public names it re-exports: :mod:`storagebench._serveraccess` (owner-only directories,
+:func:`exposure`, :func:`connect_as`) and :mod:`storagebench._netns` (the namespaces and their nftables guard).
 """
 
 from __future__ import annotations
@@ -29,14 +32,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import pwd
 import re
 import secrets
 import shutil
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,9 +45,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from ._netns import (
+    GUARD_PREFIX,
+    Netns,
+    create_netns,
+    delete_netns,
+    guard_install,
+    guard_remove,
+    used_subnets,
+)
+from ._netns import NETNS_PREFIX as NETNS_PREFIX  # reached here too, as before
+from ._netns import nft_path as _nft
+from ._serveraccess import connect_as, default_socket_root, exposure, make_private_dir, private_dir
 from .errors import HostError, TestbedError
 from .fio import process
-from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, local_addresses, parse_host
+from .fio.hosts import FIO_DEFAULT_PORT, Host, format_hostfile, parse_host
 
 # Host, parse_host, parse_hostfile and FIO_DEFAULT_PORT are storagebench.fio.hosts's (their one home).
 __all__ = [
@@ -66,10 +79,6 @@ __all__ = [
     "MODES",
 ]
 
-#: Prefix of every network namespace this module creates; teardown deletes exact names only.
-NETNS_PREFIX = "sbtest-"
-#: Prefix of the nftables tables (family ``inet``) that make netns test servers root-only.
-GUARD_PREFIX = "sbguard_"
 #: Test-server modes: owner-only Unix sockets (default), loopback TCP, network namespaces.
 MODES = ("socket", "loopback", "netns")
 _MODES = MODES
@@ -177,104 +186,6 @@ def check_versions(versions: dict[str, str], expected: str) -> None:
         raise host_error(
             f"fio version mismatch: controller runs {expected} but {detail}; fio client/server "
             "needs the same fio version on every host", sorted(bad))
-
-
-# ---- owner-only places --------------------------------------------------------------------
-
-
-def _check_ancestors(path: Path) -> None:
-    """Every directory from ``/`` down to ``path``: owned by root or by us, and writable by no one
-    else unless sticky (as ``/tmp``). Otherwise another user could rename our directory away and
-    put theirs in its place."""
-    me = os.geteuid()
-    for d in [*reversed(path.parents), path]:
-        st = os.lstat(d)
-        if stat.S_ISLNK(st.st_mode):  # pragma: no cover - path is resolved
-            raise HostError(f"{d} is a symbolic link; give the resolved path")
-        if st.st_uid not in (0, me):
-            raise HostError(f"{d} belongs to uid {st.st_uid}: a private directory below it is not private "
-                            "(its owner can rename it); use a directory of your own or of root")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise HostError(f"{d} (mode {stat.S_IMODE(st.st_mode):04o}) is writable by other users and not "
-                            "sticky: a private directory below it is not private")
-
-
-def _private_dir(path: "str | os.PathLike[str]", *, create: bool = True) -> tuple[Path, bool]:
-    p = Path(path).expanduser()
-    if not p.name or p.name in (".", ".."):
-        raise HostError(f"private directory must name a directory, got {str(path)!r}")
-    if create:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    parent = Path(os.path.realpath(p.parent))
-    p = parent / p.name
-    _check_ancestors(parent)
-    created = False
-    if create:
-        try:
-            os.mkdir(p, 0o700)
-            os.chmod(p, 0o700)
-            created = True
-        except FileExistsError:
-            pass
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        raise HostError(f"private directory {p} does not exist") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise HostError(f"{p} is a symbolic link, not a directory created for fio servers: refused")
-    if not stat.S_ISDIR(st.st_mode):
-        raise HostError(f"{p} exists and is not a directory: refused")
-    if st.st_uid != os.geteuid():
-        raise HostError(f"{p} exists and belongs to uid {st.st_uid}, not to us (uid {os.geteuid()}): refused; "
-                        "fio servers need a directory only their owner can enter")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        raise HostError(f"{p} exists with mode {stat.S_IMODE(st.st_mode):04o}; fio server sockets need a "
-                        "directory only its owner can enter (0700): refused; give a new directory (it is created "
-                        "with mode 0700) or one of yours with mode 0700")
-    return p, created
-
-
-def private_dir(path: "str | os.PathLike[str]", *, create: bool = True) -> Path:
-    """A directory only its owner can enter (mode 0700, owned by us), for fio server sockets.
-
-    fio creates its server socket with ``umask(000)`` (fio ``server.c`` ``fio_init_server_sock``),
-    i.e. writable by everyone; what keeps other users out is the directory.
-
-    Parameters
-    ----------
-    path : path
-        The directory. Its parents are created when missing.
-    create : bool
-        Create it (mode 0700) when missing; ``False`` only checks it.
-
-    Returns
-    -------
-    Path
-        The directory, with its parents resolved.
-
-    Raises
-    ------
-    HostError
-        It exists but is a symbolic link, not a directory, not ours, or open to others (mode with
-        group/other bits); or a directory above it belongs to another user, or is writable by
-        others without the sticky bit.
-    """
-    return _private_dir(path, create=create)[0]
-
-
-def default_socket_root() -> Path:
-    """Where stable test-server sockets go: ``$STORAGEBENCH_SERVERS_DIR``, else
-    ``/run/storagebench-servers`` for root, ``$XDG_RUNTIME_DIR/storagebench-servers``, or
-    ``<tmp>/storagebench-servers-<uid>``. Created 0700 and checked (:func:`private_dir`)."""
-    env = os.environ.get("STORAGEBENCH_SERVERS_DIR")
-    if env:
-        return private_dir(env)
-    if os.geteuid() == 0 and Path("/run").is_dir():
-        return private_dir("/run/storagebench-servers")
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and Path(xdg).is_dir():
-        return private_dir(Path(xdg) / "storagebench-servers")
-    return private_dir(Path(tempfile.gettempdir()) / f"storagebench-servers-{os.geteuid()}")
 
 
 # ---- test servers -------------------------------------------------------------------------
@@ -526,229 +437,10 @@ def _server_marker(host: Host) -> str:
     return f"--server={host.fio_arg}"
 
 
-def _run(cmd: list[str], stdin: str | None = None) -> None:
-    out = subprocess.run(cmd, capture_output=True, text=True, input=stdin)
-    if out.returncode != 0:
-        raise TestbedError(f"{' '.join(cmd)} failed: {out.stderr.strip() or out.returncode}")
-
-
-def _used_10_77_subnets() -> set[int]:
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
-    return {int(m) for m in re.findall(r"inet 10\.77\.(\d+)\.", out)}
-
-
 def _free_port(address: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((address, 0))
         return s.getsockname()[1]
-
-
-@dataclass
-class _Netns:
-    name: str
-    veth_host: str
-    subnet: int
-
-
-def _create_netns(tag: str, i: int, subnet: int) -> _Netns:
-    ns = f"{NETNS_PREFIX}{tag}-{i}"
-    vh, vn = f"sbh{tag}{i}"[:15], f"sbn{tag}{i}"[:15]
-    made = _Netns(ns, vh, subnet)
-    _run(["ip", "netns", "add", ns])
-    try:
-        _run(["ip", "link", "add", vh, "type", "veth", "peer", "name", vn])
-        _run(["ip", "link", "set", vn, "netns", ns])
-        _run(["ip", "addr", "add", f"10.77.{subnet}.1/24", "dev", vh])
-        _run(["ip", "link", "set", vh, "up"])
-        _run(["ip", "-n", ns, "addr", "add", f"10.77.{subnet}.2/24", "dev", vn])
-        _run(["ip", "-n", ns, "link", "set", vn, "up"])
-        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-    except TestbedError:
-        _delete_netns(made)
-        raise
-    return made
-
-
-def _delete_netns(ns: _Netns) -> None:
-    # Deleting the host end of a veth pair deletes its peer; deleting the namespace deletes
-    # whatever is left inside it. Exact names only.
-    subprocess.run(["ip", "link", "del", ns.veth_host], capture_output=True)
-    subprocess.run(["ip", "netns", "del", ns.name], capture_output=True)
-
-
-# ---- the owner guard of netns servers (nftables) ------------------------------------------
-
-
-def _nft() -> str | None:
-    return shutil.which("nft", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
-
-
-def _guard_install(table: str, addresses: Sequence[str]) -> None:
-    """nftables table ``inet <table>``: packets to ``addresses`` from a socket not owned by us
-    (root) are rejected on output, and forwarded packets to them dropped.
-
-    ``meta skuid`` is the uid owning the sending socket (nftables ``meta`` expression); a local
-    account's connect() to a namespace address is refused, root's passes. The forward chain keeps
-    other network namespaces and other machines out. Removed by :func:`_guard_remove` by exact
-    table name.
-    """
-    nft = _nft()
-    if nft is None:
-        raise TestbedError("nft (package nftables) is not installed")
-    addrs = ", ".join(str(ipaddress.IPv4Address(a)) for a in addresses)
-    uid = os.geteuid()
-    script = (
-        f"table inet {table} {{\n"
-        "  chain output {\n"
-        "    type filter hook output priority filter; policy accept;\n"
-        f"    ip daddr {{ {addrs} }} meta skuid != {uid} counter reject\n"
-        "  }\n"
-        "  chain forward {\n"
-        "    type filter hook forward priority filter; policy accept;\n"
-        f"    ip daddr {{ {addrs} }} counter drop\n"
-        "  }\n"
-        "}\n"
-    )
-    _run([nft, "-f", "-"], stdin=script)
-
-
-def _guard_remove(table: str) -> None:
-    if not table.startswith(GUARD_PREFIX):  # pragma: no cover - only our own names are recorded
-        return
-    nft = _nft()
-    if nft is not None:
-        subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)
-
-
-# ---- who can reach a server ---------------------------------------------------------------
-
-_CONNECT_PY = """\
-import socket, sys
-fam, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-try:
-    if fam == "sock":
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(3)
-        s.connect(addr)
-    else:
-        s = socket.create_connection((addr, port), timeout=3)
-    s.close()
-except OSError as exc:
-    print("refused", exc.errno, exc.strerror)
-    sys.exit(1)
-print("connected")
-"""
-
-
-def connect_as(host: "str | Host", user: str = "nobody", timeout_s: float = 10.0) -> bool | None:
-    """Can a process of another local account connect to fio server ``host``?
-
-    Runs a bare ``connect()`` (then ``close()``: no job is sent, the server's connection child
-    exits on EOF) as ``user`` with ``setpriv --reuid --regid --clear-groups`` (util-linux).
-
-    Parameters
-    ----------
-    host : str or Host
-    user : str
-        The account to try as (default ``nobody``).
-    timeout_s : float
-        Seconds before the attempt is abandoned.
-
-    Returns
-    -------
-    bool or None
-        True: it connected; False: refused (permission, firewall, timeout); None: this cannot
-        be tried here (not root, no ``setpriv``, unknown user, the interpreter cannot run as ``user``).
-    """
-    h = parse_host(host)
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        return None
-    try:
-        pw = pwd.getpwnam(user)
-    except KeyError:
-        return None
-    cmd = [setpriv, f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", "--",
-           sys.executable, "-I", "-c", _CONNECT_PY, h.family, h.address, str(h.port)]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd="/",
-                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    if out.returncode == 0 and out.stdout.startswith("connected"):
-        return True
-    if out.returncode == 1 and out.stdout.startswith("refused"):
-        return False
-    return None
-
-
-def _socket_exposure(path: str) -> list[str]:
-    """Why accounts other than the socket's owner (and root) can connect to ``path``, from permissions."""
-    try:
-        real = Path(os.path.realpath(path))
-        st = os.stat(real)
-    except OSError as exc:
-        return [f"cannot inspect socket {path}: {exc.strerror}"]
-    owner = st.st_uid
-    reasons = []
-    chain = [*reversed(real.parents), real]
-    stats = [os.stat(d) for d in chain]
-    for d, s in zip(chain, stats, strict=True):
-        if s.st_uid not in (0, owner):
-            reasons.append(f"{d} belongs to uid {s.st_uid}, who can change its permissions")
-        with contextlib.suppress(OSError):
-            if "system.posix_acl_access" in os.listxattr(d):
-                reasons.append(f"{d} has a POSIX ACL that may grant others access (getfacl {d})")
-    searchable = all(stat.S_IMODE(s.st_mode) & 0o011 for s in stats[:-1])
-    writable = stat.S_IMODE(st.st_mode) & 0o022
-    if searchable and writable:
-        reasons.append(f"socket {real} has mode {stat.S_IMODE(st.st_mode):04o} (fio creates it writable by "
-                       "everyone) and every directory above it can be entered by others")
-    return reasons
-
-
-def exposure(host: "str | Host", *, probe: bool = True) -> list[str]:
-    """Why local accounts other than the server's owner can reach fio server ``host``.
-
-    fio servers have no authentication: whoever connects runs jobs, and programs
-    (``exec_prerun``), as the server's user. A Unix socket is judged from the permissions on
-    its path (a client needs search permission on every directory and write permission on the
-    socket); a TCP server on an address of this host (loopback or an interface's) is reachable
-    by every local account. When root, the verdict is also tried for real: a bare connect as
-    ``nobody`` (:func:`connect_as`), which also tells whether a firewall owner match (such as the
-    nftables guard of the ``netns`` test servers) keeps other users out.
-
-    Parameters
-    ----------
-    host : str or Host
-    probe : bool
-        Try the connect as ``nobody`` (root only).
-
-    Returns
-    -------
-    list of str
-        The reasons, empty when only the owner (and root) can reach the server as far as can
-        be told.
-    """
-    h = parse_host(host)
-    nobody = connect_as(h) if probe else None
-    if h.is_socket:
-        reasons = _socket_exposure(h.address)
-        if nobody and not reasons:
-            reasons.append("a process running as nobody connected to it")
-        return reasons
-    local = local_addresses(h.address)
-    where = (f"{h.address} is an address of this host ({', '.join(local)})" if local
-             else f"{h.address} is reached over the network")
-    if nobody is True:
-        return [f"a process running as nobody connected to it: {where}, and a TCP port there is open to "
-                "every local account"]
-    if nobody is False:
-        return []
-    if local:
-        return [f"{where}: every local account can connect to a TCP port on it"]
-    return [f"{where}: every local account can connect to what this machine reaches, unless a firewall "
-            "owner match stops it (not checked: needs root)"]
 
 
 # ---- sets of test servers -----------------------------------------------------------------
@@ -852,7 +544,7 @@ def start_test_hosts(n: int, mode: str = "socket", *, workdir: "str | os.PathLik
     try:
         if mode == "socket":
             root.mkdir(parents=True, exist_ok=True)
-            th.socket_dir, th.owns_socket_dir = _private_dir(socket_dir if socket_dir is not None else root / "sock")
+            th.socket_dir, th.owns_socket_dir = make_private_dir(socket_dir if socket_dir is not None else root / "sock")
             for i in range(n):
                 sock = Host(str(th.socket_dir / f"server-{i}.sock"), family="sock")
                 th.servers.append(start_server(sock, root / f"server-{i}", fio_bin=fio_bin))
@@ -867,7 +559,7 @@ def start_test_hosts(n: int, mode: str = "socket", *, workdir: "str | os.PathLik
                         if port is not None or attempt == 4:
                             raise
         else:
-            used = _used_10_77_subnets()
+            used = used_subnets()
             free = [x for x in range(1, 255) if x not in used]
             if len(free) < n:
                 raise TestbedError(f"not enough free 10.77.x.0/24 subnets for {n} namespaces")
@@ -876,14 +568,14 @@ def start_test_hosts(n: int, mode: str = "socket", *, workdir: "str | os.PathLik
                 # before any namespace exists: no moment at which another user could connect
                 th.guard = f"{GUARD_PREFIX}{tag}_{secrets.token_hex(3)}"
                 try:
-                    _guard_install(th.guard, addresses)
+                    guard_install(th.guard, addresses)
                 except TestbedError as exc:
                     th.guard = None
                     if not insecure_tcp:
                         raise TestbedError(f"could not install the nftables owner guard of the netns servers "
                                            f"({exc}); pass insecure_tcp=True to start them unguarded") from None
             for i in range(n):
-                ns = _create_netns(tag, i, free[i])
+                ns = create_netns(tag, i, free[i])
                 th.namespaces.append((ns.name, ns.veth_host))
                 th.servers.append(start_server(Host(addresses[i], port or FIO_DEFAULT_PORT),
                                                root / f"server-{i}", netns=ns.name, fio_bin=fio_bin))
@@ -909,9 +601,9 @@ def stop_test_hosts(th: TestHosts) -> None:
         else:
             _remove_socket(s.host)
     for name, veth in th.namespaces:
-        _delete_netns(_Netns(name, veth, 0))
+        delete_netns(Netns(name, veth, 0))
     if th.guard:
-        _guard_remove(th.guard)  # after the servers are gone: never a moment unguarded
+        guard_remove(th.guard)  # after the servers are gone: never a moment unguarded
     if th.socket_dir is not None and th.owns_socket_dir:
         with contextlib.suppress(OSError):
             th.socket_dir.rmdir()

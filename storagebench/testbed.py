@@ -14,30 +14,37 @@ leftovers of processes that no longer exist.
 
 All of it needs root and the kernel's loop driver (``/dev/loop-control``); without them a
 :class:`~storagebench.errors.TestbedError` says which is missing.
+
+The cleanup registry, the state records, running a tool and sizes are :mod:`storagebench._testbedbase`'s.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ._recorded import RecordRefusedError, make_dirs, read_recorded, warn_refused, write_recorded
 from ._safety import check_run
 from ._store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
+from ._testbedbase import (
+    PREFIX,
+    parse_size,
+    register_cleanup,
+    require_testbed,
+    run_tool,
+    state_records,
+    state_remove,
+    state_write,
+    unregister_cleanup,
+)
 from .errors import FioError, TestbedError
-from .fio import options as fo
 from .fio import process
 
 __all__ = [
@@ -59,114 +66,9 @@ __all__ = [
     "PRECONDITION_LOOPS",
 ]
 
-#: prefix of every backing file, mount point and state file we create
-PREFIX = "storagebench-tb"
 #: filesystems :func:`filesystem` can make
 FSTYPES = ("ext4", "xfs", "btrfs")
-_STATE_DIR = Path(os.environ.get("STORAGEBENCH_TESTBED_STATE", "/run/storagebench-testbed"))
 _ZRAM_CONTROL = Path("/sys/class/zram-control")
-
-# ---------------------------------------------------------------------------------------------
-# cleanup registry
-
-_lock = threading.RLock()
-_cleanups: dict[str, tuple[str, callable]] = {}  # key -> (description, teardown)
-_hooks_installed = False
-
-
-def _install_hooks() -> None:
-    global _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    atexit.register(_run_all_cleanups)
-    if threading.current_thread() is threading.main_thread():
-        try:
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-                signal.signal(signal.SIGTERM, _sigterm)
-        except (ValueError, OSError):  # not settable here
-            pass
-
-
-def _sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess test
-    # do no work in the handler: unwind the stack so every context manager's finally runs
-    raise SystemExit(128 + signum)
-
-
-def _register(key: str, description: str, teardown) -> None:
-    _install_hooks()
-    with _lock:
-        _cleanups[key] = (description, teardown)
-
-
-def _unregister(key: str) -> None:
-    with _lock:
-        _cleanups.pop(key, None)
-
-
-def _run_all_cleanups() -> None:
-    with _lock:
-        items = list(_cleanups.items())[::-1]
-    for key, (_, teardown) in items:
-        with contextlib.suppress(Exception):
-            teardown()
-        _unregister(key)
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-
-
-def _run(cmd: Sequence[str], *, what: str, timeout: float = 120) -> str:
-    try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError as exc:
-        raise TestbedError(f"{what}: {cmd[0]} is not installed") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise TestbedError(f"{what}: {' '.join(cmd)} did not finish in {timeout:.0f} s") from exc
-    if proc.returncode != 0:
-        err = "\n".join(proc.stderr.strip().splitlines()[:3])  # not a whole usage text
-        raise TestbedError(f"{what}: {' '.join(cmd)} failed ({proc.returncode}): {err}")
-    return proc.stdout
-
-
-def parse_size(size: int | str) -> int:
-    """Bytes in a size, read as fio reads it (:func:`storagebench.fio.options.parse_size`: ``64M`` is 64 MiB).
-
-    Raises
-    ------
-    TestbedError
-        Not a positive size, or a spelling fio would read differently from what it says
-        (:func:`storagebench.fio.options.size_spelling_problem`).
-    """
-    problem = fo.size_spelling_problem(size)
-    if problem:
-        raise TestbedError(f"size {problem}")
-    value = fo.parse_size(size)
-    if value <= 0:
-        raise TestbedError(f"size must be positive, got {size!r}")
-    return value
-
-
-def require_testbed() -> None:
-    """Raise :class:`TestbedError` unless we are root and the loop driver is there."""
-    if os.geteuid() != 0:
-        raise TestbedError("testbeds need root (loop devices, mkfs, mount); run as root")
-    if not os.path.exists("/dev/loop-control"):
-        raise TestbedError("no loop device support: /dev/loop-control is missing (modprobe loop)")
-    if shutil.which("losetup") is None:
-        raise TestbedError("losetup (util-linux) is not installed")
-
-
-def _state_write(key: str, record: dict) -> None:
-    make_dirs(_STATE_DIR, mode=0o700)
-    write_recorded(_STATE_DIR / f"{key}.json", json.dumps(record).encode(), mode=0o600)
-
-
-def _state_remove(key: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (_STATE_DIR / f"{key}.json").unlink()
-
 
 # ---------------------------------------------------------------------------------------------
 # loop devices
@@ -285,12 +187,12 @@ def loop_device(size: int | str, *, dir: str | os.PathLike[str] | None = None,
         if direct_io:
             cmd.append("--direct-io=on")
         cmd.append(backing)
-        path = _run(cmd, what="loop_device").strip()
+        path = run_tool(cmd, what="loop_device").strip()
         if not path.startswith("/dev/loop"):
             raise TestbedError(f"loop_device: losetup printed {path!r}, not a loop device")
         # registered before anything else can fail: teardown by this exact path + backing file
-        _register(key, f"loop {path} over {backing}", lambda: _detach_loop(path, backing))
-        _state_write(key, {"kind": "loop", "pid": os.getpid(), "path": path, "backing_file": backing})
+        register_cleanup(key, f"loop {path} over {backing}", lambda: _detach_loop(path, backing))
+        state_write(key, {"kind": "loop", "pid": os.getpid(), "path": path, "backing_file": backing})
         dio = Path(f"/sys/block/{os.path.basename(path)}/loop/dio").read_text().strip() == "1"
         yield LoopDevice(path=path, backing_file=backing, size_bytes=nbytes, direct_io=dio,
                          backing_fs=_fstype_of(str(base)))
@@ -301,8 +203,8 @@ def loop_device(size: int | str, *, dir: str | os.PathLike[str] | None = None,
             if path is not None:
                 _detach_loop(path, backing)
         finally:
-            _unregister(key)
-            _state_remove(key)
+            unregister_cleanup(key)
+            state_remove(key)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(backing)
 
@@ -368,7 +270,7 @@ def _ours(device: str) -> bool:
         return os.path.basename(_loop_backing(name)).startswith(f"{PREFIX}-")
     if name.startswith("zram"):
         return any(
-            r.get("kind") == "zram" and r.get("path") == f"/dev/{name}" for r in _state_records()
+            r.get("kind") == "zram" and r.get("path") == f"/dev/{name}" for r in state_records()
         )
     return False
 
@@ -412,7 +314,7 @@ def _mounted(devices: Sequence[str], fstype: str, profile: str,
         raise TestbedError(f"fstype must be one of {list(FSTYPES)}, got {fstype!r}")
     _require_ours(devices, "filesystem")
     if mkfs:
-        _run(_mkfs_cmd(fstype, devices, profile), what=f"mkfs {fstype}", timeout=300)
+        run_tool(_mkfs_cmd(fstype, devices, profile), what=f"mkfs {fstype}", timeout=300)
     mnt = tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-mnt-")
     key = f"mount-{os.getpid()}-{os.path.basename(mnt)}"
 
@@ -426,8 +328,8 @@ def _mounted(devices: Sequence[str], fstype: str, profile: str,
             with contextlib.suppress(OSError):
                 os.rmdir(mnt)
 
-    _register(key, f"mount {mnt}", teardown)
-    _state_write(key, {"kind": "mount", "pid": os.getpid(), "path": mnt, "devices": list(devices)})
+    register_cleanup(key, f"mount {mnt}", teardown)
+    state_write(key, {"kind": "mount", "pid": os.getpid(), "path": mnt, "devices": list(devices)})
     try:
         opts = []
         if fstype == "btrfs" and len(devices) > 1:
@@ -437,14 +339,14 @@ def _mounted(devices: Sequence[str], fstype: str, profile: str,
         cmd = ["mount", "-t", fstype]
         if opts:
             cmd += ["-o", ",".join(opts)]
-        _run([*cmd, devices[0], mnt], what=f"mount {fstype}")
+        run_tool([*cmd, devices[0], mnt], what=f"mount {fstype}")
         yield Filesystem(devices=tuple(devices), fstype=fstype, mountpoint=mnt, profile=profile)
     finally:
         try:
             teardown()
         finally:
-            _unregister(key)
-            _state_remove(key)
+            unregister_cleanup(key)
+            state_remove(key)
 
 
 def filesystem(device: str | LoopDevice, fstype: str = "ext4", *,
@@ -588,8 +490,8 @@ def zram_device(size: int | str, *, comp_algorithm: str | None = None) -> Iterat
     except (OSError, ValueError) as exc:
         raise TestbedError(f"zram hot_add failed: {exc}") from exc
     key = f"zram-{os.getpid()}-{zid}"
-    _register(key, f"zram{zid}", lambda: _zram_remove(zid))
-    _state_write(key, {"kind": "zram", "pid": os.getpid(), "path": f"/dev/zram{zid}", "id": zid})
+    register_cleanup(key, f"zram{zid}", lambda: _zram_remove(zid))
+    state_write(key, {"kind": "zram", "pid": os.getpid(), "path": f"/dev/zram{zid}", "id": zid})
     try:
         sysdir = Path(f"/sys/block/zram{zid}")
         if comp_algorithm is not None:
@@ -615,33 +517,12 @@ def zram_device(size: int | str, *, comp_algorithm: str | None = None) -> Iterat
         try:
             _zram_remove(zid)
         finally:
-            _unregister(key)
-            _state_remove(key)
+            unregister_cleanup(key)
+            state_remove(key)
 
 
 # ---------------------------------------------------------------------------------------------
 # leftovers
-
-
-def _state_records() -> list[dict]:
-    out = []
-    if not _STATE_DIR.is_dir():
-        return out
-    for f in _STATE_DIR.glob("*.json"):
-        # a record names a device cleanup_stale removes: the root-action gate first (never a symlink,
-        # another user's file or one others can write), then the device it names is checked live
-        try:
-            data = read_recorded(f, tree=_STATE_DIR, what="testbed state record")
-            rec = json.loads(data) if data is not None else None
-        except RecordRefusedError as exc:
-            warn_refused(exc)
-            continue
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("path"), str) and type(rec.get("pid")) is int:
-            rec["_key"] = f.stem
-            out.append(rec)
-    return out
 
 
 _PID_RE = re.compile(rf"{PREFIX}-(\d+)-")
@@ -681,7 +562,7 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
             m = _PID_RE.search(os.path.basename(mnt))
             if m:
                 add("mount", mnt, int(m.group(1)))
-    for rec in _state_records():
+    for rec in state_records():
         if (rec.get("kind") == "zram" and re.fullmatch(r"/dev/zram\d+", rec["path"])
                 and rec["path"] == f"/dev/zram{rec.get('id')}" and Path(f"/sys/block/zram{rec.get('id')}").exists()):
             add("zram", rec["path"], int(rec.get("pid", -1)))
@@ -709,9 +590,9 @@ def cleanup_stale() -> list[dict]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(r["backing_file"])
         removed.append(r)
-    for rec in _state_records():
+    for rec in state_records():
         if not pid_alive(int(rec.get("pid", -1))):
-            _state_remove(rec["_key"])
+            state_remove(rec["_key"])
     return removed
 
 

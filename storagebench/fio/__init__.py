@@ -9,5 +9,7 @@
 ``process``
     find fio, read its version, spawn it in a session of its own so that nothing it forks outlives
     storagebench (its workers call ``setsid()``: they are told by their command line, and a
-    watchdog kills them when storagebench dies), wait on it, stop every process of a run.
+    watchdog kills them when storagebench dies), wait on it, stop every process of a run (its parts:
+    ``_proc`` fio's binary and processes in ``/proc``, ``_records`` a run's record and the stale run it
+    names, ``_output`` what fio said).
 """

@@ -270,38 +270,89 @@ def job_region(
     except JobFileError as exc:
         raise ValueError(str(exc)) from None
     kinds = kinds or {}
+    job = _read_job(opts, jobname)
+    if job is None:
+        return []
+    out: list[FileRegion] = []
+    for k in range(job.numjobs):
+        out += _clone_regions(job, k, real_size, kinds)
+    return out
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What :func:`job_region` reads from a job's options (sizes in bytes; ``*_pct`` a percentage, 0 if none)."""
+
+    bs: int  # td_min_bs
+    size: int
+    size_pct: int
+    start_offset: int
+    start_pct: int
+    increment: int
+    inc_pct: int
+    fsl: int  # filesize range, 0 when not given
+    fsh: int
+    append: bool
+    create_on_open: bool
+    diskless: bool
+    align: int
+    numjobs: int
+    names: list[str] | None  # filename= (every clone's files), None: jobname.subjob.filenum
+    jobname: str | None
+    nrfiles: int
+    basis: str
+
+
+def _raw_size(opts: Mapping[str, Any], name: str, kb: int, notes: list[str]) -> int:
+    """fio's value of a size option (0 when not given; a percentage as fio keeps it), noted in ``notes``."""
+    value = opts.get(name)
+    if value is None or str(value).strip() == "":
+        return 0
+    try:
+        n = fio_u64(value, kb)
+    except ValueError as exc:
+        raise ValueError(f"{name}={value!r}: {exc}") from None
+    text = str(value).strip()
+    if text.endswith("%") and n < _PERCENT_FLOOR:
+        notes.append(f"{name}={text} (fio 3.33 reads a percentage above 100 as {_fmt(n)} bytes)")
+    else:
+        notes.append(f"{name}={text}")
+    return n
+
+
+def _filesize(opts: Mapping[str, Any], kb: int, notes: list[str]) -> tuple[int, int]:
+    """``filesize`` as fio's range (``(0, 0)`` when not given), noted in ``notes``."""
+    if opts.get("filesize") in (None, ""):
+        return 0, 0
+    try:
+        fsl, fsh = _range(opts["filesize"], kb)
+    except ValueError as exc:
+        raise ValueError(f"filesize={opts['filesize']!r}: {exc}") from None
+    text = str(opts["filesize"]).strip()
+    extra = " (fio reads no percentage in filesize: these are byte counts)" if "%" in text else ""
+    notes.append(f"filesize={text}{extra}" if fsl == fsh else f"filesize={text} (a random size in "
+                 f"[{_fmt(fsl)}, {_fmt(fsh)}) bytes){extra}")
+    return fsl, fsh
+
+
+def _whole(opts: Mapping[str, Any], name: str) -> int:
+    """A count option (``numjobs``, ``nrfiles``), at least 1."""
+    try:
+        return max(1, int(str(opts.get(name, 1)).strip()))
+    except ValueError:
+        raise ValueError(f"{name}={opts.get(name)!r}: fio takes a whole number") from None
+
+
+def _read_job(opts: Mapping[str, Any], jobname: str | None) -> _Job | None:
+    """The options :func:`job_region` needs, read and checked in fio's order; ``None`` when fio sizes no file
+    (an I/O log replayed, or no file name and no job name)."""
     kb = _kb_base(opts)
     bs = min_block_size(opts)
     notes: list[str] = []
-
-    def raw(name: str) -> int:
-        value = opts.get(name)
-        if value is None or str(value).strip() == "":
-            return 0
-        try:
-            n = fio_u64(value, kb)
-        except ValueError as exc:
-            raise ValueError(f"{name}={value!r}: {exc}") from None
-        text = str(value).strip()
-        if text.endswith("%") and n < _PERCENT_FLOOR:
-            notes.append(f"{name}={text} (fio 3.33 reads a percentage above 100 as {_fmt(n)} bytes)")
-        else:
-            notes.append(f"{name}={text}")
-        return n
-
-    size, size_pct = _split_percent(raw("size"))
-    start_offset, start_pct = _split_percent(raw("offset"))
-    increment, inc_pct = _split_percent(raw("offset_increment"))
-    fsl = fsh = 0
-    if opts.get("filesize") not in (None, ""):
-        try:
-            fsl, fsh = _range(opts["filesize"], kb)
-        except ValueError as exc:
-            raise ValueError(f"filesize={opts['filesize']!r}: {exc}") from None
-        text = str(opts["filesize"]).strip()
-        extra = " (fio reads no percentage in filesize: these are byte counts)" if "%" in text else ""
-        notes.append(f"filesize={text}{extra}" if fsl == fsh else f"filesize={text} (a random size in "
-                     f"[{_fmt(fsl)}, {_fmt(fsh)}) bytes){extra}")
+    size, size_pct = _split_percent(_raw_size(opts, "size", kb, notes))
+    start_offset, start_pct = _split_percent(_raw_size(opts, "offset", kb, notes))
+    increment, inc_pct = _split_percent(_raw_size(opts, "offset_increment", kb, notes))
+    fsl, fsh = _filesize(opts, kb, notes)
     fill = "fill_device" in opts and truthy(opts["fill_device"])
     if fill:
         notes.append(f"fill_device={opts['fill_device']}")
@@ -310,108 +361,116 @@ def job_region(
     append = "file_append" in opts and truthy(opts["file_append"])
     if append:
         notes.append("file_append=1 (the region starts at the file's end)")
-    create_on_open = "create_on_open" in opts and truthy(opts["create_on_open"])
-    diskless = str(opts.get("ioengine") or "").strip().lower() in _DISKLESS
     align = 0
     if opts.get("offset_align") not in (None, ""):
         try:
             align = fio_u64(opts["offset_align"], kb)
         except ValueError as exc:
             raise ValueError(f"offset_align={opts['offset_align']!r}: {exc}") from None
-    align = align or bs
-    try:
-        numjobs = int(str(opts.get("numjobs", 1)).strip())
-    except ValueError:
-        raise ValueError(f"numjobs={opts.get('numjobs')!r}: fio takes a whole number") from None
-    numjobs = max(1, numjobs)
+    numjobs = _whole(opts, "numjobs")
     if numjobs > 1:
         notes.append(f"numjobs={numjobs}")
     if opts.get("read_iolog") not in (None, "") or opts.get("read_iolog_chunked") not in (None, ""):
-        return []
-
-    shared = opts.get("filename") not in (None, "")
-    if shared:
+        return None
+    names, nrfiles = None, 1
+    if opts.get("filename") not in (None, ""):
         names = split_filenames(str(opts["filename"]))
         if len(names) > 1:
             notes.append(f"{len(names)} files in filename (size is split among them)")
     else:
         jobname = jobname or (str(opts["name"]) if opts.get("name") not in (None, "") else None)
         if jobname is None:
-            return []
-        try:
-            nrfiles = max(1, int(str(opts.get("nrfiles", 1)).strip()))
-        except ValueError:
-            raise ValueError(f"nrfiles={opts.get('nrfiles')!r}: fio takes a whole number") from None
+            return None
+        nrfiles = _whole(opts, "nrfiles")
         if nrfiles > 1:
             notes.append(f"nrfiles={nrfiles}")
-    basis = ", ".join(notes) if notes else "no size or offset (the whole file)"
+    return _Job(bs=bs, size=size, size_pct=size_pct, start_offset=start_offset, start_pct=start_pct,
+                increment=increment, inc_pct=inc_pct, fsl=fsl, fsh=fsh, append=append,
+                create_on_open="create_on_open" in opts and truthy(opts["create_on_open"]),
+                diskless=str(opts.get("ioengine") or "").strip().lower() in _DISKLESS, align=align or bs,
+                numjobs=numjobs, names=names, jobname=jobname, nrfiles=nrfiles,
+                basis=", ".join(notes) if notes else "no size or offset (the whole file)")
 
+
+def _start_offset(job: _Job, k: int, real: int, kind: str) -> int:
+    """fio's ``get_start_offset`` for clone ``k`` of a file of ``real`` bytes."""
+    if job.append and kind in ("file", "missing"):
+        return real
+    inc = (job.inc_pct * real // 100) & _MASK if job.inc_pct else job.increment
+    aligned = bool(job.inc_pct)
+    if job.start_pct:
+        start = ((real * job.start_pct // 100) + k * inc) & _MASK
+        aligned = True
+    else:
+        start = (job.start_offset + k * inc) & _MASK
+    if aligned:
+        start = (-(-start // job.align) * job.align) & _MASK
+    return start
+
+
+def _io_sizes(job: _Job, start: int, real: int, io: int) -> tuple[list[int], bool] | None:
+    """``setup_files``' ``io_size`` of a file (``io``: its share of ``size``, 0 if none): the sizes it may take
+    (two ends of a random ``filesize``) and whether it is exact; ``None`` when fio lays nothing out (an offset
+    past the file: "you need to specify valid offset=")."""
+    if not job.fsl:
+        if not io:
+            if start > real:
+                return None
+            io = real - start
+        return [io], True
+    if real < job.fsl or real > job.fsh:
+        if start > job.fsl:
+            return None
+        if job.fsl == job.fsh:
+            return [(job.fsl - start) & _MASK], True
+        lo = job.fsl - job.fsl % job.bs  # get_rand_file_size: lo + (hi - lo) * r, r in [0, 1), rounded down to bs
+        return [(lo - start) & _MASK, (job.fsh - 1 - start) & _MASK], False
+    return [real - start], True
+
+
+def _end(job: _Job, start: int, io: int) -> tuple[int, int]:
+    """``(start + io_size, (start + io_size) mod 2**64)`` after a percentage ``size``."""
+    if job.size_pct and job.size_pct != 100:
+        file_size = (io + start) & _MASK
+        io = (file_size * job.size_pct // 100) & _MASK
+        if io > ((file_size - start) & _MASK):
+            io = (file_size - start) & _MASK
+        io -= io % job.bs
+    return start + io, (start + io) & _MASK
+
+
+def _clone_regions(job: _Job, k: int, real_size: Mapping[str, int | None],
+                   kinds: Mapping[str, str]) -> list[FileRegion]:
+    """The regions of clone ``k`` (``numjobs``), one per file in fio's order."""
+    files = job.names if job.names is not None else [f"{job.jobname}.{k}.{i}" for i in range(job.nrfiles)]
+    n = len(files)
+    fs, extra = 0, 0
+    if not job.fsl and n:
+        fs = job.size // n
+        if fs * n < job.size:
+            extra = (job.size - fs * n) // job.bs
     out: list[FileRegion] = []
-    for k in range(numjobs):
-        files = names if shared else [f"{jobname}.{k}.{i}" for i in range(nrfiles)]
-        n = len(files)
-        fs, extra = 0, 0
-        if not fsl and n:
-            fs = size // n
-            if fs * n < size:
-                extra = (size - fs * n) // bs
-        for path in files:
-            got = real_size.get(path)
-            kind = kinds.get(path, "file") if got is not None else "missing"
-            if kind == "char" or (got is not None and got < 0):
-                real = size // n if size else _MASK
-            else:
-                real = int(got or 0)
-            # get_start_offset
-            aligned = False
-            if append and kind in ("file", "missing"):
-                start = real
-            else:
-                inc = (inc_pct * real // 100) & _MASK if inc_pct else increment
-                aligned = bool(inc_pct)
-                if start_pct:
-                    start = ((real * start_pct // 100) + k * inc) & _MASK
-                    aligned = True
-                else:
-                    start = (start_offset + k * inc) & _MASK
-                if aligned:
-                    start = (-(-start // align) * align) & _MASK
-            # setup_files: io_size
-            exact = True
-            if not fsl:
-                io = fs
-                if extra:
-                    extra -= 1
-                    io += bs
-                if not io:
-                    if start > real:  # fio: "you need to specify valid offset=" (nothing laid out)
-                        out.append(FileRegion(path, k, start, start, start, real, kind, False, True, basis))
-                        continue
-                    io = real - start
-                sizes = [io]
-            elif real < fsl or real > fsh:
-                if start > fsl:
-                    out.append(FileRegion(path, k, start, start, start, real, kind, False, True, basis))
-                    continue
-                if fsl == fsh:
-                    sizes = [(fsl - start) & _MASK]
-                else:  # get_rand_file_size: lo + (hi - lo) * r, r in [0, 1), rounded down to bs
-                    exact = False
-                    lo = fsl - fsl % bs
-                    sizes = [(lo - start) & _MASK, (fsh - 1 - start) & _MASK]
-            else:
-                sizes = [real - start]
-            ends = []
-            for io in sizes:
-                if size_pct and size_pct != 100:
-                    file_size = (io + start) & _MASK
-                    io = (file_size * size_pct // 100) & _MASK
-                    if io > ((file_size - start) & _MASK):
-                        io = (file_size - start) & _MASK
-                    io -= io % bs
-                ends.append((start + io, (start + io) & _MASK))
-            end, fio_end = max(ends, key=lambda e: e[1])
-            lays_out = (kind in ("file", "missing") and not diskless and not create_on_open
-                        and any(fe > real for _, fe in ends))
-            out.append(FileRegion(path, k, start, end, fio_end, real, kind, lays_out, exact, basis))
+    for path in files:
+        got = real_size.get(path)
+        kind = kinds.get(path, "file") if got is not None else "missing"
+        if kind == "char" or (got is not None and got < 0):
+            real = job.size // n if job.size else _MASK
+        else:
+            real = int(got or 0)
+        start = _start_offset(job, k, real, kind)
+        io = 0
+        if not job.fsl:
+            io = fs
+            if extra:
+                extra -= 1
+                io += job.bs
+        sizes = _io_sizes(job, start, real, io)
+        if sizes is None:
+            out.append(FileRegion(path, k, start, start, start, real, kind, False, True, job.basis))
+            continue
+        ends = [_end(job, start, io) for io in sizes[0]]
+        end, fio_end = max(ends, key=lambda e: e[1])
+        lays_out = (kind in ("file", "missing") and not job.diskless and not job.create_on_open
+                    and any(fe > real for _, fe in ends))
+        out.append(FileRegion(path, k, start, end, fio_end, real, kind, lays_out, sizes[1], job.basis))
     return out
