@@ -19,6 +19,7 @@ import base64
 import datetime as dt
 import json
 import math
+import os
 import uuid
 from pathlib import Path
 
@@ -36,7 +37,9 @@ from storagebench.cli import app
 from storagebench.errors import PublishError
 from storagebench.publish import execute_notebook, notebook_parameters, parameter_type_ok
 
-CANARY_DIR = Path("/tmp") / f"sb-param-gate-{uuid.uuid4().hex[:10]}"
+# the same on every xdist worker (the payloads, and so the test ids, hold its path: workers must collect the same
+# ids), new for every run
+CANARY_DIR = Path("/tmp") / f"sb-param-gate-{(os.environ.get('PYTEST_XDIST_TESTRUNUID') or uuid.uuid4().hex)[:10]}"
 CANARY = CANARY_DIR / "canary"
 C = str(CANARY)
 
