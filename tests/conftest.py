@@ -84,17 +84,27 @@ def crosstool_fio_runs(tmp_path_factory, fio_bin) -> Path:
     """A directory ``fio-runs`` holding real 1-s fio runs of :data:`CROSSTOOL_FIO` (``<name>.json``,
     ``--output-format=json``, nothing else), measured once for the session: the cross-tool tests
     (tests/test_stats_crosstool.py, tests/test_notebook_cross_tool.py) only read them."""
-    import json
-    import subprocess
 
     fio_dir = tmp_path_factory.mktemp("fio-runs", numbered=False)
     target = tmp_path_factory.mktemp("fio-target") / "target.dat"
     for name, opts in CROSSTOOL_FIO.items():
-        args = [fio_bin, f"--name={name}", f"--filename={target}", "--size=32m", "--time_based", "--runtime=1",
-                "--ioengine=libaio", "--direct=1", "--group_reporting", "--output-format=json",
-                *(f"--{k}={v}" for k, v in opts.items())]
-        out = subprocess.run(args, capture_output=True, text=True, check=True)
-        json.loads(out.stdout)
-        (fio_dir / f"{name}.json").write_text(out.stdout)
+        run_fio_json(fio_dir, fio_bin, name, target=target, **opts)
     target.unlink()
     return fio_dir
+
+
+def run_fio_json(directory: Path, fio_bin: str, name: str, *, target: Path | None = None, **opts) -> Path:
+    """One real 1-s fio run (libaio, direct, 32 MiB, ``--output-format=json``) of ``opts`` on ``target``
+    (default ``directory/target.dat``), its output written to ``directory/<name>.json``, which is returned."""
+    import json
+    import subprocess
+
+    target = directory / "target.dat" if target is None else target
+    args = [fio_bin, f"--name={name}", f"--filename={target}", "--size=32m", "--time_based", "--runtime=1",
+            "--ioengine=libaio", "--direct=1", "--group_reporting", "--output-format=json",
+            *(f"--{k}={v}" for k, v in opts.items())]
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    json.loads(out.stdout)
+    path = directory / f"{name}.json"
+    path.write_text(out.stdout)
+    return path

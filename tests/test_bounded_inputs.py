@@ -190,6 +190,7 @@ def test_a_named_fifo_or_device_in_a_subprocess_returns_promptly(tmp_path, speci
             assert "not listed" in proc.stderr and "a FIFO" in proc.stderr, proc.stderr
 
 
+@pytest.mark.notebook
 def test_publish_a_fifo_as_a_table_parameter(tmp_path, specials):
     """`publish compare.ipynb -p table=FIFO`: the kernel's load_table refuses it (through schema.read_table)."""
     msg = cli(["publish", "compare.ipynb", "--out", tmp_path / "pub", "-p", f"table={specials[('fifo', '.parquet')]}",

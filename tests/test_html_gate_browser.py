@@ -111,17 +111,13 @@ def _hostile_iometer(directory: Path) -> None:
         (directory / src.name).write_text(text, encoding="utf-8")
 
 
-def _fio_runs(directory: Path) -> None:
-    """The three configurations the DiskSPD fixtures share, 1-s fio runs (as tests/test_notebook_cross_tool.py)."""
-    from test_notebook_cross_tool import _fio
+def _fio_runs(directory: Path, fio_bin: str) -> None:
+    """The three configurations the DiskSPD fixtures share, 1-s fio runs (tests/conftest.py's CROSSTOOL_FIO)."""
+    from conftest import CROSSTOOL_FIO, run_fio_json
 
-    fio = shutil.which("fio")
-    if fio is None:
-        pytest.skip("fio is not installed (make test installs it as root)")
     directory.mkdir()
-    _fio(directory, fio, "rw7030", rw="randrw", rwmixread=70, bs="4k", iodepth=1, numjobs=1)
-    _fio(directory, fio, "seq64k", rw="read", bs="64k", iodepth=2, numjobs=4)
-    _fio(directory, fio, "rwrite", rw="randwrite", bs="4k", iodepth=16, numjobs=4)
+    for name, opts in CROSSTOOL_FIO.items():
+        run_fio_json(directory, fio_bin, name, **opts)
     (directory / "target.dat").unlink()
 
 
@@ -185,12 +181,12 @@ def _hostile_scaling(target: Path) -> None:
             _rewrite_json(run / "point.json", lambda d: d.update(study=HOSTILE))
 
 
-def _fio_run_like_iometer(directory: Path) -> None:
+def _fio_run_like_iometer(directory: Path, fio_bin: str) -> None:
     """One 1-s fio run of an Iometer fixture test's configuration (randrw 70 % read, 4 KiB, QD 64, 1 worker)."""
-    from test_notebook_cross_tool import _fio
+    from conftest import run_fio_json
 
     directory.mkdir()
-    _fio(directory, shutil.which("fio"), "rw7030qd64", rw="randrw", rwmixread=70, bs="4k", iodepth=64, numjobs=1)
+    run_fio_json(directory, fio_bin, "rw7030qd64", rw="randrw", rwmixread=70, bs="4k", iodepth=64, numjobs=1)
     (directory / "target.dat").unlink()
 
 
@@ -218,7 +214,7 @@ def _writeups(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def hostile_pages(tmp_path_factory) -> dict[str, Path]:
+def hostile_pages(tmp_path_factory, fio_bin) -> dict[str, Path]:
     """Every hostile write-up published once, the index over them and over one directory per payload."""
     from storagebench.publish import build_site, publish_report
 
@@ -226,10 +222,10 @@ def hostile_pages(tmp_path_factory) -> dict[str, Path]:
     _hostile_demo(root / "hostile_demo")
     _hostile_compare_table(root / "compare.csv")
     _hostile_loadgen(root / "loadgen")
-    _fio_runs(root / "fio-runs")
+    _fio_runs(root / "fio-runs", fio_bin)
     _hostile_testbed(root / "hostile_testbed")
     _hostile_iometer(root / "iometer")
-    _fio_run_like_iometer(root / "fio-iometer")
+    _fio_run_like_iometer(root / "fio-iometer", fio_bin)
     _hostile_tables(root / "tables")
     _hostile_scaling(root / "scaling_study")
     pages, errors = {}, {}
@@ -364,7 +360,7 @@ def test_every_field_holds_every_payload(hostile_pages):
 @pytest.mark.slow
 def test_iometer_specification_names_reach_a_table_as_text(tmp_path):
     """Iometer's access-specification names, read by the real reader, shown through the write-ups' table()."""
-    from storagebench import show
+    from storagebench import show, tables
     from storagebench.published import load_result_sets
 
     _hostile_iometer(tmp_path / "iometer")
@@ -372,7 +368,7 @@ def test_iometer_specification_names_reach_a_table_as_text(tmp_path):
     runs = sets.runs
     hostile_cols = [c for c in runs.columns if runs[c].astype(str).str.contains("onerror=alert", regex=False).any()]
     assert hostile_cols, list(runs.columns)  # the specification name is in the table
-    part = show.collapsed(HOSTILE, show.table(runs[hostile_cols + ["iops"]], caption=HOSTILE), sets.sources)
+    part = show.collapsed(HOSTILE, tables.table(runs[hostile_cols + ["iops"]], caption=HOSTILE), sets.sources)
     page = _html.secure_page(f"<!DOCTYPE html><html><head><title>t</title></head><body>{part._repr_html_()}"
                              "</body></html>")
     assert _html.page_problems(page) == [] and str(_html.escape(PAYLOADS[1])) in page

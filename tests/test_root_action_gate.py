@@ -309,13 +309,11 @@ def test_a_planted_lock_symlink_is_not_written_through(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def victims(tmp_path_factory):
+def victims(tmp_path_factory, fio_bin):
     """Processes no storagebench run created, each with a staging directory whose job file its argv names:
     a python process named fio (argv[0], no symlink), one run through a symlink called ``fio``, a bash named
     fio with a ``sleep`` child, and a real fio started outside storagebench."""
-    fio = shutil.which("fio")
-    if fio is None:
-        pytest.skip("fio is not installed")
+    fio = fio_bin
     base = tmp_path_factory.mktemp("victims")
     raw = base / "results" / "study" / "raw"
     out: dict[str, dict] = {}

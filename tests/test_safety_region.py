@@ -20,7 +20,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import signal
 import subprocess
 from collections import Counter
@@ -84,7 +83,7 @@ def _bounded() -> None:
 
 
 @pytest.fixture(scope="module")
-def fio_oracle(tmp_path_factory):
+def fio_oracle(tmp_path_factory, fio_bin):
     """Every ORACLE_CASES option set as one job of ONE fio 3.33 run (about 1 s), each on its own 1 MiB files.
 
     Returns ``{case: (laid_out, Counter((file, offset, length)), size of c<i>pf after)}``: what fio laid out
@@ -92,9 +91,6 @@ def fio_oracle(tmp_path_factory):
     process and file: after any layout). ``create_serialize=0`` makes each job size and lay out its own
     files in its own process.
     """
-    fio_bin = shutil.which("fio")
-    if fio_bin is None:
-        pytest.skip("fio is not installed (make test installs it as root)")
     if "3.33" not in subprocess.run([fio_bin, "--version"], capture_output=True, text=True).stdout:
         pytest.skip("the region rule is fio 3.33's; another fio is installed")
     work = tmp_path_factory.mktemp("oracle")
