@@ -423,7 +423,7 @@ LEAN_MODULES = (
     "scaling.py", "_clientserver.py", "testbed.py", "_testbedbase.py",
     "schema.py", "_schemacols.py", "_tablegate.py", "_tablefile.py",
     "runlevel.py", "_runcombine.py",
-    "ingest/__init__.py", "ingest/_walk.py", "ingest/_collect.py",
+    "ingest/__init__.py", "ingest/_walk.py", "ingest/_collector.py",
     "ingest/_fiorows.py", "ingest/_fiobins.py",
     "ingest/diskspd.py", "ingest/_diskspdruns.py", "ingest/_diskspdxml.py", "ingest/_diskspdtext.py",
 )

@@ -50,7 +50,7 @@ from ..errors import IngestError, SchemaError, StorageBenchError
 from ..runlevel import read_run_totals, run_totals
 from . import diskspd as _diskspd  # noqa: F401 - registers the DiskSPD formats
 from . import iometer as _iometer  # noqa: F401 - registers the Iometer formats
-from ._collect import _collect, _Collector, _gc_paused, _parse_loadgen, _run  # noqa: F401 - tests reach these here
+from ._collector import _collect, _Collector, _gc_paused, _parse_loadgen, _run  # noqa: F401 - tests reach these here
 from ._walk import MAX_FILE_BYTES, _discover, _Item, _run_dir_items, _scan
 
 __all__ = [
