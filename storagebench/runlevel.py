@@ -62,442 +62,30 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import schema
-from ._histogram import grid_index, grouped_percentiles
+from ._runcombine import (
+    _CONSUMED,
+    _DIR_RANK,
+    _KEYS,
+    _METRICS,
+    _Bins,
+    _codes,
+    _combine,
+    _distinct,
+    _Level,
+    _prepared,
+    _repeated,
+)
 from .errors import SchemaError
-from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, PERCENTILES, RUN_TOTALS
+from .schema import ALL_DIRECTIONS, ALL_HOSTS, DIRECTIONS, RUN_TOTALS
 
 __all__ = ["run_totals", "select", "per_run", "read_run_totals", "is_run_totals"]
-
-_KEYS = ("run_id", "host", "job", "job_index", "direction")
-_RUN_COLS = {c.name: c for c in schema.RUNS}
-_OUT_NAMES = tuple(c.name for c in RUN_TOTALS)
-#: columns of runs consumed by the combination (everything else is a study factor, kept when constant)
-_CONSUMED = frozenset(_RUN_COLS) | {c.name for c in RUN_TOTALS}
-_DIR_RANK = {d: i for i, d in enumerate((*DIRECTIONS, ALL_DIRECTIONS))}
 
 
 def is_run_totals(df: pd.DataFrame) -> bool:
     """True when ``df`` is a run-level table (it has the ``all_hosts``/``all_directions`` flags)."""
     return "all_hosts" in df.columns and "all_directions" in df.columns
-
-
-# ---- inputs ------------------------------------------------------------------------------------
-
-
-def _unknown(name: str, n: int) -> pd.Series:
-    """A column ``runs`` lacks: its unknown value (:attr:`storagebench.schema.Column.unknown`)."""
-    col = _RUN_COLS[name]
-    if name == "job_index":  # no job identity: every row is its own job entry
-        return pd.Series(np.arange(n, dtype=np.int64))
-    if name == "direction":  # a row without a direction covers the run's directions as reported
-        return pd.Series([ALL_DIRECTIONS] * n, dtype="string")
-    if col.dtype.startswith("datetime64"):
-        return pd.Series(pd.NaT, index=range(n), dtype=col.dtype)
-    if col.dtype == "string":
-        return pd.Series([col.unknown] * n, dtype="string")
-    return pd.Series(np.full(n, col.unknown, dtype=col.dtype))
-
-
-def _prepared(runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with every ``runs`` column (unknown ones filled as the schema says), schema dtypes."""
-    missing = [c for c in ("run_id", "iops") if c not in runs.columns]
-    if missing:
-        raise SchemaError(f"runs is missing columns {missing} (a run-level table needs run_id and iops)")
-    df = runs.reset_index(drop=True)
-    fill = {name: _unknown(name, len(df)) for name in _RUN_COLS if name not in df.columns}
-    if fill:
-        df = pd.concat([df, pd.DataFrame(fill)], axis=1)
-    dtypes = dict(zip(df.columns, map(str, df.dtypes), strict=True))
-    if any(dtypes[c.name] != c.dtype for c in schema.RUNS):  # ingest's tables are in schema dtypes
-        df = schema.validate(df, "runs")
-    return df
-
-
-def _hist_rows(df: pd.DataFrame, histograms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(runs row of each block of histogram rows (-1: none), the blocks' lengths, whether each runs row
-    has bins).
-
-    ``histograms`` rows come in blocks of one key (run_id, host, job, job_index, direction): the block
-    starts are found by comparing neighbouring rows (pyarrow), and only the block keys are matched with
-    the runs keys (one hash grouping of both). Runs rows sharing a key (the same output ingested twice)
-    share its bins, and its group at every level.
-    """
-    n, nh = len(df), len(histograms)
-    if nh == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n, dtype=bool)
-    change = np.zeros(nh, dtype=bool)
-    change[0] = True
-    if nh > 1:
-        for k in _KEYS:
-            col = histograms[k]
-            try:
-                arr = col.array._pa_array if isinstance(col.array, pd.arrays.ArrowStringArray) \
-                    else pa.chunked_array([pa.array(col.to_numpy())])  # noqa: SLF001 - zero copy
-                diff = pc.fill_null(pc.not_equal(arr.slice(1), arr.slice(0, nh - 1)), True)
-                change[1:] |= diff.to_numpy(zero_copy_only=False)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
-                v = col.to_numpy()
-                change[1:] |= v[1:] != v[:-1]
-    starts = np.flatnonzero(change)
-    blocks = pd.DataFrame({k: histograms[k].take(starts).reset_index(drop=True) for k in _KEYS})
-    both = pd.concat([df[list(_KEYS)], blocks], ignore_index=True)
-    codes = both.groupby(list(_KEYS), sort=False, dropna=False, observed=True).ngroup().to_numpy(dtype=np.int64)
-    run_codes, block_codes = codes[:n], codes[n:]
-    first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
-    first[run_codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # the first runs row of each key
-    block_row = first[block_codes]
-    has = np.zeros(n, dtype=bool)
-    has[block_row[block_row >= 0]] = True
-    return block_row, np.diff(np.r_[starts, nh]), has[first[run_codes]]
-
-
-# ---- combining ---------------------------------------------------------------------------------
-
-
-class _Level:
-    """The rows of one level (host x direction, host, direction, run) grouped by an integer code."""
-
-    def __init__(self, rows: np.ndarray, codes: np.ndarray) -> None:
-        order = np.argsort(codes, kind="stable")
-        self.rows = rows[order]  # runs row indices, grouped, row order kept within a group
-        sc = codes[order]
-        self.starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if len(sc) else np.zeros(0, np.int64)
-        self.codes = sc
-        self.n_groups = len(self.starts)
-        self.size = np.diff(np.r_[self.starts, len(sc)])
-        self.first = self.rows[self.starts]
-        # dense group number of each grouped position (0..n_groups-1)
-        self.gid = np.repeat(np.arange(self.n_groups), self.size)
-
-    def take(self, values: np.ndarray) -> np.ndarray:
-        return values[self.rows]
-
-    def add(self, values: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def any(self, values: np.ndarray) -> np.ndarray:
-        return np.logical_or.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def all(self, values: np.ndarray) -> np.ndarray:
-        return np.logical_and.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def fmax(self, values: np.ndarray) -> np.ndarray:
-        return np.fmax.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def fmin(self, values: np.ndarray) -> np.ndarray:
-        return np.fmin.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def imin(self, values: np.ndarray) -> np.ndarray:
-        return np.minimum.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def imax(self, values: np.ndarray) -> np.ndarray:
-        return np.maximum.reduceat(values, self.starts) if self.n_groups else values[:0]
-
-    def first_of(self, keys: np.ndarray) -> np.ndarray:
-        """Mask (grouped order) of the first position of each ``keys`` value within its group."""
-        if not len(keys):
-            return np.zeros(0, dtype=bool)
-        return ~pd.Series(self.gid.astype(np.int64) * (int(keys.max()) + 1) + keys).duplicated().to_numpy()
-
-
-def _weighted(lv: _Level, m: np.ndarray, w: np.ndarray, use: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted mean per group of ``m`` over grouped positions ``use`` (w > 0); NaN when one used value
-    is NaN or nothing is used. Returns (mean per group, mean broadcast to grouped positions)."""
-    bad = lv.any(use & np.isnan(m))
-    ww = np.where(use, w, 0.0)
-    den = lv.add(ww)
-    num = lv.add(np.where(use, np.nan_to_num(m) * ww, 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where((den > 0) & ~bad, num / np.where(den > 0, den, 1.0), np.nan)
-    return mean, mean[lv.gid]
-
-
-def _joined(lv: _Level, col: pd.Series, sep: str = "|", skip_empty: bool = False) -> np.ndarray:
-    """Per group: the value when every row has it, else the distinct values joined (first-seen order)."""
-    values = col.to_numpy(dtype=object, na_value=None)
-    codes, _ = pd.factorize(col)  # NA -> -1 (on the column itself: pyarrow's hashing for strings)
-    g = lv.take(codes)
-    const = lv.imin(g) == lv.imax(g)
-    out = values[lv.first].copy()  # a value every row has (NA when none has one)
-    taken = lv.take(values)
-    for k in np.flatnonzero(~const):
-        part = taken[lv.starts[k]:lv.starts[k] + lv.size[k]]
-        seen = dict.fromkeys(v for v in part if v is not None and not (skip_empty and v == ""))
-        out[k] = sep.join(seen)
-    return out
-
-
-def _const_number(lv: _Level, values: np.ndarray, unknown: float) -> np.ndarray:
-    v = lv.take(values.astype(float))
-    nan = np.isnan(v)
-    same = (lv.fmin(v) == lv.fmax(v)) & ~lv.any(nan)
-    allnan = lv.all(nan)
-    out = np.where(same, lv.fmin(v), unknown)
-    return np.where(allnan, unknown, out)
-
-
-class _Bins:
-    """The histograms of a run_totals call: block -> runs row, block lengths, bins, counts, and the fio
-    bucket index of every bin (``None`` when some bin is off fio's grid)."""
-
-    def __init__(self, df: pd.DataFrame, histograms: pd.DataFrame, blocks: tuple | None = None) -> None:
-        if blocks is None:
-            self.block_row, self.lengths, self.has_bins = _hist_rows(df, histograms)
-        else:  # ingest knows the runs row of each block
-            self.block_row, self.lengths = (np.asarray(b, dtype=np.int64) for b in blocks)
-            self.has_bins = np.zeros(len(df), dtype=bool)
-            self.has_bins[self.block_row[self.block_row >= 0]] = True
-        self.bins = histograms["bin_ns"].to_numpy(dtype=np.int64)
-        self.counts = histograms["count"].to_numpy(dtype=np.int64)
-        self.idx = grid_index(self.bins) if len(self.bins) else None  # once per call: every level reuses it
-
-    @classmethod
-    def none(cls, n: int) -> _Bins:
-        self = cls.__new__(cls)
-        self.block_row = self.lengths = self.bins = self.counts = np.zeros(0, dtype=np.int64)
-        self.has_bins, self.idx = np.zeros(n, dtype=bool), None
-        return self
-
-
-def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarray,
-                 ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
-    """Percentiles ``ps`` (ns) of the merged bins of each multi-row group of ``lv``: (n_groups, len(ps)),
-    NaN where a group has none (fio's rule: :func:`storagebench._histogram.grouped_percentiles`)."""
-    out = np.full((lv.n_groups, len(ps)), np.nan)
-    if not len(hist.block_row):
-        return out
-    bgroup = np.where(hist.block_row >= 0, row_group[np.maximum(hist.block_row, 0)], -1)
-    bsel = bgroup >= 0
-    bsel[bsel] = multi[bgroup[bsel]]
-    if not bsel.any():
-        return out
-    groups = np.flatnonzero(multi)
-    dense = np.full(lv.n_groups, -1, dtype=np.int64)
-    dense[groups] = np.arange(len(groups))
-    gi = np.repeat(dense[bgroup[bsel]], hist.lengths[bsel])
-    if bsel.all():  # every block (one level of ingest's usual table): no copies
-        bins, counts, idx = hist.bins, hist.counts, hist.idx
-    else:
-        sel = np.repeat(bsel, hist.lengths)
-        bins, counts, idx = hist.bins[sel], hist.counts[sel], None if hist.idx is None else hist.idx[sel]
-    pct = grouped_percentiles(gi, bins, counts, len(groups), ps, bucket_idx=idx)
-    out[groups] = pct
-    return out
-
-
-#: The ``runs`` columns by role, each with its combine rule (:data:`storagebench.schema.COMBINE_RULES`):
-#: :func:`_combine` applies the rule of every column, so a new column is combined as its schema entry says.
-_METRICS = schema.columns("runs", role="metric")
-_CARRIED = tuple(c for c in schema.RUNS if c.role != "metric" and c.combine is not None)
-#: the json+ percentile of each ``"bins"`` column (``clat_p99_9_ns`` -> 99.9)
-_BIN_PS = {c.name: float(c.name[len("clat_p"):-len("_ns")].replace("_", "."))
-           for c in _METRICS if c.combine == "bins"}
-
-
-def _combine(df: pd.DataFrame, lv: _Level, arrays: dict[str, np.ndarray], hist: _Bins | None,
-             extra: Sequence[str]) -> dict[str, Any]:
-    """The combined columns of every group of ``lv``: each ``runs`` column by its schema combine rule
-    (see the module docstring), and the run-level table's own columns."""
-    single = lv.size == 1
-    first = lv.first
-    out: dict[str, Any] = {}
-    iops = lv.take(arrays["iops"])
-    rt = lv.take(arrays["runtime_s"])
-    ios = lv.take(arrays["est:total_ios"])
-    rt_max = lv.fmax(rt)
-    counts_ok = ~lv.any(np.isnan(ios)) & (rt_max > 0)
-    by_counts = counts_ok[lv.gid]
-    # the weight of a row: its completed I/Os (fio's sample count), else its IOPS (a common runtime assumed)
-    w = np.where(by_counts, np.nan_to_num(ios), np.nan_to_num(iops))
-    # one runtime for every row (the directions of one job; DiskSPD's one test time): I/Os / runtime is
-    # then the sum of the rows' own IOPS, which keeps the tool's precision (DiskSPD prints its time
-    # rounded to 10 ms, its IOPS from the exact one)
-    same_rt = lv.fmin(rt) == rt_max
-    out["combined_by"] = np.where(single, "as reported", np.where(counts_ok, "I/O counts", "IOPS"))
-    used = w > 0
-    notes = [[] for _ in range(lv.n_groups)]
-    means: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    pct: dict[str, np.ndarray] = {}
-    job_first = lv.first_of(lv.take(arrays["job_id"]))
-    for c in _METRICS:
-        name, rule = c.name, c.combine
-        own = arrays[name]
-        if rule == "rate":  # the summed count over the longest runtime (fio add_ddir_status_json)
-            est = lv.take(arrays[f"est:{c.of}"])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                combined = np.where(counts_ok & ~same_rt,
-                                    np.where(~lv.any(np.isnan(est)), lv.add(np.nan_to_num(est)) /
-                                             np.where(rt_max > 0, rt_max, 1.0), np.nan),
-                                    lv.add(lv.take(own)))
-        elif rule == "sum":
-            raw = lv.take(own)
-            out[name] = np.where(lv.all(raw >= 0), lv.add(np.where(raw >= 0, raw, 0)), -1)
-            continue
-        elif rule == "longest":
-            combined = lv.fmax(lv.take(own))
-        elif rule == "mean":  # sample-weighted (fio sum_stat)
-            means[name] = _weighted(lv, lv.take(own), w, used)
-            combined = means[name][0]
-        elif rule == "sd":  # pooled sums of squares (fio sum_stat)
-            m = lv.take(arrays[c.of])
-            mean, mean_b = means.get(c.of) or _weighted(lv, m, w, used)
-            sd = lv.take(own)
-            bad_sd = lv.any(used & np.isnan(sd))
-            within_w = np.where(by_counts, np.maximum(w - 1.0, 0.0), w)  # S_i = sd_i**2 (n_i - 1)
-            within = lv.add(np.where(used, np.nan_to_num(sd) ** 2 * within_w, 0.0))
-            between = lv.add(np.where(used, w * (np.nan_to_num(m) - np.nan_to_num(mean_b)) ** 2, 0.0))
-            nsum = lv.add(np.where(used, w, 0.0))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                denom = np.where(counts_ok, nsum - 1.0, nsum)
-                var = np.where(denom > 0, (within + between) / np.where(denom > 0, denom, 1.0), 0.0)
-            combined = np.where(bad_sd | np.isnan(mean), np.nan, np.sqrt(var))
-        elif rule == "mean_sampled":  # fio prints 0 with N = 0 (sync ioengines): no samples
-            v = lv.take(own)
-            s_used = used & ~(v == 0.0)
-            s_mean, _ = _weighted(lv, v, w, s_used)
-            no_samples = ~lv.any(s_used) & lv.all(~used | (v == 0.0))
-            combined = np.where(no_samples, 0.0, s_mean)
-        elif rule in ("min", "max"):  # over the rows that did I/O
-            v = lv.take(own)
-            combined = (lv.fmin if rule == "min" else lv.fmax)(np.where(used, v, np.nan))
-            combined = np.where(lv.any(used & np.isnan(v)), np.nan, combined)
-        elif rule == "bins":  # the row's own, or from merged bins (never averaged)
-            if not pct:
-                pct = _bin_percentiles(df, lv, hist, single, used, notes)
-            combined = pct[name]
-        elif rule == "own":  # a statistic that needs its samples: never combined
-            has = lv.any(~np.isnan(lv.take(own)))
-            for k in np.flatnonzero(~single & has):
-                notes[k].append(f"{name}: NaN, the combined rows' values cannot be combined without their "
-                                "samples (never averaged)")
-            combined = np.full(lv.n_groups, np.nan)
-        elif rule == "job_runtime_mean":  # runtime-weighted mean over the distinct jobs
-            jw = lv.take(arrays["job_runtime"])
-            v = lv.take(own)
-            use = job_first & (jw > 0)
-            mean, _ = _weighted(lv, v, jw, use)
-            plain = np.where(lv.any(job_first & np.isnan(v)), np.nan,
-                             lv.add(np.where(job_first, np.nan_to_num(v), 0.0)) / np.maximum(lv.add(job_first), 1))
-            combined = np.where(lv.any(use), mean, plain)
-        elif rule == "first_error":  # fio's group error: the first non-zero job error
-            err = lv.take(own)
-            out["n_jobs_error"] = lv.add((job_first & (err != 0)).astype(np.int64))
-            pos = np.where(err != 0, np.arange(len(err)), len(err))
-            at = lv.imin(pos) if lv.n_groups else pos[:0]
-            out[name] = np.where(at < len(err), err[np.minimum(at, max(len(err) - 1, 0))], 0) if len(err) else at
-            continue
-        elif rule == "any":
-            out[name] = lv.any(lv.take(own))
-            continue
-        else:  # pragma: no cover - schema.Column checks the rule names
-            raise SchemaError(f"runs.{name}: no run-level rule {rule!r}")
-        out[name] = np.where(single, own[first], combined)
-    out["n_jobs"] = lv.add(job_first.astype(np.int64))
-    out["n_rows"] = lv.size
-    # queue: iodepth x numjobs per distinct job section (host x job)
-    sec_first = lv.first_of(lv.take(arrays["section_id"]))
-    oio = lv.take(arrays["oio"])
-    out["outstanding_ios"] = np.where(lv.any(sec_first & np.isnan(oio)), np.nan,
-                                      lv.add(np.where(sec_first, np.nan_to_num(oio), 0.0)))
-    # identity, factors and provenance
-    for c in _CARRIED:
-        name, rule = c.name, c.combine
-        if rule == "same":
-            out[name] = _const_number(lv, df[name].to_numpy(dtype=float), float(c.unknown)).astype(c.dtype)
-        elif rule == "join":
-            out[name] = _joined(lv, df[name])
-        elif rule == "all":
-            out[name] = lv.all(lv.take(df[name].to_numpy(dtype=bool)))
-        elif rule == "first":
-            out[name] = df[name].to_numpy()[first]
-        elif rule == "earliest":
-            started = df[name]
-            ns = started.to_numpy(dtype="datetime64[ns]").view(np.int64)
-            nat = started.isna().to_numpy()
-            big = np.iinfo(np.int64).max
-            smin = lv.imin(lv.take(np.where(nat, big, ns)))
-            out[name] = np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
-        elif rule == "notes":
-            out[name] = _notes(lv, df[name], arrays, notes)
-        else:  # pragma: no cover - schema.Column checks the rule names
-            raise SchemaError(f"runs.{name}: no run-level rule {rule!r}")
-    # every NaN says why (the table gate's rule): a combined value is NaN because some row's input was
-    final = out["note"]
-    for c in _NOTED:
-        v = np.asarray(out[c], dtype=np.float64)
-        for k in np.flatnonzero(np.isnan(v) & ~np.asarray(single, dtype=bool)):
-            if not _NOTED[c].search(final[k]):
-                extra_note = f"{c}: NaN, a combined row lacks a value it needs"
-                final[k] = f"{final[k]}; {extra_note}" if final[k] else extra_note
-    for c in extra:
-        codes, uniques = pd.factorize(df[c], use_na_sentinel=True)
-        g = lv.take(codes)
-        const = (lv.imin(g) == lv.imax(g)) & (lv.imin(g) >= 0)
-        vals = df[c].iloc[first].reset_index(drop=True)
-        out[c] = vals.where(pd.Series(const)) if not const.all() else vals
-    return out
-
-
-def _bin_percentiles(df: pd.DataFrame, lv: _Level, hist: _Bins | None, single: np.ndarray, used: np.ndarray,
-                     notes: list[list[str]]) -> dict[str, np.ndarray]:
-    """Per ``"bins"`` column: the percentile of each group's merged json+ bins (NaN, with a note, for a
-    multi-row group where a row with I/O has none)."""
-    ps = tuple(_BIN_PS.values())
-    pct = np.full((lv.n_groups, len(ps)), np.nan)
-    multi = ~single
-    if hist is not None:
-        covered = lv.all(~used | lv.take(hist.has_bins))
-        row_group = np.full(len(df), -1, dtype=np.int64)
-        row_group[lv.rows] = lv.gid
-        pct = _percentiles(lv, hist, row_group, multi & covered, ps)
-        missing = multi & ~covered
-    else:
-        missing = multi.copy()
-    for k in np.flatnonzero(missing & lv.any(used)):
-        notes[k].append("clat_p*_ns: NaN, a combined row has no json+ bins (percentiles are never averaged)")
-    return {c: pct[:, j] for j, c in enumerate(_BIN_PS)}
-
-
-def _notes(lv: _Level, note: pd.Series, arrays: dict[str, np.ndarray], notes: list[list[str]]) -> np.ndarray:
-    """The rows' own notes (distinct, joined) and what combining had to say, per group."""
-    note_vals = _joined(lv, note.fillna(""), sep="; ", skip_empty=True)
-    dups = lv.any(lv.take(arrays["dup"]))
-    final = []
-    for k in range(lv.n_groups):
-        parts = [note_vals[k]] if note_vals[k] else []
-        if dups[k]:
-            parts.append("the same job entry appears more than once (one output ingested twice?)")
-        parts.extend(notes[k])
-        final.append("; ".join(parts))
-    return np.array(final, dtype=object)
-
-
-#: the metric columns whose NaN needs a note, and the pattern of a note naming them (schema's rule)
-_NOTED = {c.name: schema.note_pattern(c) for c in schema.RUN_TOTALS
-          if c.valid is not None and c.valid.metric and not c.valid.optional and c.dtype == "float64"}
-
-
-def _codes(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """Group number of each (outer, inner) pair of codes, numbered in order of first appearance."""
-    width = int(inner.max()) + 1 if len(inner) else 1
-    return pd.factorize(outer * width + inner)[0].astype(np.int64)
-
-
-def _repeated(codes: np.ndarray) -> np.ndarray:
-    """Per row: True when an earlier row has the same code (``DataFrame.duplicated`` of the keys coded)."""
-    out = np.ones(len(codes), dtype=bool)
-    out[np.unique(codes, return_index=True)[1]] = False
-    return out
-
-
-def _distinct(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """Per row: how many distinct ``inner`` codes its ``outer`` group holds (``inner`` nested in ``outer``)."""
-    first = ~pd.Series(inner).duplicated().to_numpy()
-    return np.bincount(outer[first], minlength=int(outer.max()) + 1)[outer]
 
 
 def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
@@ -550,36 +138,11 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         for c in extra:
             out[c] = pd.Series(dtype=df[c].dtype)
         return out
-    iops = df["iops"].to_numpy(dtype=float)
-    rt = df["runtime_s"].to_numpy(dtype=float)
-    tios = df["total_ios"].to_numpy(dtype=np.int64)
-    iob = df["io_bytes"].to_numpy(dtype=np.int64)
-    bw = df["bw_bytes_per_s"].to_numpy(dtype=float)
-    rt_ok = np.isfinite(rt) & (rt > 0)
-    with np.errstate(invalid="ignore"):
-        ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
-        bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
     factorized = {k: pd.factorize(df[k], use_na_sentinel=False) for k in _KEYS}
     key = {k: codes.astype(np.int64) for k, (codes, _) in factorized.items()}
     run_code = key["run_id"]
     host_code = _codes(run_code, key["host"])
-    section_id = _codes(host_code, key["job"])
-    job_id = _codes(section_id, key["job_index"])
-    job_runtime = np.full(int(job_id.max()) + 1, np.nan)
-    np.fmax.at(job_runtime, job_id, rt)
-    job_runtime = job_runtime[job_id]
-    depth = df["iodepth"].to_numpy(dtype=float)
-    nj = df["numjobs"].to_numpy(dtype=float)
-    oio = np.where((depth > 0) & (nj > 0), depth * nj, np.nan)
-    arrays = {
-        # every metric column by name, in its dtype (bool and int ones as they are)
-        **{c.name: df[c.name].to_numpy(dtype=float if c.dtype == "float64" else c.dtype) for c in _METRICS},
-        "iops": iops, "runtime_s": rt, "bw_bytes_per_s": bw, "total_ios": tios, "io_bytes": iob,
-        # the counts behind the rates: as reported, else rate x runtime
-        "est:total_ios": ios_est, "est:io_bytes": bytes_est,
-        "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime), "section_id": section_id, "oio": oio,
-        "dup": _repeated(_codes(job_id, key["direction"])),  # the same job entry key again
-    }
+    arrays = _row_arrays(df, key, host_code)
     l1 = _codes(host_code, key["direction"])
     l3 = _codes(run_code, key["direction"])
     dirs_per_host = _distinct(host_code, l1)
@@ -632,6 +195,38 @@ def run_totals(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
         cols["_k_dir"] = np.full(lv.n_groups, _DIR_RANK[ALL_DIRECTIONS]) if mixed else dir_rank[f]
         parts.append(cols)
     return _frame(parts, extra)
+
+
+def _row_arrays(df: pd.DataFrame, key: dict[str, np.ndarray], host_code: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays the combine rules read, by name: every metric column in its dtype, the counts behind the rates
+    (as reported, else rate x runtime), and each row's job, job section, runtime and outstanding I/Os."""
+    iops = df["iops"].to_numpy(dtype=float)
+    rt = df["runtime_s"].to_numpy(dtype=float)
+    tios = df["total_ios"].to_numpy(dtype=np.int64)
+    iob = df["io_bytes"].to_numpy(dtype=np.int64)
+    bw = df["bw_bytes_per_s"].to_numpy(dtype=float)
+    rt_ok = np.isfinite(rt) & (rt > 0)
+    with np.errstate(invalid="ignore"):
+        ios_est = np.where(tios >= 0, tios.astype(float), np.where(rt_ok, iops * rt, np.nan))
+        bytes_est = np.where(iob >= 0, iob.astype(float), np.where(rt_ok, bw * rt, np.nan))
+    section_id = _codes(host_code, key["job"])
+    job_id = _codes(section_id, key["job_index"])
+    job_runtime = np.full(int(job_id.max()) + 1, np.nan)
+    np.fmax.at(job_runtime, job_id, rt)
+    job_runtime = job_runtime[job_id]
+    depth = df["iodepth"].to_numpy(dtype=float)
+    nj = df["numjobs"].to_numpy(dtype=float)
+    oio = np.where((depth > 0) & (nj > 0), depth * nj, np.nan)
+    arrays = {
+        # every metric column by name, in its dtype (bool and int ones as they are)
+        **{c.name: df[c.name].to_numpy(dtype=float if c.dtype == "float64" else c.dtype) for c in _METRICS},
+        "iops": iops, "runtime_s": rt, "bw_bytes_per_s": bw, "total_ios": tios, "io_bytes": iob,
+        # the counts behind the rates: as reported, else rate x runtime
+        "est:total_ios": ios_est, "est:io_bytes": bytes_est,
+        "job_id": job_id, "job_runtime": np.nan_to_num(job_runtime), "section_id": section_id, "oio": oio,
+        "dup": _repeated(_codes(job_id, key["direction"])),  # the same job entry key again
+    }
+    return arrays
 
 
 def _frame(parts: list[dict[str, Any]], extra: Sequence[str]) -> pd.DataFrame:

@@ -535,7 +535,7 @@ def test_a_failing_later_batch_leaves_the_previous_tables_untouched(fio_dir, tmp
 def test_an_unexpected_exception_in_one_file_loses_only_that_file(fio_dir, tmp_path, monkeypatch):
     """The per-file safety net: whatever goes wrong in one file (here a bug injected into the fio
     parser for one file) is reported for that file; the batch keeps every other file's rows."""
-    import storagebench.ingest as ing
+    from storagebench.ingest import _collector as ing  # where each file is handed to the fio reader
 
     for name in ("single.json", "two_jobs.json", "randrw_70_30.json"):
         shutil.copy(fio_dir / name, tmp_path / name)

@@ -544,3 +544,51 @@ def decode_or_none(data: bytes, path: str) -> Any:
         return _decode(data, path)
     except msgspec.DecodeError:
         return None
+
+
+# ---- duplicated JSON keys ---------------------------------------------------------------------------
+
+
+def _pairs_once(pairs: list) -> dict:
+    seen: dict = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _Duplicate(k, seen[k], v)
+        seen[k] = v
+    return seen
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _check_duplicate_keys(data: bytes, doc: Any, path: str) -> None:
+    """Refuse a fio document in which an object holds a key twice (``"iops": 0, ..., "iops": 7262``).
+
+    JSON leaves duplicated keys undefined; msgspec (and orjson, the stdlib) keep the last, so an edited
+    or concatenated file could pass off either value. fio writes each key once. The check is cheap on
+    the usual file: each direction block fio prints has exactly one ``"iops"``, so its byte count (a
+    C-level scan, ~8 us for a 20 KiB json+ file) must equal the blocks decoded; only when it does not is
+    the document read again with the standard library, which names the duplicated key. Another key
+    given twice is not looked for (a scan per key costs as much again); where it matters the table
+    gate's relations stand behind it (two ``io_bytes`` with the last wrong break bandwidth x runtime).
+    """
+    entries = (doc.jobs or []) if doc.jobs is not _U else []
+    if doc.client_stats is not _U and doc.client_stats:
+        entries = [*entries, *doc.client_stats]
+    blocks = 0
+    for e in entries:
+        blocks += (e.read is not _U) + (e.write is not _U) + (e.trim is not _U) + (e.mixed is not _U)
+    if data.count(b'"iops"') == blocks:
+        return
+    # the slow reading (the standard library's json): only for a file whose counts are off
+    try:
+        json.loads(data, object_pairs_hook=_pairs_once)
+    except _Duplicate as dup:
+        key, first, last = dup.args
+        shown = [repr(x) if not isinstance(x, dict) else "{...}" for x in (first, last)]
+        raise IngestError(f"the key {key!r} appears twice in one JSON object ({shown[0]}, then {shown[1]}): "
+                          "fio writes each key once, and which value a reader keeps is a guess; refused",
+                          path=path) from None
+    except (ValueError, RecursionError):
+        return  # not one stdlib-readable document: the typed decoder's reading stands

@@ -14,25 +14,24 @@ import hashlib
 import math
 import operator
 import re
-import warnings
 from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from ..errors import IngestError
 from ..errors import display_path as _display_path
 from ..fio.hosts import host_label
 from ..schema import DIRECTIONS, RUNS
+from ._fiobins import _parse_bins_text, histogram_frame
 from ._fiodoc import (
     ALL_CLIENTS,
     DECODER,
     MAX_VALUE,
     PCT_KEYS,
     RAW_DECODER,
+    _check_duplicate_keys,
     decode_or_none,
     read_fio_json,
 )
@@ -62,64 +61,9 @@ def file_run_id(data: bytes) -> str:
 
 # ---- json+ bins: the raw-text fast path, the sink, the histograms table -----------------------------
 
-#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")`` (JSON whitespace, quotes
-#: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
-#: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
-_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
-#: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
-_POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
-
-
 #: bytes of json+ bins text parsed at a time by :meth:`RowSink.parse_bins` (its temporaries then stay in
 #: the CPU cache and are reused: 47 -> 39 ms and no page faults on the multijob corpus, against one piece)
 BINS_STEP = 512 << 10
-
-
-def _parse_bins_text(raws: list[bytes]) -> tuple | None:
-    """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
-    they are not the text :meth:`RowSink.parse_bins` takes (see there)."""
-    text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
-    a = np.frombuffer(text, dtype=np.uint8)
-    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
-    if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
-        return None  # not an object (an object inside one leaves an empty number between separators)
-    quotes = np.flatnonzero(a == 0x22)
-    if len(quotes) % 2:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
-            # a number per quote (per key and per count, when the checks below pass): allocated once;
-            # fewer numbers raise, more are found by the key check (a key holding a separator)
-            values = np.fromstring(text.translate(_BINS_TEXT, b' \t\r\n"{'), dtype=np.int64,
-                                   sep=",", count=len(quotes))
-    except (ValueError, DeprecationWarning):
-        return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
-    opening, closing = quotes[0::2], quotes[1::2]
-    after = a[closing + 1]
-    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
-        return None  # a string that is not a key (a string count)
-    keys, counts = values[0::2], values[1::2]
-    # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
-    # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
-    # the part before; with every string a key this is also the only way to more numbers than quotes)
-    width = closing - opening - 1
-    if len(width) and not (1 <= width.min() and width.max() <= 18
-                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
-        return None
-    if len(counts) and int(counts.max()) >= MAX_VALUE:
-        return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
-    n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
-    if not n.all():
-        return None
-    step = np.diff(keys) <= 0
-    step[(np.cumsum(n) - n)[1:] - 1] = False  # a block's first key may be below the last one of the block before
-    if step.any():
-        return None  # keys not increasing: a repeated key, which a dict keeps once
-    return keys, counts, n  # every other number: views, made contiguous once all blocks are parsed
 
 
 class RowSink:
@@ -251,67 +195,6 @@ class RowSink:
         return frame
 
 
-def histogram_frame(blocks: list[tuple], bins, counts):
-    """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
-    the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
-
-    ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
-    Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
-        (not yet validated).
-    """
-    run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
-    n = np.array(n_bins, dtype=np.int64)
-    cols = {}
-    for name, values in (("run_id", run_id), ("host", host), ("job", job), ("job_index", job_index),
-                         ("direction", direction)):
-        if name == "job_index":
-            cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
-            continue
-        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
-    total = int(n.sum())
-    cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
-    cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)
-    return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
-
-
-#: rows of the one chunk a constant string column of the ``histograms`` table repeats
-_CONST_CHUNK = 1 << 16
-
-
-def _repeat_strings(values: tuple, repeats: tuple, n):
-    """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
-    the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
-    ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
-    as fast as ``take``, which copies string by string."""
-    total = int(n.sum())
-    if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
-        first = values[0].encode()
-        if total > _CONST_CHUNK and len(first) * _CONST_CHUNK < 2**31:
-            # one chunk of the value, the same object many times: the column's buffers are not repeated
-            piece = _repeat_strings((values[0],), (_CONST_CHUNK,), np.array([_CONST_CHUNK]))
-            full, rest = divmod(total, _CONST_CHUNK)
-            return pa.chunked_array([piece] * full + ([piece.slice(0, rest)] if rest else []))
-        encoded = [first]
-        data = first * total
-    else:
-        encoded = [v.encode() for v in values]
-        first = encoded[0]
-        data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
-    if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
-        return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
-    width = len(first)
-    if len(set(map(len, encoded))) == 1:
-        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
-    else:
-        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
-        offsets = np.zeros(total + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-    return pa.StringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 # ---- the metrics of one direction block (units, impossible values) ----------------------------------
@@ -494,9 +377,17 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
                 and (lat.stddev or lat.min == lat.max) and (clat.stddev or clat.min == clat.max) \
                 and (slat.stddev or slat.min == slat.max):
             return (d.iops, bw, io, total, d.runtime / 1000.0, *sec, *opt), notes
+    out = _out_of_range(sec, blocks3, f, loc, suffix, notes)
+    return (d.iops, bw, io, total, d.runtime / 1000.0, *out, *opt), notes
+
+
+def _out_of_range(sec: tuple, blocks3: tuple, f: float, loc: tuple, suffix: str, notes: list[str]) -> list:
+    """The latency fields ``sec`` (:data:`_REQUIRED`'s, in ns) of a block that is not the usual one: each value
+    out of range or missing set to NaN, each block whose statistics contradict each other set to NaN, and a
+    note on each in ``notes`` (a block or percentile list not printed at all is noted by the caller)."""
     where = _at(loc)
     out = list(sec)
-    blocks = {"lat": lat, "clat": clat, "slat": slat}
+    blocks = dict(zip(("lat", "clat", "slat"), blocks3, strict=True))
     missing_pct = []
     for i, v in enumerate(sec):
         if 0.0 <= v < _LIMIT:
@@ -523,7 +414,7 @@ def _metrics(d: Any, loc: tuple, old: bool | None, version: str, path: str) -> t
                 if n == name and not key.startswith("percentile"):
                     out[i] = _NAN
             notes.append(f"{where}.{name}{suffix}: {problem} (impossible; {_STAT_COLS[name]} stored NaN)")
-    return (d.iops, bw, io, total, d.runtime / 1000.0, *out, *opt), notes
+    return out
 
 
 def _read_optional(blocks3: tuple, f: float, loc: tuple, suffix: str, notes: list[str]) -> tuple:
@@ -584,55 +475,6 @@ def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
     return datetime.fromtimestamp(start, tz=_UTC)
 
 
-# ---- duplicated JSON keys ---------------------------------------------------------------------------
-
-
-def _pairs_once(pairs: list) -> dict:
-    seen: dict = {}
-    for k, v in pairs:
-        if k in seen:
-            raise _Duplicate(k, seen[k], v)
-        seen[k] = v
-    return seen
-
-
-class _Duplicate(Exception):
-    pass
-
-
-def _check_duplicate_keys(data: bytes, doc: Any, path: str) -> None:
-    """Refuse a fio document in which an object holds a key twice (``"iops": 0, ..., "iops": 7262``).
-
-    JSON leaves duplicated keys undefined; msgspec (and orjson, the stdlib) keep the last, so an edited
-    or concatenated file could pass off either value. fio writes each key once. The check is cheap on
-    the usual file: each direction block fio prints has exactly one ``"iops"``, so its byte count (a
-    C-level scan, ~8 us for a 20 KiB json+ file) must equal the blocks decoded; only when it does not is
-    the document read again with the standard library, which names the duplicated key. Another key
-    given twice is not looked for (a scan per key costs as much again); where it matters the table
-    gate's relations stand behind it (two ``io_bytes`` with the last wrong break bandwidth x runtime).
-    """
-    entries = (doc.jobs or []) if doc.jobs is not _U else []
-    if doc.client_stats is not _U and doc.client_stats:
-        entries = [*entries, *doc.client_stats]
-    blocks = 0
-    for e in entries:
-        blocks += (e.read is not _U) + (e.write is not _U) + (e.trim is not _U) + (e.mixed is not _U)
-    if data.count(b'"iops"') == blocks:
-        return
-    import json  # the slow reading: only for a file whose counts are off
-
-    try:
-        json.loads(data, object_pairs_hook=_pairs_once)
-    except _Duplicate as dup:
-        key, first, last = dup.args
-        shown = [repr(x) if not isinstance(x, dict) else "{...}" for x in (first, last)]
-        raise IngestError(f"the key {key!r} appears twice in one JSON object ({shown[0]}, then {shown[1]}): "
-                          "fio writes each key once, and which value a reader keeps is a guess; refused",
-                          path=path) from None
-    except (ValueError, RecursionError):
-        return  # not one stdlib-readable document: the typed decoder's reading stands
-
-
 # ---- one file's rows --------------------------------------------------------------------------------
 
 
@@ -653,30 +495,11 @@ def emit_rows(
     :func:`file_run_id` of ``data`` when the caller has it already.
     This is the hot path of ingest: strings for notes and errors are only made when needed.
     """
-    doc = None
-    if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
-        try:
-            # json+ bins raw when the sink parses them (many files at a time); DECODER's document and
-            # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
-            # reported as DECODER reports it (the first in the file, which may be in the bins)
-            doc = (RAW_DECODER if sink.raw_bins else DECODER).decode(data)
-        except msgspec.DecodeError:
-            doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
-        except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
-            doc = decode_or_none(data, path)
-    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
-        partial = False
-        _check_duplicate_keys(data, doc, path)
-    else:
-        fd = read_fio_json(data, path)
-        doc, partial = fd.doc, fd.partial
+    doc, partial = _document(data, path, sink.raw_bins)
     point = NO_POINT if identity is None else check_point(identity, path)
     prov = NO_PROVENANCE if provenance is None else check_provenance(provenance, path)
     run_id = point.run_id or file_id or file_run_id(data)
-    factors = point.factors
-    extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else _NO_EXTRA
-    if point.setup is not None or point.block is not None:  # the plan's design: columns like factors
-        extra = {**extra, **{k: v for k in _DESIGN_KEYS if (v := getattr(point, k)) is not None}}
+    extra = _extra_columns(point)
     gopts = doc.global_options
     if type(gopts) is not dict:
         gopts = global_options(doc)
@@ -693,13 +516,11 @@ def emit_rows(
     fio_version = doc.fio_version or prov.fio_version or ""
     old = _OLD_UNITS.get(fio_version)
     if old is None and fio_version not in _OLD_UNITS:
-        if len(_OLD_UNITS) > 256:
-            _OLD_UNITS.clear()
-        old = _OLD_UNITS[fio_version] = _old_units(fio_version)
+        old = _remember_units(fio_version)
     kernel = prov.kernel or ""
     source = path if path.isascii() else _display_path(path)
     local_hostname = prov.hostname or ""
-    runs, runs_extra, hist_blocks = sink.runs, sink.runs_extra, sink.hist_blocks
+    runs, runs_extra = sink.runs, sink.runs_extra
     seen: dict[tuple[str, str], int] = {}
     json_plus = False  # some block has json+ bins ...
     no_bins: list[tuple[int, tuple]] = []  # ... then these rows that did I/O without any get a note
@@ -709,8 +530,7 @@ def emit_rows(
             hostname = entry.hostname or ""
             host = host_label(hostname, entry.port if entry.port is not _U else "")  # sock:/path for sockets
         else:
-            host = "local"
-            hostname = local_hostname
+            host, hostname = "local", local_hostname
         is_all = client_mode and name == ALL_CLIENTS
         if is_all:
             host = ALL_CLIENTS
@@ -721,26 +541,7 @@ def emit_rows(
             rw, fields, fnotes = job_factor_fields(gopts, gkey, entry.job_options or {})
         else:  # fio < 2.2 prints no options: the factors are unknown, not fio's defaults
             rw, fields, fnotes = UNKNOWN_FIELDS
-        read, write, trim = entry.read, entry.write, entry.trim
-        if entry.mixed is not _U and read is _U and write is _U and trim is _U:
-            # unified_rw_reporting=1: fio reports one "mixed" block (with =both, "mixed" is the sum of
-            # the read/write/trim blocks also printed, and is skipped so nothing counts twice)
-            todo = ((0, "mixed", entry.mixed),)
-        else:
-            if read is _U or write is _U or (trim is _U and old is False):
-                gone = [dn for dn, d in (("read", read), ("write", write), ("trim", trim))
-                        if d is _U and (dn != "trim" or old is False)]
-                raise IngestError(f"{where}[{idx}] ({name!r}): no {' or '.join(gone)} block (fio prints read, "
-                                  f"write{' and trim' if old is False else ''} for every job)", path=path)
-            todo = [(i, dn, d) for i, dn, d in ((0, "read", read), (1, "write", write), (2, "trim", trim))
-                    if d is not _U and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
-            if not todo:
-                main = main_direction(rw)
-                d = getattr(entry, main)
-                if d is _U:
-                    raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})",
-                                      path=path)
-                todo = ((DIRECTIONS.index(main), main, d),)
+        todo = _directions(entry, (where, idx, ""), old, rw, path)
         jnotes = [*doc_notes, *fnotes] if (doc_notes or fnotes) else []
         usr, sys_ = entry.usr_cpu, entry.sys_cpu
         if not (0.0 <= usr < _LIMIT and 0.0 <= sys_ < _LIMIT):
@@ -758,35 +559,111 @@ def emit_rows(
                 continue
             runs.append(row)
             runs_extra.append(extra)
-            clat = d.clat_ns
-            bins = _U if clat is _U else clat.bins
-            raw = None
-            if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (RowSink.parse_bins)
-                raw = bins
-                if len(raw) < 64:
-                    small = bytes(raw)
-                    if small[:1] == b"{" and b'"' not in small:  # {}: an object without a key
-                        raw = bins = None  # (a longer empty one is left to the decoder by parse_bins)
-            if not bins:
-                if (d.total_ios or 0) > 0:
-                    no_bins.append((len(runs) - 1, (where, idx, dname)))
-                continue
-            json_plus = True
-            if raw is None:
-                n = len(bins)
-                sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
-                sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
-            else:
-                n = -1  # known once parsed
-                sink.hist_keys.append(None)
-                sink.hist_counts.append(None)
-            sink.hist_raw.append(raw)
-            if raw is not None:
-                sink._pending += len(raw)
-            hist_blocks.append((run_id, host, name, job_index, dname, n))
-            sink.hist_n.append(-1 if clat.N is _U else clat.N)
-            sink.hist_checks.append((len(runs) - 1, (where, idx, dname)))
+            if _add_bins(sink, d, (run_id, host, name, job_index, dname), (where, idx, dname)):
+                json_plus = True
+            elif (d.total_ios or 0) > 0:
+                no_bins.append((len(runs) - 1, (where, idx, dname)))
     if json_plus and no_bins:
-        for row, loc in no_bins:
-            note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
-            runs[row] = with_note(runs[row], note)
+        _note_no_bins(runs, no_bins, old)
+
+
+def _document(data: bytes, path: str, raw_bins: bool) -> tuple[Any, bool]:
+    """(the fio document of ``data``, whether it is the partial output of a killed fio), decoded the fast way
+    when ``data`` is one document and nothing else, else by :func:`read_fio_json` (the same errors as before)."""
+    doc = None
+    if data[:1] == b"{":  # the usual file: one document and nothing else (read_fio_json's first case)
+        try:
+            # json+ bins raw when the sink parses them (many files at a time); DECODER's document and
+            # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
+            # reported as DECODER reports it (the first in the file, which may be in the bins)
+            doc = (RAW_DECODER if raw_bins else DECODER).decode(data)
+        except msgspec.DecodeError:
+            doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
+        except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            doc = decode_or_none(data, path)
+    if doc is not None and (doc.jobs or (doc.client_stats and doc.jobs is _U)):
+        _check_duplicate_keys(data, doc, path)
+        return doc, False
+    fd = read_fio_json(data, path)
+    return fd.doc, fd.partial
+
+
+def _remember_units(fio_version: str) -> bool | None:
+    """:func:`_old_units` of ``fio_version``, kept in :data:`_OLD_UNITS` (cleared past 256 versions)."""
+    if len(_OLD_UNITS) > 256:
+        _OLD_UNITS.clear()
+    old = _OLD_UNITS[fio_version] = _old_units(fio_version)
+    return old
+
+
+def _directions(entry: Any, loc: tuple, old: bool | None, rw: str, path: str) -> tuple | list:
+    """The direction blocks of one job entry to make rows of, as ``(index, direction, block)``: the ``mixed``
+    block alone (``unified_rw_reporting``), else those that did I/O, else the job's main direction.
+    ``loc`` is ``(where, index, "")`` of the entry; a block fio always prints and that is missing raises."""
+    where, idx, _ = loc
+    read, write, trim = entry.read, entry.write, entry.trim
+    if entry.mixed is not _U and read is _U and write is _U and trim is _U:
+        # unified_rw_reporting=1: fio reports one "mixed" block (with =both, "mixed" is the sum of
+        # the read/write/trim blocks also printed, and is skipped so nothing counts twice)
+        return ((0, "mixed", entry.mixed),)
+    if read is _U or write is _U or (trim is _U and old is False):
+        gone = [dn for dn, d in (("read", read), ("write", write), ("trim", trim))
+                if d is _U and (dn != "trim" or old is False)]
+        raise IngestError(f"{where}[{idx}] ({entry.jobname!r}): no {' or '.join(gone)} block (fio prints read, "
+                          f"write{' and trim' if old is False else ''} for every job)", path=path)
+    todo = [(i, dn, d) for i, dn, d in ((0, "read", read), (1, "write", write), (2, "trim", trim))
+            if d is not _U and ((d.total_ios or 0) > 0 or d.io_bytes > 0)]
+    if not todo:
+        main = main_direction(rw)
+        d = getattr(entry, main)
+        if d is _U:
+            raise IngestError(f"{where}[{idx}].{main}: missing (fio prints it for every job; rw={rw!r})", path=path)
+        return ((DIRECTIONS.index(main), main, d),)
+    return todo
+
+
+def _add_bins(sink: RowSink, d: Any, block: tuple, loc: tuple) -> bool:
+    """Add the json+ bins of the direction block ``d`` (the last row of ``sink.runs``) to ``sink``, keyed by
+    ``block`` = ``(run_id, host, job, job_index, direction)``; False when it has none."""
+    clat = d.clat_ns
+    bins = _U if clat is _U else clat.bins
+    raw = None
+    if type(bins) is _Raw:  # the fast decoder's bins: parsed in steps (RowSink.parse_bins)
+        raw = bins
+        if len(raw) < 64:
+            small = bytes(raw)
+            if small[:1] == b"{" and b'"' not in small:  # {}: an object without a key
+                raw = bins = None  # (a longer empty one is left to the decoder by parse_bins)
+    if not bins:
+        return False
+    if raw is None:
+        n = len(bins)
+        sink.hist_keys.append(np.fromiter(bins, dtype=np.int64, count=n))
+        sink.hist_counts.append(np.fromiter(bins.values(), dtype=np.int64, count=n))
+    else:
+        n = -1  # known once parsed
+        sink.hist_keys.append(None)
+        sink.hist_counts.append(None)
+        sink._pending += len(raw)
+    sink.hist_raw.append(raw)
+    sink.hist_blocks.append((*block, n))
+    sink.hist_n.append(-1 if clat.N is _U else clat.N)
+    sink.hist_checks.append((len(sink.runs) - 1, loc))
+    return True
+
+
+def _extra_columns(point: Any) -> dict:
+    """The columns of a run's rows beyond ``runs``' own: its study factors, and the plan's design (``setup``,
+    ``block``) like factors; one dict shared by the rows of one file."""
+    factors = point.factors
+    extra = {k: v for k, v in factors.items() if k not in _RUN_FIELD_SET} if factors else _NO_EXTRA
+    if point.setup is not None or point.block is not None:  # the plan's design: columns like factors
+        extra = {**extra, **{k: v for k in _DESIGN_KEYS if (v := getattr(point, k)) is not None}}
+    return extra
+
+
+def _note_no_bins(runs: list[tuple], no_bins: list[tuple[int, tuple]], old: bool | None) -> None:
+    """In a json+ output, note on each row that did I/O without bins that they are missing."""
+    for row, loc in no_bins:
+        note = f"{_at(loc)}.clat{'_ns' if old is not True else ''}.bins: missing in json+ output (no histogram rows)"
+        runs[row] = with_note(runs[row], note)

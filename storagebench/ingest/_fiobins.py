@@ -1,0 +1,135 @@
+"""json+ bins as text and as a table (private part of the fio reader, used by
+:class:`storagebench.ingest._fiorows.RowSink`): the raw-text fast path that parses the bins of many files at a
+time, and the ``histograms`` table built from the sink's compact blocks."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ._fiodoc import (
+    MAX_VALUE,
+)
+
+#: ``bytes.translate`` table of json+ bins text for ``numpy.fromstring(sep=",")`` (JSON whitespace, quotes
+#: and ``{`` are deleted first): digits kept, ``:`` and ``}`` (end of a block) separate numbers like ``,``,
+#: and any other byte is ``x``, which no number has (fromstring stops there: the text is refused)
+_BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
+#: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
+_POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
+
+
+def _parse_bins_text(raws: list[bytes]) -> tuple | None:
+    """(keys, counts, bins per block) of the raw json+ bins objects ``raws`` (int64 arrays), or None when
+    they are not the text :meth:`RowSink.parse_bins` takes (see there)."""
+    text = b"".join([*raws, b"  "])  # two blanks after the last block: a[closing + 2] is in range
+    a = np.frombuffer(text, dtype=np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
+        return None  # not an object (an object inside one leaves an empty number between separators)
+    quotes = np.flatnonzero(a == 0x22)
+    if len(quotes) % 2:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy < 2.3 warns and stops early where 2.3+ raises
+            # a number per quote (per key and per count, when the checks below pass): allocated once;
+            # fewer numbers raise, more are found by the key check (a key holding a separator)
+            values = np.fromstring(text.translate(_BINS_TEXT, b' \t\r\n"{'), dtype=np.int64,
+                                   sep=",", count=len(quotes))
+    except (ValueError, DeprecationWarning):
+        return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
+    opening, closing = quotes[0::2], quotes[1::2]
+    after = a[closing + 1]
+    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+        return None  # a string that is not a key (a string count)
+    keys, counts = values[0::2], values[1::2]
+    # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
+    # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
+    # the part before; with every string a key this is also the only way to more numbers than quotes)
+    width = closing - opening - 1
+    if len(width) and not (1 <= width.min() and width.max() <= 18
+                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+        return None
+    if len(counts) and int(counts.max()) >= MAX_VALUE:
+        return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
+    n = (np.searchsorted(quotes, ends) - np.searchsorted(quotes, starts)) // 2
+    if not n.all():
+        return None
+    step = np.diff(keys) <= 0
+    step[(np.cumsum(n) - n)[1:] - 1] = False  # a block's first key may be below the last one of the block before
+    if step.any():
+        return None  # keys not increasing: a repeated key, which a dict keeps once
+    return keys, counts, n  # every other number: views, made contiguous once all blocks are parsed
+
+
+
+def histogram_frame(blocks: list[tuple], bins, counts):
+    """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
+    the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
+
+    ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
+    Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
+        (not yet validated).
+    """
+    run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
+    n = np.array(n_bins, dtype=np.int64)
+    cols = {}
+    for name, values in (("run_id", run_id), ("host", host), ("job", job), ("job_index", job_index),
+                         ("direction", direction)):
+        if name == "job_index":
+            cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
+            continue
+        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
+    total = int(n.sum())
+    cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
+    cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)
+    return pd.DataFrame(cols, copy=False)  # no consolidation of the int columns into one block (a copy)
+
+
+#: rows of the one chunk a constant string column of the ``histograms`` table repeats
+_CONST_CHUNK = 1 << 16
+
+
+def _repeat_strings(values: tuple, repeats: tuple, n):
+    """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
+    the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
+    ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
+    as fast as ``take``, which copies string by string."""
+    total = int(n.sum())
+    if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
+        first = values[0].encode()
+        if total > _CONST_CHUNK and len(first) * _CONST_CHUNK < 2**31:
+            # one chunk of the value, the same object many times: the column's buffers are not repeated
+            piece = _repeat_strings((values[0],), (_CONST_CHUNK,), np.array([_CONST_CHUNK]))
+            full, rest = divmod(total, _CONST_CHUNK)
+            return pa.chunked_array([piece] * full + ([piece.slice(0, rest)] if rest else []))
+        encoded = [first]
+        data = first * total
+    else:
+        encoded = [v.encode() for v in values]
+        first = encoded[0]
+        data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
+    if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
+        return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
+    width = len(first)
+    if len(set(map(len, encoded))) == 1:
+        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
+    else:
+        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
+        offsets = np.zeros(total + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+    return pa.StringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
