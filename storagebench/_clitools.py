@@ -1,4 +1,6 @@
-"""The lab and batch commands of the command line: ``testbed``, ``hosts``, ``scaling``, ``batch`` and ``translate`` (registered on :data:`storagebench.cli.app`, part of :mod:`storagebench.cli`)."""
+"""The lab and batch commands of the command line: ``testbed``, ``hosts``, ``scaling``, ``batch`` and
+``translate`` (registered on :data:`storagebench.cli.app`, part of :mod:`storagebench.cli`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The command line's shared parts: the app and its help formatter, the one error decorator (:func:`cli_errors`), the ``--out`` checks and the ``-p`` parsing (part of :mod:`storagebench.cli`)."""
+"""The command line's shared parts: the app and its help formatter, the one error decorator
+(:func:`cli_errors`), the ``--out`` checks and the ``-p`` parsing (part of :mod:`storagebench.cli`).
+"""
 
 from __future__ import annotations
 

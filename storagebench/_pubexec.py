@@ -1,4 +1,6 @@
-"""Running a report notebook: reading it, its parameters, the kernel and the executing client (part of :mod:`storagebench.publish`)."""
+"""Running a report notebook: reading it, its parameters, the kernel and the executing client (part of
+:mod:`storagebench.publish`).
+"""
 
 from __future__ import annotations
 

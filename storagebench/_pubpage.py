@@ -1,4 +1,6 @@
-"""The report page: the nbconvert template, the CSS, titles, findings and figure numbering, and notebooks to HTML (part of :mod:`storagebench.publish`)."""
+"""The report page: the nbconvert template, the CSS, titles, findings and figure numbering, and notebooks to
+HTML (part of :mod:`storagebench.publish`).
+"""
 
 from __future__ import annotations
 

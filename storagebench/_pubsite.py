@@ -1,4 +1,6 @@
-"""Provenance and the site index over published reports: the study's provenance, atomic writes, sidecars and the index page (part of :mod:`storagebench.publish`)."""
+"""Provenance and the site index over published reports: the study's provenance, atomic writes, sidecars and
+the index page (part of :mod:`storagebench.publish`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The results tree's file primitives: atomic writes with fsync, the sweep lock (flock on ``.sweep.lock``) and its holder (part of :mod:`storagebench._store`)."""
+"""The results tree's file primitives: atomic writes with fsync, the sweep lock (flock on ``.sweep.lock``)
+and its holder (part of :mod:`storagebench._store`).
+"""
 
 from __future__ import annotations
 

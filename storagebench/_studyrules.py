@@ -1,4 +1,7 @@
-"""What a loaded study answers beyond its fields: the design and ``clients`` checks, the hosts of a point, run counts and limits, the spec hash, the quick name and the plan (the base of :class:`storagebench._study.Study`), and the messages of a refused spec."""
+"""What a loaded study answers beyond its fields: the design and ``clients`` checks, the hosts of a point,
+run counts and limits, the spec hash, the quick name and the plan (the base of
+:class:`storagebench._study.Study`, which re-exports the constants here).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""fio's value grammar for sizes and times: ``parse_size``, ``parse_time_us``, their spelling checks and ``render_time`` (fio 3.33's rules; part of :mod:`storagebench.fio.options`)."""
+"""fio's value grammar for sizes and times: ``parse_size``, ``parse_time_us``, their spelling checks and
+``render_time`` (fio 3.33's rules; part of :mod:`storagebench.fio.options`).
+"""
 
 from __future__ import annotations
 
