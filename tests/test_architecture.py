@@ -421,6 +421,8 @@ LEAN_MODULES = (
     "fio/region.py", "servers.py", "_serveraccess.py", "_netns.py",
     "_devices.py", "hoststeps.py", "_hostinfo.py", "_safety.py", "_objectchecks.py",
     "scaling.py", "_clientserver.py", "testbed.py", "_testbedbase.py",
+    "stats/comparison.py", "stats/_comparisontable.py", "stats/_multiplicity.py",
+    "stats/saturation.py", "stats/_littles.py", "studies/_base.py", "studies/_results.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -436,6 +438,9 @@ KEYWORD_ENTRY_POINTS = {
     "_safety.py": {"check_run", "check_point_hosts"},  # check_run(target, options, allow_devices=..., cwd=..., ...)
     "scaling.py": {"measure_scaling"},  # sb.measure_scaling(study, hosts, out_dir, test_hosts=..., runtime=..., ...)
     "_clientserver.py": {"run_clients"},  # run_clients(jobfile, hosts, output, stderr, timeout_s, fio_bin, check_version=...)
+    "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
+    "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
+    "studies/_base.py": {"compare_arms", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
 }
 
 
