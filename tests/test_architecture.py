@@ -423,6 +423,8 @@ LEAN_MODULES = (
     "scaling.py", "_clientserver.py", "testbed.py", "_testbedbase.py",
     "stats/comparison.py", "stats/_comparisontable.py", "stats/_multiplicity.py",
     "stats/saturation.py", "stats/_littles.py", "studies/_base.py", "studies/_results.py",
+    "stats/crosstool.py", "stats/points.py", "stats/sweep.py", "stats/_common.py", "plots/_sweep.py", "plots/_compare.py",
+    "aggregate.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -441,6 +443,11 @@ KEYWORD_ENTRY_POINTS = {
     "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
     "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
     "studies/_base.py": {"compare_arms", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
+    "stats/crosstool.py": {"cross_tool"},  # stats.cross_tool(runs, baseline=..., tool_col=..., metric=..., ...)
+    "stats/sweep.py": {"rotational_findings"},  # stats.sweep.rotational_findings(table, rpm=..., device=..., ...)
+    "plots/_sweep.py": {"metric_vs", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf"},  # plots.heatmap(runs, x=...)
+    "plots/_compare.py": {"ratio_forest", "bland_altman_plot"},  # plots.ratio_forest(comparison, group=..., ...)
+    "aggregate.py": {"scaling_summary", "scaling_findings"},  # scaling_findings(summary, saturation, x=..., ...)
 }
 
 

@@ -1,4 +1,4 @@
-"""Per-run aggregation and Little's law (the check, its table and its sentence). Private: imported from
+"""Per-run aggregation and Little's law (the check, its table and its sentence, and per tool). Private: imported from
 :mod:`storagebench.stats.saturation`."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import pandas as pd
 
 from .._checks import need_columns
 from ..errors import StatsError
+from ..findings import Finding, Findings, fmt_number
 from ..runlevel import is_run_totals
 from ..runlevel import per_run as _runlevel_per_run
-from ._common import require_columns
+from ._common import capitalise_after, require_columns
 
 # --------------------------------------------------------------------------- per-run aggregation
 
@@ -194,3 +195,75 @@ def littles_law_summary(checked: pd.DataFrame, *, tolerance: float = 0.2) -> str
     tail = "no run is flagged." if not flagged else f"{flagged} run(s) are flagged and listed below."
     return (f"Little's law (IOPS × mean latency = numjobs × iodepth outstanding I/Os) holds within "
             f"±{tolerance:.0%} for {n - flagged} of {n} runs{rng}; {tail}")
+
+
+def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str | None = None,
+                     tolerance: float = 0.2, latency: str = "lat_mean_ns", label: str = ""):
+    """Little's law per tool: does each tool's mean latency fit its own IOPS and outstanding I/Os?
+
+    Two tools can disagree on latency because one reports it differently (a sum over jobs, a different
+    start of the clock). Little's law tells which: in a closed loop, IOPS x mean latency equals the
+    outstanding I/Os, so a tool whose ratio is far from 1 did not report a per-I/O mean.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        ``runs``-schema rows of both tools (:func:`~storagebench.stats.littles_law` aggregates each run).
+    tool_col : str
+        The column naming the tool.
+    scale : str, optional
+        A column multiplying ``numjobs x iodepth`` into the run's outstanding I/Os, for rows that are
+        totals over several load generators (``"vms"`` in seed 002's stripe table: every VM ran threads x QD).
+        Ignored when ``runs`` has no such column.
+    tolerance : float
+        A run is flagged when its ratio is off 1 by more than this fraction (default 0.2).
+    latency : str
+        Mean latency column, ns.
+    label : str
+        A prefix naming the data set in the sentence.
+
+    Returns
+    -------
+    (pandas.DataFrame, storagebench.findings.Findings)
+        Per tool: ``tool``, ``runs``, ``median``, ``min``, ``max`` (of the ratio, dimensionless) and
+        ``flagged`` (runs off by more than ``tolerance``); and one finding, a caveat when a tool has most of
+        its runs flagged. Runs without a latency (NaN) are left out.
+
+    Raises
+    ------
+    StatsError
+        Missing columns; the errors of :func:`~storagebench.stats.littles_law`.
+
+    Notes
+    -----
+    Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
+    """
+    require_columns(runs, [tool_col, latency], "runs")
+    df = runs[runs[latency].notna()]
+    if scale and scale in df.columns:
+        df = df.assign(numjobs=df["numjobs"] * df[scale])
+    per = littles_law(df, tolerance=tolerance, latency=latency)
+    rows = []
+    for tool, part in per.groupby(per[tool_col].astype(str), sort=True):
+        r = part["littles_ratio"].dropna()
+        rows.append({"tool": tool, "runs": len(r), "median": r.median(), "min": r.min(), "max": r.max(),
+                     "flagged": int(part["flagged"].sum())})
+    table = pd.DataFrame(rows, columns=["tool", "runs", "median", "min", "max", "flagged"])
+    if table.empty:
+        return table, Findings()
+    off = table[table["flagged"] > table["runs"] / 2]
+    per_tool = "; ".join(f"{t.tool} median {fmt_number(t.median)} (range {fmt_number(t.min)} to {fmt_number(t.max)}, "
+                         f"{t.flagged} of {t.runs} runs off by more than {tolerance:.0%})" for t in table.itertuples())
+    pre = f"{label}: " if label else ""
+    sentence = (f"{pre}Little's law (IOPS x mean latency / outstanding I/Os, 1 for a per-I/O mean latency): "
+                f"{per_tool}.")
+    if len(off):
+        names = " and ".join(off["tool"])
+        sentence += (f" {names}'s mean latency does not fit {'its' if len(off) == 1 else 'their'} own IOPS and "
+                     "outstanding I/Os, so it is not a per-I/O mean and a latency ratio between the tools measures "
+                     "how it was reported, not the storage.")
+    method = ("storagebench.stats.littles_law (Little 1961) per run, outstanding I/Os = numjobs x iodepth"
+              + (f" x {scale}" if scale and scale in runs.columns else "") + f", tolerance {tolerance:.0%}")
+    return table, Findings((Finding(capitalise_after(sentence, pre), n=int(table["runs"].sum()),
+                                     unit_of_replication="runs of both tools", method=method,
+                                     key=f"{latency}:littles_law", caveat=bool(len(off))),))
