@@ -592,6 +592,13 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                     f"values (stats.compare); a step adds when its {level} CI lies above {1 + min_gain:g}; Kneedle "
                     "(Satopää et al. 2011) for the knee"),
             key=f"saturation:{name}"))
+    out += _fairness_findings(fairness_runs, metric) + _check_findings(cluster, overlap)
+    return Findings(tuple(out), title=title, provenance=provenance)
+
+
+def _fairness_findings(fairness_runs: pd.DataFrame | None, metric: str) -> list[Finding]:
+    """Jain's fairness index over the runs with two or more clients (none without such runs)."""
+    out = []
     if fairness_runs is not None and len(fairness_runs):
         multi = fairness_runs[fairness_runs["hosts"] > 1]
         if len(multi):
@@ -604,6 +611,13 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                                unit_of_replication="runs with two or more clients", unit="Jain's index",
                                method="Jain's index (sum x)^2 / (n sum x^2) of the per-host values of each run (Jain, "
                                       "Chiu & Hawe 1984, DEC-TR-301)", key="fairness"))
+    return out
+
+
+def _check_findings(cluster: pd.DataFrame | None, overlap: pd.DataFrame | None) -> list[Finding]:
+    """The checks of a multi-client study: fio's "All clients" entry against the per-host sum, and the overlap
+    of the clients' spans (a caveat when a run is flagged)."""
+    out = []
     if cluster is not None and overlap is not None and len(cluster):
         multi_runs = overlap[overlap["hosts"] > 1]
         checked = cluster.dropna(subset=["iops_rel_diff"]) if "iops_rel_diff" in cluster else cluster.iloc[:0]
@@ -627,4 +641,4 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                            method="the run-level cluster total (fio's sum_thread_stats rule) vs fio's All clients; "
                                   "span logs written with log_unix_epoch=1 for the overlap",
                            key="checks", caveat=bool(mismatch or apart)))
-    return Findings(tuple(out), title=title, provenance=provenance)
+    return out

@@ -428,6 +428,13 @@ LEAN_MODULES = (
     "ingest/diskspd.py", "ingest/_diskspdruns.py", "ingest/_diskspdxml.py", "ingest/_diskspdtext.py",
     "publish.py", "_pubexec.py", "_pubpage.py", "_pubsite.py", "cli.py", "_cliutil.py", "_clitools.py",
     "_study.py", "_store.py", "fio/options.py", "_studyrules.py", "_storefiles.py", "fio/_units.py",
+    "stats/comparison.py", "stats/_comparisontable.py", "stats/_multiplicity.py",
+    "stats/saturation.py", "stats/_littles.py", "studies/_base.py", "studies/_results.py",
+    "stats/crosstool.py", "stats/points.py", "stats/sweep.py", "stats/_common.py", "plots/_sweep.py", "plots/_compare.py",
+    "aggregate.py",
+    "stats/__init__.py", "stats/agreement.py", "stats/claims.py", "stats/drift.py", "stats/equivalence.py",
+    "stats/models.py", "stats/ratio.py", "stats/regime.py", "stats/steady.py", "stats/variance.py", "stats/verdicts.py",
+    "plots/__init__.py", "plots/_caption.py", "plots/_style.py", "studies/__init__.py",
 )
 MAX_PARAMETERS = 6  # per function, ``self``/``cls`` of a method not counted
 MAX_FUNCTION_LINES = 80  # lines of code of a function: its span (``end_lineno - lineno + 1``) less its docstring
@@ -447,6 +454,21 @@ KEYWORD_ENTRY_POINTS = {
     "_pubexec.py": {"execute_notebook"},  # sb.execute_notebook(notebook, output_path, parameters, kernel_name=..., ...)
     "cli.py": {"run_cmd", "compare_cmd"},  # typer commands: typer passes every option by name
     "_clitools.py": {"testbed_cmd", "scaling_cmd"},  # typer commands, as above
+    "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
+    "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
+    "studies/_base.py": {"compare_arms", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
+    "stats/crosstool.py": {"cross_tool"},  # stats.cross_tool(runs, baseline=..., tool_col=..., metric=..., ...)
+    "stats/sweep.py": {"rotational_findings"},  # stats.sweep.rotational_findings(table, rpm=..., device=..., ...)
+    "plots/_sweep.py": {"metric_vs", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf"},  # plots.heatmap(runs, x=...)
+    "plots/_compare.py": {"ratio_forest", "bland_altman_plot"},  # plots.ratio_forest(comparison, group=..., ...)
+    "aggregate.py": {"scaling_summary", "scaling_findings"},  # scaling_findings(summary, saturation, x=..., ...)
+    "stats/claims.py": {"claim_verdicts"},  # stats.claims.claim_verdicts(claims, comparison, unit=..., ...)
+    "stats/equivalence.py": {"tost_plan", "tost_sample_size"},  # stats.tost_plan(cv, margin, ratio, alpha, power, df=..., ...)
+    "stats/models.py": {"fit_mixed"},  # stats.fit_mixed(df, formula, groups=..., ...)
+    "stats/ratio.py": {"ratio_bca"},  # ratio_bca(x_other, x_base, confidence, n_boot, rng, estimand=..., paired=...)
+    "stats/steady.py": {"steady_state_timeseries"},  # stats.steady_state_timeseries(ts, metric=..., window=..., ...)
+    "stats/verdicts.py": {"verdict", "verdict_findings", "verdict_summary", "interaction"},  # stats.verdict(t, unit=...)
+    "studies/__init__.py": {"run"},  # studies.run(name, quick=..., ...)
 }
 
 

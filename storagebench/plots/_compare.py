@@ -50,6 +50,28 @@ def _geometric_rows(df: pd.DataFrame) -> np.ndarray | None:
     return None
 
 
+def _forest_kind(geometric: np.ndarray | None, what: str) -> str:
+    """What the forest's ratios are, in words (geometric mean ratios are marked when mixed with others)."""
+    if geometric is None:
+        return f"ratio{what}"
+    if geometric.all():
+        return f"geometric mean ratio{' of' + what if what else ''}"
+    kind = f"ratio of mean{what}" if what else "ratio of means"
+    if geometric.any():
+        kind += "; open diamonds: geometric mean ratio (see method)"
+    return kind
+
+
+def _forest_xlim(vals: np.ndarray, logx: bool) -> tuple[float, float]:
+    """The x range of the forest around ``vals``, padded."""
+    if logx:  # pad by a share of the span on the log scale, so a narrow span is not squeezed into the middle
+        span = float(np.log(vals.max()) - np.log(vals.min()))
+        pad = max(0.12 * span, 0.01)
+        return float(vals.min() * np.exp(-pad)), float(vals.max() * np.exp(pad))
+    pad = 0.15 * (vals.max() - vals.min() or 1.0)
+    return vals.min() - pad, vals.max() + pad
+
+
 def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, ratio: str = "ratio",
                  low: str = "ci_low", high: str = "ci_high", label: str | None = None,
                  logx: bool = True, ax: Axes | None = None) -> Axes:
@@ -106,16 +128,7 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
     need_columns(comparison, [*groups, ratio, low, high], "comparison")
     df = comparison.reset_index(drop=True)
     geometric = _geometric_rows(df)
-    if geometric is None:
-        kind = f"ratio{what}"
-    elif geometric.all():
-        kind = f"geometric mean ratio{' of' + what if what else ''}"
-    elif not geometric.any():
-        kind = f"ratio of mean{what}" if what else "ratio of means"
-    else:
-        kind = f"ratio of mean{what}" if what else "ratio of means"
-        kind += "; open diamonds: geometric mean ratio (see method)"
-    default_label = f"{kind} ({ci_text}1 = no difference)"
+    default_label = f"{_forest_kind(geometric, what)} ({ci_text}1 = no difference)"
     r = df[ratio].astype(float).to_numpy()
     lo = df[low].astype(float).to_numpy()
     hi = df[high].astype(float).to_numpy()
@@ -127,13 +140,7 @@ def ratio_forest(comparison: Any, *, group: str | Sequence[str] | None = None, r
     ok_lo = np.isfinite(lo) & ((lo > 0) if logx else True)
     ok_hi = np.isfinite(hi)
     vals = np.concatenate([r, lo[ok_lo], hi[ok_hi], [1.0]])
-    if logx:  # pad by a share of the span on the log scale, so a narrow span is not squeezed into the middle
-        span = float(np.log(vals.max()) - np.log(vals.min()))
-        pad = max(0.12 * span, 0.01)
-        left, right = float(vals.min() * np.exp(-pad)), float(vals.max() * np.exp(pad))
-    else:
-        pad = 0.15 * (vals.max() - vals.min() or 1.0)
-        left, right = vals.min() - pad, vals.max() + pad
+    left, right = _forest_xlim(vals, logx)
     lo_d, hi_d = np.where(ok_lo, lo, left), np.where(ok_hi, hi, right)
     names = _forest_labels(df, groups)
     ax = new_ax(ax, figsize=(8.0, 1.6 + 0.42 * len(df)))

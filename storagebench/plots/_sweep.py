@@ -10,6 +10,7 @@ They draw what :func:`storagebench.stats.per_point` (geometric means and log-sca
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -295,23 +296,52 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
         ax.annotate(f"{order}={last[order]:g}", (last["iops"], last[tail_col if both is not None else latency]),
                     textcoords="offset points", xytext=(4, 4), fontsize="x-small", color=pal[level])
 
-    def locate(k: Mapping[str, Any], table: pd.DataFrame, col: str) -> tuple[float, float]:
-        sel = table
-        for c in by:
-            sel = sel[sel[c] == k[c]]
-        if sel.empty:
-            have = pts[by].drop_duplicates().to_dict("records")
-            raise ValueError(f"The knee {dict((c, k[c]) for c in by)} is not a point of `runs`; points are {have}.")
-        return float(sel["iops"].iloc[0]), float(sel[col].iloc[0])
+    s = _Stick(ax=ax, pts=pts, both=both, by=by, latency=latency, tail=tail, tail_col=tail_col, order=order,
+               hue=hue, confidence=confidence)
+    _mark_knees(s, knee)
+    return _finish_stick(s)
 
+
+@dataclass(frozen=True)
+class _Stick:
+    """What the steps of :func:`latency_vs_iops` share: the axes, the points (``both``: with the tail) and the
+    options."""
+
+    ax: Axes
+    pts: pd.DataFrame
+    both: pd.DataFrame | None
+    by: list[str]
+    latency: str
+    tail: float
+    tail_col: str
+    order: str
+    hue: str | None
+    confidence: float | None
+
+
+def _locate(s: _Stick, k: Mapping[str, Any], table: pd.DataFrame, col: str) -> tuple[float, float]:
+    """The (IOPS, ``col``) of the point ``k`` names in ``table``; a point not in ``runs`` is refused, named."""
+    sel = table
+    for c in s.by:
+        sel = sel[sel[c] == k[c]]
+    if sel.empty:
+        have = s.pts[s.by].drop_duplicates().to_dict("records")
+        raise ValueError(f"The knee {dict((c, k[c]) for c in s.by)} is not a point of `runs`; points are {have}.")
+    return float(sel["iops"].iloc[0]), float(sel[col].iloc[0])
+
+
+def _mark_knees(s: _Stick, knee: Any) -> None:
+    """Mark the knee (or the recommended point, linked to its tail, and the knees of each curve)."""
+    ax, pts, both, by, latency, tail_col = s.ax, s.pts, s.both, s.by, s.latency, s.tail_col
+    tail = s.tail
     k = _knee_point(knee, by)
     recommended = knee is not None and hasattr(knee, "rule") and hasattr(knee, "knees")
     if k:
         if all(c in k for c in by):
-            kx, ky = locate(k, pts, latency)
+            kx, ky = _locate(s, k, pts, latency)
             label = _mark_label(k, by, recommended)
             if recommended and both is not None:
-                tx, ty = locate(k, both, tail_col)
+                tx, ty = _locate(s, k, both, tail_col)
                 ax.plot([kx, tx], [ky, ty], linestyle=":", color="crimson", lw=1.0, label="_recommended link")
                 ax.plot([tx], [ty], linestyle="none", marker="*", ms=18, mfc="none", mec="crimson", mew=2,
                         label="_recommended tail", zorder=5)
@@ -333,15 +363,21 @@ def latency_vs_iops(runs: pd.DataFrame, *, knee: Any = None, latency: str = "lat
                 continue
             kk = {c: row[c] for c in by}
             if row["curve"] == "mean latency":
-                x, y = locate(kk, pts, latency)
+                x, y = _locate(s, kk, pts, latency)
                 marker, what = "D", name
             elif str(row["curve"]).startswith(f"p{tail:g} ") and both is not None:
-                x, y = locate(kk, both, tail_col)
+                x, y = _locate(s, kk, both, tail_col)
                 marker, what = "^", f"p{tail:g}"
             else:
                 continue
             ax.plot([x], [y], linestyle="none", marker=marker, ms=11, mfc="none", mec="black", mew=1.6, zorder=6,
                     label=f"knee of {what} ({int(row['outstanding_ios'])} outstanding I/Os)")
+
+
+def _finish_stick(s: _Stick) -> Axes:
+    """Axes, scales, legend and title of the hockey stick."""
+    ax, pts, both, latency, tail_col = s.ax, s.pts, s.both, s.latency, s.tail_col
+    tail, order, hue, confidence = s.tail, s.order, s.hue, s.confidence
     ax.set_xlabel(METRICS["iops"].label)
     ax.xaxis.set_major_formatter(_THOUSANDS)
     ax.set_xlim(0, _upper(pts["iops"], pts["iops_ci_high"] if confidence is not None else None, 1.3))

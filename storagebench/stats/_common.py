@@ -100,3 +100,8 @@ def key_tuple(key) -> tuple:
     key = key if isinstance(key, tuple) else (key,)
     return tuple(v.item() if isinstance(v, np.generic) else v for v in key)
 
+
+def capitalise_after(sentence: str, pre: str = "") -> str:
+    """Capitalise the first letter after the data-set label ``pre`` (``"vsan_stripe: "``), kept as it is."""
+    body = sentence[len(pre):] if pre and sentence.startswith(pre) else sentence
+    return (pre if body is not sentence else "") + body[:1].upper() + body[1:]

@@ -19,24 +19,19 @@ averaged over within each unit, never counted as replicates).
 from __future__ import annotations
 
 import math
-import os
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
-from statsmodels.stats.multitest import multipletests
 
-from .._html import Markup, html
 from ..errors import StatsError, StorageBenchWarning
 from ..findings import CONFIDENCE
 from ..schema import RUNS, names
-from ..tables import table
 from ._common import (
     BCA_MIN_N,
     as_list,
@@ -46,6 +41,14 @@ from ._common import (
     require_columns,
     require_positive_finite,
 )
+from ._comparisontable import (  # noqa: F401 (TABLE_SUFFIXES, summary_table: their home is here)
+    TABLE_SUFFIXES,
+    Comparison,
+    ComparisonTable,
+    Design,
+    summary_table,
+)
+from ._multiplicity import ADJUST_METHODS, adjust_pvalues, adjust_rows  # noqa: F401 (adjust_pvalues: home here)
 from .ratio import (
     ESTIMANDS,
     RATIO_METHODS,
@@ -56,27 +59,6 @@ from .ratio import (
     ratio_tost,
 )
 
-#: ``adjust=`` names accepted by :func:`compare` → ``statsmodels.stats.multitest.multipletests`` method.
-ADJUST_METHODS: dict[str, str | None] = {
-    "holm": "holm",
-    "bonferroni": "bonferroni",
-    "hommel": "hommel",
-    "bh": "fdr_bh",
-    "fdr_bh": "fdr_bh",
-    "by": "fdr_by",
-    "fdr_by": "fdr_by",
-    "none": None,
-}
-
-_ADJUST_WORDS = {
-    "holm": "Holm (1979) step-down",
-    "bonferroni": "Bonferroni",
-    "hommel": "Hommel (1988)",
-    "fdr_bh": "Benjamini & Hochberg (1995) FDR",
-    "fdr_by": "Benjamini & Yekutieli (2001) FDR",
-    None: "no",
-}
-
 _BCA = ("CI = BCa bootstrap with {n} resamples of the {stat} (Efron 1987; scipy.stats.bootstrap; refused below "
         f"{BCA_MIN_N} per arm), p = 1 - the smallest level whose BCa interval contains the null (Efron & Tibshirani "
         "1993, sec. 15.4), so p < alpha exactly when the CI excludes 1")
@@ -85,327 +67,6 @@ _TOST = {"geometric": "TOST on the log scale with the same t and df, bounds log(
 
 _RESERVED = {"level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
              "ci_high", "p", "p_adjusted", "method", "equivalent", "note", "estimand", "design", "family"}
-
-
-@dataclass(frozen=True)
-class Design:
-    """How the rows of a comparison became replicates: the experimental unit and the keys that are not replicates.
-
-    Attributes
-    ----------
-    by : tuple of str
-        Group columns (one comparison per group).
-    pair_on : tuple of str
-        Block columns the arms were matched on (one unit per arm and block; ``n`` counts blocks).
-    unit : tuple of str
-        Columns identifying the experimental unit (rows of one unit entered as one value); empty: a row.
-    blocks, factors : tuple of str
-        Keys declared not to be replicates (``compare(blocks=..., factors=...)``).
-    averaged : tuple of str
-        Declared factors averaged over within each unit.
-    estimand : str
-    """
-
-    by: tuple[str, ...] = ()
-    pair_on: tuple[str, ...] = ()
-    unit: tuple[str, ...] = ()
-    blocks: tuple[str, ...] = ()
-    factors: tuple[str, ...] = ()
-    averaged: tuple[str, ...] = ()
-    estimand: str = "geometric"
-
-    def describe(self) -> str:
-        """The design in words (also the ``design`` column of :meth:`ComparisonTable.to_frame`)."""
-        return _design_words(self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
-
-    def __str__(self) -> str:
-        return self.describe()
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One level of a factor compared with the baseline level, within one group.
-
-    Attributes
-    ----------
-    group : tuple of (str, object)
-        The ``by`` column names and their values for this row (empty without ``by``).
-    level, baseline : object
-        The compared level and the baseline level of the factor.
-    metric : str
-        Column compared (unit as in the schema, e.g. ``iops`` in 1/s).
-    paired : bool
-        True when the arms were matched on ``pair_on`` keys.
-    n_baseline, n_other : int
-        Experimental units (independent arms) or matched pairs (paired) in each arm: after rows of
-        one unit were averaged, never the raw row count.
-    mean_baseline, mean_other : float
-        Arithmetic means of the units' values in each arm (metric's unit).
-    estimate, diff_ci_low, diff_ci_high : float
-        Descriptive extra on the raw scale: ``mean_other - mean_baseline`` and its CI (Welch, or paired t on
-        the raw differences). Not the row's test: ``p`` belongs to ``ratio``.
-    ratio, ci_low, ci_high : float
-        The estimand (:data:`~storagebench.stats.ratio.ESTIMANDS`) and its CI: by default the ratio of
-        geometric means (independent) or the geometric mean of the per-pair ratios (paired) with ``exp`` of
-        the t CI on the log scale; ``estimand="arithmetic"``: ratio of means with Fieller's CI (NaN when
-        Fieller's set is unbounded); ``n_boot``: a BCa CI of the same estimand.
-    confidence : float
-        Confidence level of the CIs (e.g. 0.95); ``alpha = 1 - confidence``.
-    p, p_adjusted : float
-        Two-sided p of ratio = 1 from the statistic that gave the CI (so ``p < alpha`` exactly when the CI
-        excludes 1), and after the multiple-comparison adjustment over the table (the family).
-    p_rank : float
-        Rank test p: Mann-Whitney U (independent) or Wilcoxon signed-rank (paired); a separate test.
-    effect_size : float
-        On the estimand's scale (log values for the geometric estimand): Hedges' g (independent) or
-        Hedges' g_z of the paired differences (paired; Lakens 2013), :func:`~storagebench.stats.ratio.hedges_g`.
-    margin, p_equivalence, equivalent : float or None, float, bool or None
-        Equivalence margin (fraction or ratio bounds), TOST p on the estimand's scale and whether
-        ``p_equivalence < 1 - confidence``; ``equivalent`` is None when no margin was asked or TOST was
-        not estimable.
-    method : str
-        What was done, in words with citations.
-    note : str
-        Why a value is NaN ("not estimable: ..."), or other caveats; empty when none.
-    estimand : str
-        ``"geometric"`` or ``"arithmetic"``.
-    design : Design or None
-        The experimental unit and the keys that are not replicates (``str(design)`` says it in words).
-    family : str
-        The multiplicity family this row's ``p_adjusted`` belongs to, in words.
-    factor : str
-        The compared column.
-    """
-
-    group: tuple[tuple[str, object], ...]
-    level: object
-    baseline: object
-    metric: str
-    paired: bool
-    n_baseline: int
-    n_other: int
-    mean_baseline: float
-    mean_other: float
-    estimate: float
-    diff_ci_low: float
-    diff_ci_high: float
-    ratio: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    p: float
-    p_adjusted: float
-    p_rank: float
-    effect_size: float
-    margin: float | tuple[float, float] | None
-    p_equivalence: float
-    equivalent: bool | None
-    method: str
-    note: str = ""
-    estimand: str = "geometric"
-    design: Design | None = None
-    family: str = ""
-    factor: str = ""
-
-    @property
-    def estimable(self) -> bool:
-        """True when the p-value could be computed."""
-        return bool(np.isfinite(self.p))
-
-    @property
-    def alpha(self) -> float:
-        """``1 - confidence``: the level of the tests behind this row."""
-        return 1.0 - self.confidence
-
-
-_FRAME_FIRST = ["level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
-                "ci_high", "p", "p_adjusted", "method", "equivalent", "note"]
-#: File suffixes :meth:`ComparisonTable.to_file` writes.
-TABLE_SUFFIXES = (".csv", ".parquet")
-_FRAME_EXTRA = ["baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
-                "effect_size", "margin", "p_equivalence", "estimand", "design", "family"]
-
-
-@dataclass(frozen=True)
-class ComparisonTable:
-    """Result of :func:`compare`: the rows plus what was compared and how.
-
-    Use :meth:`to_frame` for a DataFrame (columns: the ``by`` keys, ``level, n_baseline, n_other,
-    mean_baseline, mean_other, estimate, ratio, ci_low, ci_high, p, p_adjusted, method, equivalent, note``,
-    then ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high, p_rank, effect_size, margin,
-    p_equivalence, estimand, design, family``) and :func:`summary_table` for a formatted one.
-
-    Attributes
-    ----------
-    factor, baseline, metric, by, pair_on, confidence, adjust, margin
-        As passed to :func:`compare`.
-    rows : tuple of Comparison
-    estimand : str
-    unit : tuple of str
-        Columns identifying the experimental unit (empty: one row is one unit).
-    blocks, factors : tuple of str
-        Keys declared not to be replicates.
-    averaged : tuple of str
-        The declared factors that varied within a unit and were averaged over.
-    """
-
-    factor: str
-    baseline: object
-    metric: str
-    by: tuple[str, ...]
-    pair_on: tuple[str, ...]
-    confidence: float
-    adjust: str
-    margin: float | tuple[float, float] | None
-    rows: tuple[Comparison, ...] = field(default_factory=tuple)
-    estimand: str = "geometric"
-    unit: tuple[str, ...] = ()
-    blocks: tuple[str, ...] = ()
-    factors: tuple[str, ...] = ()
-    averaged: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __iter__(self) -> Iterator[Comparison]:
-        return iter(self.rows)
-
-    def __getitem__(self, i: int) -> Comparison:
-        return self.rows[i]
-
-    @property
-    def alpha(self) -> float:
-        """``1 - confidence``."""
-        return 1.0 - self.confidence
-
-    @property
-    def family(self) -> str:
-        """The multiplicity family of the table's adjusted p-values, in words."""
-        return _family_words(ADJUST_METHODS[self.adjust], sum(r.estimable for r in self.rows), self.by,
-                             self.factor)
-
-    @property
-    def design(self) -> Design:
-        """The experimental unit and the keys that are not replicates (``str()`` gives words)."""
-        return Design(self.by, self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
-
-    def __repr__(self) -> str:
-        by = f" by {list(self.by)}" if self.by else ""
-        paired = f", paired on {list(self.pair_on)}" if self.pair_on else ""
-        return (f"ComparisonTable({self.metric}: {self.factor} levels vs {self.baseline!r}{by}{paired}; "
-                f"{len(self.rows)} row(s), {ESTIMANDS[self.estimand]}, {self.confidence:.0%} CI, "
-                f"p adjusted by {self.adjust})")
-
-    def _repr_html_(self) -> str:
-        """The table for a notebook or write-up: the ``by`` keys, level, n, ratio with its CI, p, p_adjusted,
-        then the method, design and family in words (:func:`storagebench.tables.table`)."""
-        frame = self.to_frame()
-        cols = [*self.by, "level", "n_baseline", "n_other", "ratio", "ci_low", "ci_high", "p", "p_adjusted"]
-        if frame["equivalent"].notna().any():
-            cols.append("equivalent")
-        if (frame["note"].fillna("") != "").any():
-            cols.append("note")
-        styled = table(frame[cols], confidence=self.confidence, units=False,
-                       labels={"level": f"{self.factor}", "n_baseline": "n baseline", "n_other": "n other",
-                               "ratio": f"ratio to {self.factor}={self.baseline}"})
-        methods = "; ".join(m for m in pd.unique(frame["method"]) if m)
-        words = [f"{self.metric}: each level of {self.factor} against {self.factor}={self.baseline!r}; "
-                 f"{ESTIMANDS[self.estimand]}.", f"Design: {self.design}.", f"Family: {self.family}."]
-        if methods:
-            words.append(f"Method: {methods}.")
-        notes = Markup("").join(html('<p class="sb-table-note">{}</p>', w) for w in words)  # the HTML gate
-        return str(html('<div class="sb-comparison">{}{}</div>', Markup(styled.to_html()), notes))
-
-    def to_frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame (see the class docstring for the columns)."""
-        records = []
-        for r in self.rows:
-            rec = {k: v for k, v in r.group}
-            for name in _FRAME_FIRST + _FRAME_EXTRA:
-                rec[name] = getattr(r, name)
-            rec["design"] = "" if r.design is None else r.design.describe()
-            records.append(rec)
-        cols = list(self.by) + _FRAME_FIRST + _FRAME_EXTRA
-        out = pd.DataFrame.from_records(records, columns=cols)
-        out["equivalent"] = out["equivalent"].astype(object)
-        return out
-
-    def to_file(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`to_frame` to ``path``, a ``.csv`` or ``.parquet`` file (by its suffix).
-
-        ``margin`` is written as text and ``equivalent`` as a nullable string: their values mix types
-        (a fraction or a pair of bounds; True, False or None), which parquet cannot store as one column.
-
-        Parameters
-        ----------
-        path : str or path
-            The file; its directory is created.
-
-        Returns
-        -------
-        pathlib.Path
-            ``path``.
-
-        Raises
-        ------
-        StatsError
-            The suffix is neither ``.csv`` nor ``.parquet`` (nothing is written).
-        """
-        path = Path(path)
-        if path.suffix.lower() not in TABLE_SUFFIXES:
-            raise StatsError(f"output file suffix must be one of {list(TABLE_SUFFIXES)}, got {path.suffix!r}")
-        frame = self.to_frame()
-        frame = frame.assign(margin=frame["margin"].astype(str), equivalent=frame["equivalent"].astype("string"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() == ".parquet":
-            frame.to_parquet(path, index=False)
-        else:
-            frame.to_csv(path, index=False)
-        return path
-
-
-def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
-    """Formatted, human-readable view of a :class:`ComparisonTable` (strings, for reports).
-
-    Parameters
-    ----------
-    table : ComparisonTable
-    digits : int
-        Significant digits of ratios and p-values.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns: the ``by`` keys, ``level``, ``n`` ("baseline/other"), ``mean_baseline``, ``mean_other``,
-        ``ratio [CI]``, ``change_pct [CI]``, ``p``, ``p_adjusted``, ``equivalent``, ``note``.
-    """
-    if not isinstance(table, ComparisonTable):
-        raise StatsError(f"table must be a ComparisonTable, got {type(table).__name__}")
-    pct = f"{table.confidence:.0%}"
-
-    def g(x: float) -> str:
-        return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
-
-    def pc(x: float) -> str:
-        return "n/a" if not np.isfinite(x) else f"{(x - 1) * 100:+.{max(digits - 2, 1)}f}%"
-
-    rows = []
-    for r in table.rows:
-        rec = {k: v for k, v in r.group}
-        rec.update(
-            level=r.level,
-            n=f"{r.n_baseline}/{r.n_other}",
-            mean_baseline=g(r.mean_baseline),
-            mean_other=g(r.mean_other),
-            **{f"ratio [{pct} CI]": f"{g(r.ratio)} [{g(r.ci_low)}, {g(r.ci_high)}]",
-               f"change [{pct} CI]": f"{pc(r.ratio)} [{pc(r.ci_low)}, {pc(r.ci_high)}]"},
-            p=g(r.p),
-            p_adjusted=g(r.p_adjusted),
-            equivalent="" if r.equivalent is None else ("yes" if r.equivalent else "no"),
-            note=r.note,
-        )
-        rows.append(rec)
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- one row
@@ -444,8 +105,9 @@ def _method_words(estimand: str, paired: bool, n_boot: int | None, margin) -> st
     return "; ".join(parts)
 
 
-def _row(x_base: np.ndarray, x_other: np.ndarray, *, paired: bool, estimand: str, common: dict, confidence: float,
-         margin, n_boot: int | None, rng) -> Comparison:
+def _row(x_base: np.ndarray, x_other: np.ndarray, c: _Cells, common: dict, rng) -> Comparison:
+    """One comparison of two arms' values, with the options ``c`` of its :func:`compare` call."""
+    paired, estimand, confidence, margin, n_boot = bool(c.pair), c.estimand, c.confidence, c.margin, c.n_boot
     nb, no = len(x_base), len(x_other)
     mb = float(np.mean(x_base)) if nb else math.nan
     mo = float(np.mean(x_other)) if no else math.nan
@@ -499,36 +161,6 @@ def _row(x_base: np.ndarray, x_other: np.ndarray, *, paired: bool, estimand: str
 # --------------------------------------------------------------------------- design: units, blocks, factors
 
 
-def _design_words(pair_on, unit, blocks, factors, averaged, estimand: str) -> str:
-    mean = "geometric mean" if estimand == "geometric" else "mean"
-    if pair_on:
-        words = (f"paired: each {'/'.join(pair_on)} key is one block holding one unit per arm; n counts blocks")
-    elif unit:
-        words = f"independent arms; experimental unit: one {'/'.join(unit)}; n counts units"
-    else:
-        words = "independent arms; experimental unit: one row (run); n counts rows"
-    if unit and pair_on:
-        words += f"; unit within a block: {'/'.join(unit)}"
-    if unit or averaged:
-        words += f"; several rows of one unit enter as their {mean}"
-    if blocks:
-        words += f"; blocks (not replicates): {', '.join(blocks)}"
-    if factors:
-        words += f"; factors (not replicates): {', '.join(factors)}"
-    if averaged:
-        words += f" ({', '.join(averaged)} averaged over within each unit)"
-    return words
-
-
-def _family_words(method: str | None, k: int, by: Sequence[str], factor: str) -> str:
-    scope = f"one per ({', '.join(by)}) group and level of {factor}" if by else f"one per level of {factor}"
-    if k == 1:
-        return f"a single comparison ({scope}): nothing to adjust for"
-    if method is None:
-        return f"no adjustment: each of the {k} estimable comparison(s) ({scope}) stands alone"
-    return f"{_ADJUST_WORDS[method]} over the {k} estimable comparison(s) of this table ({scope})"
-
-
 def _varies(df: pd.DataFrame, col: str, keys: list[str]) -> pd.Series:
     """Cells (``keys``) in which ``col`` takes more than one value."""
     if not keys:
@@ -574,9 +206,9 @@ def _match(df: pd.DataFrame, cols: list[str], key) -> np.ndarray:
     return m
 
 
-def _check_design(df: pd.DataFrame, factor: str, by: list[str], pair_on: list[str], unit: list[str],
-                  blocks: list[str], factors: list[str]) -> list[str]:
+def _check_design(df: pd.DataFrame, factor: str, keys: _Keys) -> list[str]:
     """Refuse a block or a factor counted as a replicate; return the factors to average over."""
+    by, pair_on, unit, blocks, factors = keys.by, keys.pair, keys.unit, keys.blocks, keys.factors
     both = sorted(set(blocks) & set(factors))
     if both:
         raise StatsError(f"{both} are declared both blocks and factors; a key is one or the other")
@@ -808,9 +440,77 @@ def compare(
     Ecol. Monogr. 54:187; Kalibera & Jones (2013), ISMM. Groups with fewer than 2 units per arm (or 2
     pairs) give a row with NaN p/CI and a "not estimable" note, never a silent number.
     """
-    by_l, pair_l, unit_l = as_list(by), as_list(pair_on), as_list(unit)
-    blocks_l, factors_l = as_list(blocks), as_list(factors)
-    require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *blocks_l, *factors_l])
+    k = _Keys(as_list(by), as_list(pair_on), as_list(unit), as_list(blocks), as_list(factors))
+    _check_keys(df, factor, metric, k)
+    estimand = check_estimand(estimand)
+    confidence = check_confidence(confidence)
+    margin = check_margin(margin)
+    _check_adjust_and_boot(adjust, n_boot)
+    _check_levels(df, factor, baseline, metric, k)
+    _check_not_mixed(df, k.by, k.by + k.pair, factor, k.factors)
+    averaged = _check_design(df, factor, k)
+    if not k.by:
+        _warn_pooled(df, factor, metric, k)
+    if k.unit or averaged:
+        df = _to_units(df, metric, [*k.by, factor, *k.pair, *k.unit], averaged, k.by, estimand)
+    design = Design(tuple(k.by), tuple(k.pair), tuple(k.unit), tuple(k.blocks), tuple(k.factors), tuple(averaged),
+                    estimand)
+    cells = _Cells(factor=factor, baseline=baseline, metric=metric, by=k.by, pair=k.pair, estimand=estimand,
+                   confidence=confidence, margin=margin, n_boot=n_boot, seed=seed, design=design,
+                   values=pd.to_numeric(df[metric]).to_numpy(dtype=float), fac=df[factor].to_numpy(),
+                   pair_keys=(list(df[k.pair].itertuples(index=False, name=None)) if k.pair else None))
+    if k.by:
+        group_items = list(df.groupby(k.by, sort=True, dropna=False).indices.items())
+    else:
+        group_items = [((), np.arange(len(df)))]
+    rows: list[Comparison] = []
+    for gkey, idx in group_items:
+        rows += _group_rows(cells, gkey, idx)
+    rows = adjust_rows(rows, ADJUST_METHODS[adjust], k.by, factor)
+    return ComparisonTable(factor=factor, baseline=baseline, metric=metric, by=tuple(k.by), pair_on=tuple(k.pair),
+                           confidence=confidence, adjust=adjust, margin=margin, rows=tuple(rows), estimand=estimand,
+                           unit=tuple(k.unit), blocks=tuple(k.blocks), factors=tuple(k.factors),
+                           averaged=tuple(averaged))
+
+
+# --------------------------------------------------------------------------- compare's steps
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """The key columns of one :func:`compare` call, as lists."""
+
+    by: list[str]
+    pair: list[str]
+    unit: list[str]
+    blocks: list[str]
+    factors: list[str]
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """What every row of one :func:`compare` call shares: its arguments, design and column arrays."""
+
+    factor: str
+    baseline: object
+    metric: str
+    by: list[str]
+    pair: list[str]
+    estimand: str
+    confidence: float
+    margin: object
+    n_boot: int | None
+    seed: int | None
+    design: Design
+    values: np.ndarray
+    fac: np.ndarray
+    pair_keys: list | None
+
+
+def _check_keys(df: pd.DataFrame, factor: str, metric: str, k: _Keys) -> None:
+    """Refuse missing columns and key columns named twice or clashing with result columns."""
+    by_l, pair_l, unit_l = k.by, k.pair, k.unit
+    require_columns(df, [factor, metric, *by_l, *pair_l, *unit_l, *k.blocks, *k.factors])
     if factor in by_l + pair_l + unit_l or metric in by_l + pair_l + unit_l + [factor]:
         raise StatsError(f"factor {factor!r} and metric {metric!r} must not also be in by={by_l}, pair_on={pair_l} "
                          f"or unit={unit_l}")
@@ -820,15 +520,20 @@ def compare(
     bad = sorted(set(by_l) & _RESERVED)
     if bad:
         raise StatsError(f"by columns {bad} clash with result column names; rename them")
-    estimand = check_estimand(estimand)
-    confidence = check_confidence(confidence)
-    margin = check_margin(margin)
+
+
+def _check_adjust_and_boot(adjust: str, n_boot) -> None:
+    """Refuse an unknown ``adjust`` method and an ``n_boot`` that is not None, 0 or an int >= 100."""
     if adjust not in ADJUST_METHODS:
         raise StatsError(f"adjust must be one of {sorted(ADJUST_METHODS)}, got {adjust!r}")
     if n_boot is not None and n_boot != 0:
         if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 100:
             raise StatsError(f"n_boot must be None (t-based CI) or an int >= 100, got {n_boot!r}")
-    for col in [factor, *by_l, *pair_l, *unit_l]:
+
+
+def _check_levels(df: pd.DataFrame, factor: str, baseline, metric: str, k: _Keys) -> None:
+    """Refuse missing keys, a factor of one level, a baseline that is not a level and a metric <= 0 or NaN."""
+    for col in [factor, *k.by, *k.pair, *k.unit]:
         if df[col].isna().any():
             raise StatsError(f"column {col!r} has {int(df[col].isna().sum())} missing value(s); fill or drop them")
     levels = _levels_sorted(df[factor])
@@ -837,126 +542,66 @@ def compare(
     if baseline not in levels:
         raise StatsError(f"baseline must be one of the levels of {factor!r} {levels}, got {baseline!r}")
     require_positive_finite(df[metric], metric)
-    _check_not_mixed(df, by_l, by_l + pair_l, factor, factors_l)
-    averaged = _check_design(df, factor, by_l, pair_l, unit_l, blocks_l, factors_l)
-    if not by_l:
-        # a column fixed by the declared keys (rw of a pattern averaged over) is accounted for by them
-        pooled = pooled_factors(df, factor, [metric, *pair_l, *unit_l, *blocks_l, *factors_l],
-                                [*pair_l, *unit_l, *factors_l], unit_l)
-        if pooled:
-            levels_text = "; ".join(f"{c} {v}" for c, v in pooled.items())
-            warnings.warn(
-                f"compare without `by` pools the levels of {sorted(pooled)} ({levels_text}) into one comparison of "
-                f"{factor!r}: a difference between {factor} levels is averaged over them; pass by={sorted(pooled)} "
-                "(CLI: --by) to compare within each, or pair_on/factors= to declare them", StorageBenchWarning,
-                stacklevel=2)
-    if unit_l or averaged:
-        df = _to_units(df, metric, [*by_l, factor, *pair_l, *unit_l], averaged, by_l, estimand)
-    design = Design(tuple(by_l), tuple(pair_l), tuple(unit_l), tuple(blocks_l), tuple(factors_l), tuple(averaged),
-                    estimand)
 
-    values = pd.to_numeric(df[metric]).to_numpy(dtype=float)
-    if by_l:
-        group_items = list(df.groupby(by_l, sort=True, dropna=False).indices.items())
-    else:
-        group_items = [((), np.arange(len(df)))]
-    fac = df[factor].to_numpy()
-    pair_keys = (list(df[pair_l].itertuples(index=False, name=None)) if pair_l else None)
-    rows: list[Comparison] = []
-    for gkey, idx in group_items:
-        group = tuple(zip(by_l, key_tuple(gkey), strict=True)) if by_l else ()
-        gfac = fac[idx]
-        glevels = _levels_sorted(gfac)
-        common_base = dict(group=group, baseline=baseline, metric=metric, paired=bool(pair_l),
-                           confidence=confidence, margin=margin, design=design, factor=factor)
-        if baseline not in glevels:
-            for lev in glevels:
-                rows.append(_nan_row(**common_base, level=lev, n_baseline=0, n_other=int((gfac == lev).sum()),
-                                     method="", estimand=estimand, note=f"not estimable: baseline level {baseline!r} "
-                                     f"absent in group {dict(group)}"))
+
+def _warn_pooled(df: pd.DataFrame, factor: str, metric: str, k: _Keys) -> None:
+    """Warn (at :func:`compare`'s caller) when a call without ``by`` pools the levels of other factors."""
+    # a column fixed by the declared keys (rw of a pattern averaged over) is accounted for by them
+    pooled = pooled_factors(df, factor, [metric, *k.pair, *k.unit, *k.blocks, *k.factors],
+                            [*k.pair, *k.unit, *k.factors], k.unit)
+    if pooled:
+        levels_text = "; ".join(f"{c} {v}" for c, v in pooled.items())
+        warnings.warn(
+            f"compare without `by` pools the levels of {sorted(pooled)} ({levels_text}) into one comparison of "
+            f"{factor!r}: a difference between {factor} levels is averaged over them; pass by={sorted(pooled)} "
+            "(CLI: --by) to compare within each, or pair_on/factors= to declare them", StorageBenchWarning,
+            stacklevel=3)
+
+
+def _group_rows(c: _Cells, gkey, idx: np.ndarray) -> list[Comparison]:
+    """The rows of one ``by`` group: each non-baseline level against the baseline (NaN rows without a baseline)."""
+    group = tuple(zip(c.by, key_tuple(gkey), strict=True)) if c.by else ()
+    gfac = c.fac[idx]
+    glevels = _levels_sorted(gfac)
+    common_base = dict(group=group, baseline=c.baseline, metric=c.metric, paired=bool(c.pair),
+                       confidence=c.confidence, margin=c.margin, design=c.design, factor=c.factor)
+    if c.baseline not in glevels:
+        return [_nan_row(**common_base, level=lev, n_baseline=0, n_other=int((gfac == lev).sum()),
+                         method="", estimand=c.estimand, note=f"not estimable: baseline level {c.baseline!r} "
+                         f"absent in group {dict(group)}") for lev in glevels]
+    rows = []
+    ib = idx[gfac == c.baseline]
+    for lev in glevels:
+        if lev == c.baseline:
             continue
-        ib = idx[gfac == baseline]
-        for lev in glevels:
-            if lev == baseline:
-                continue
-            io = idx[gfac == lev]
-            common = dict(common_base, level=lev)
-            if pair_l:
-                kb = [pair_keys[i] for i in ib]
-                ko = [pair_keys[i] for i in io]
-                for arm, ks in (("baseline", kb), (repr(lev), ko)):
-                    dup = sorted((k for k, c in Counter(ks).items() if c > 1), key=str)
-                    if dup:
-                        raise StatsError(f"pair_on={pair_l} keys {dup[:10]} appear more than once in the {arm} arm "
-                                         f"of group {dict(group)}; each key must match one unit per arm (name the "
-                                         "unit within a block with unit=, or average with factors=)")
-                only_b = sorted(set(kb) - set(ko), key=str)
-                only_o = sorted(set(ko) - set(kb), key=str)
-                if only_b or only_o:
-                    raise StatsError(
-                        f"pair_on={pair_l} keys do not match in group {dict(group)} for level {lev!r}: "
-                        f"only in baseline {only_b[:10]}, only in {lev!r} {only_o[:10]}")
-                pos = {k: i for i, k in zip(io, ko, strict=True)}
-                xb, xo = values[ib], values[np.array([pos[k] for k in kb], dtype=int)]
-            else:
-                xb, xo = values[ib], values[io]
-            if n_boot and min(len(xb), len(xo)) < BCA_MIN_N and min(len(xb), len(xo)) >= 2:
-                raise StatsError(
-                    f"n_boot: a BCa bootstrap CI needs >= {BCA_MIN_N} units per arm (or pairs); group {dict(group)} "
-                    f"level {lev!r} has {len(xb)} (baseline) and {len(xo)}; below that BCa undercovers (0.73-0.83 "
-                    "at n = 3, benchmarks/bench_coverage.py --bca): leave n_boot=None for the t-based CI")
-            rows.append(_row(xb, xo, paired=bool(pair_l), estimand=estimand, common=common, confidence=confidence,
-                             margin=margin, n_boot=n_boot, rng=_rng(seed, group, lev) if n_boot else None))
-    rows = _adjust(rows, ADJUST_METHODS[adjust], by_l, factor)
-    return ComparisonTable(factor=factor, baseline=baseline, metric=metric, by=tuple(by_l), pair_on=tuple(pair_l),
-                           confidence=confidence, adjust=adjust, margin=margin, rows=tuple(rows), estimand=estimand,
-                           unit=tuple(unit_l), blocks=tuple(blocks_l), factors=tuple(factors_l),
-                           averaged=tuple(averaged))
+        xb, xo = _arms(c, group, ib, idx[gfac == lev], lev)
+        if c.n_boot and min(len(xb), len(xo)) < BCA_MIN_N and min(len(xb), len(xo)) >= 2:
+            raise StatsError(
+                f"n_boot: a BCa bootstrap CI needs >= {BCA_MIN_N} units per arm (or pairs); group {dict(group)} "
+                f"level {lev!r} has {len(xb)} (baseline) and {len(xo)}; below that BCa undercovers (0.73-0.83 "
+                "at n = 3, benchmarks/bench_coverage.py --bca): leave n_boot=None for the t-based CI")
+        rows.append(_row(xb, xo, c, dict(common_base, level=lev), _rng(c.seed, group, lev) if c.n_boot else None))
+    return rows
 
 
-def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
-    """Multiple-comparison adjusted p-values, as R's ``p.adjust``.
-
-    Parameters
-    ----------
-    p : array-like of float
-        Raw p-values in [0, 1]; NaN entries stay NaN and are not counted.
-    method : {"holm", "bh", "bonferroni", "hommel", "by", "none"}
-        Holm (1979, Scand. J. Stat. 6:65) step-down for confirmatory claims; Benjamini & Hochberg
-        (1995, J. R. Stat. Soc. B 57:289) FDR for screening; computed by
-        ``statsmodels.stats.multitest.multipletests``.
-
-    Returns
-    -------
-    numpy.ndarray
-        Adjusted p-values, same shape and order as ``p``.
-
-    Raises
-    ------
-    StatsError
-        Unknown ``method``, or a p-value outside [0, 1].
-    """
-    if method not in ADJUST_METHODS:
-        raise StatsError(f"method must be one of {sorted(ADJUST_METHODS)}, got {method!r}")
-    arr = np.asarray(p, dtype=float)
-    ok = np.isfinite(arr)
-    if ((arr[ok] < 0) | (arr[ok] > 1)).any():
-        raise StatsError(f"p-values must be in [0, 1], got {arr[ok][(arr[ok] < 0) | (arr[ok] > 1)][:5].tolist()}")
-    out = np.full_like(arr, np.nan)
-    m = ADJUST_METHODS[method]
-    if ok.any():
-        out[ok] = arr[ok] if m is None else multipletests(arr[ok], method=m)[1]
-    return out
-
-
-def _adjust(rows: list[Comparison], method: str | None, by: Sequence[str], factor: str) -> list[Comparison]:
-    ok = [i for i, r in enumerate(rows) if np.isfinite(r.p)]
-    family = _family_words(method, len(ok), by, factor)
-    words = _ADJUST_WORDS[method] + " adjustment of p over " + f"{len(ok)} comparison(s)"
-    out = [replace(r, family=family) for r in rows]
-    if ok:
-        p = np.array([rows[i].p for i in ok])
-        padj = p if method is None else multipletests(p, method=method)[1]
-        for i, pa in zip(ok, padj, strict=True):
-            out[i] = replace(out[i], p_adjusted=float(pa), method=rows[i].method + "; " + words)
-    return out
+def _arms(c: _Cells, group: tuple, ib: np.ndarray, io: np.ndarray, lev) -> tuple[np.ndarray, np.ndarray]:
+    """The baseline and other values of one level; with ``pair_on``, the other arm in the baseline's key order
+    (keys repeated within an arm or present in one arm only are refused, named)."""
+    if not c.pair:
+        return c.values[ib], c.values[io]
+    kb = [c.pair_keys[i] for i in ib]
+    ko = [c.pair_keys[i] for i in io]
+    for arm, ks in (("baseline", kb), (repr(lev), ko)):
+        dup = sorted((key for key, n in Counter(ks).items() if n > 1), key=str)
+        if dup:
+            raise StatsError(f"pair_on={c.pair} keys {dup[:10]} appear more than once in the {arm} arm "
+                             f"of group {dict(group)}; each key must match one unit per arm (name the "
+                             "unit within a block with unit=, or average with factors=)")
+    only_b = sorted(set(kb) - set(ko), key=str)
+    only_o = sorted(set(ko) - set(kb), key=str)
+    if only_b or only_o:
+        raise StatsError(
+            f"pair_on={c.pair} keys do not match in group {dict(group)} for level {lev!r}: "
+            f"only in baseline {only_b[:10]}, only in {lev!r} {only_o[:10]}")
+    pos = {key: i for i, key in zip(io, ko, strict=True)}
+    return c.values[ib], c.values[np.array([pos[key] for key in kb], dtype=int)]

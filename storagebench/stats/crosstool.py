@@ -31,10 +31,11 @@ from ..errors import StatsError
 from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..schema import RUNS, columns
 from ..tables import metric_words
-from ._common import as_list, require_columns
+from ._common import as_list, capitalise_after, require_columns
+from ._littles import tool_littles_law  # noqa: F401 (its home is stats)
 from .agreement import bland_altman
 from .comparison import ComparisonTable, compare
-from .saturation import littles_law, per_run
+from .saturation import per_run
 from .verdicts import NO_CI_VERDICT, NO_DIFFERENCE, verdict
 
 #: The fio factor columns of ``runs`` that make two runs "the same configuration": the workload factors of
@@ -100,6 +101,53 @@ def _unknown(s: pd.Series) -> pd.Series:
         v = pd.to_numeric(s, errors="coerce")
         return v.isna() | (v == -1)
     return s.isna() | (s.astype("string") == "")
+
+
+def _other_tool(runs: pd.DataFrame, baseline, tool_col: str, metric: str) -> str:
+    """The tool that is not ``baseline``; refuses missing columns and anything but two tools."""
+    require_columns(runs, [tool_col, metric], "runs")
+    levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
+    if len(levels) != 2:
+        raise StatsError(f"{tool_col!r} must have exactly two tools to compare, got {levels}; filter the rows first")
+    if str(baseline) not in levels:
+        raise StatsError(f"baseline must be one of the tools {levels}, got {baseline!r}")
+    return next(lv for lv in levels if lv != str(baseline))
+
+
+def _tool_labels(runs: pd.DataFrame, tool_col: str) -> pd.DataFrame:
+    """A copy of ``runs`` with ``tool_col`` as text; a ``tool`` column besides it must make the same split and
+    is dropped (one factor, not two)."""
+    df = runs.copy()
+    df[tool_col] = df[tool_col].astype(str)
+    if tool_col != "tool" and "tool" in df.columns:  # e.g. user labels over ingested runs: must name the same split
+        mixed = df.groupby(tool_col)["tool"].nunique(dropna=False)
+        if (mixed > 1).any():
+            lv = mixed[mixed > 1].index[0]
+            raise StatsError(f"{tool_col}={lv!r} holds runs of several tools (tool column: "
+                             f"{sorted(map(str, df.loc[df[tool_col] == lv, 'tool'].unique()))}); a tool is a factor, "
+                             f"not a replicate: label each tool's runs apart")
+        df = df.drop(columns="tool")  # the same split as tool_col: one factor, not two
+    return df
+
+
+def _agreement(pairs: pd.DataFrame, by_l: list[str], cols: tuple[str, str], log: bool,
+               confidence: float) -> tuple[pd.DataFrame, str | None]:
+    """Bland-Altman of the ``cols`` (other, baseline) of ``pairs``, over all and per ``by_l`` group; with the
+    method words of the last estimable one (None when none is)."""
+    agreement, method_ba = [], None
+    groups = [("all", pairs)] + (list(pairs.groupby(by_l, dropna=False)) if by_l else [])
+    for gkey, part in groups:
+        rec = ({c: "all" for c in by_l} if isinstance(gkey, str) and gkey == "all"
+               else dict(zip(by_l, gkey if isinstance(gkey, tuple) else (gkey,), strict=True)))
+        try:
+            ba = bland_altman(part[cols[0]], part[cols[1]], log=log, confidence=confidence)
+        except StatsError as exc:
+            rec.update(n=len(part), note=f"not estimable: {exc}")
+        else:
+            rec.update({k: v for k, v in ba.to_dict().items() if k != "method"}, note="")
+            method_ba = ba.method
+        agreement.append(rec)
+    return pd.DataFrame(agreement), method_ba
 
 
 def cross_tool(
@@ -175,25 +223,10 @@ def cross_tool(
     (``match_on``, ``by`` or ``replicates``), and :func:`~storagebench.stats.compare` refuses blocks and
     factors counted as replicates the same way.
     """
-    require_columns(runs, [tool_col, metric], "runs")
-    levels = sorted(map(str, pd.unique(runs[tool_col].dropna())))
-    if len(levels) != 2:
-        raise StatsError(f"{tool_col!r} must have exactly two tools to compare, got {levels}; filter the rows first")
-    if str(baseline) not in levels:
-        raise StatsError(f"baseline must be one of the tools {levels}, got {baseline!r}")
-    other = next(lv for lv in levels if lv != str(baseline))
+    other = _other_tool(runs, baseline, tool_col, metric)
     match_l, by_l = as_list(match_on), as_list(by)
     require_columns(runs, [*match_l, *by_l], "runs")
-    df = runs.copy()
-    df[tool_col] = df[tool_col].astype(str)
-    if tool_col != "tool" and "tool" in df.columns:  # e.g. user labels over ingested runs: must name the same split
-        mixed = df.groupby(tool_col)["tool"].nunique(dropna=False)
-        if (mixed > 1).any():
-            lv = mixed[mixed > 1].index[0]
-            raise StatsError(f"{tool_col}={lv!r} holds runs of several tools (tool column: "
-                             f"{sorted(map(str, df.loc[df[tool_col] == lv, 'tool'].unique()))}); a tool is a factor, "
-                             f"not a replicate: label each tool's runs apart")
-        df = df.drop(columns="tool")  # the same split as tool_col: one factor, not two
+    df = _tool_labels(runs, tool_col)
     no_value = ~np.isfinite(pd.to_numeric(df[metric], errors="coerce").astype(float)).to_numpy()
     missing = df[no_value].assign(reason=f"no {metric} value (the tool did not report it)")
     df = df[~no_value]
@@ -235,25 +268,12 @@ def cross_tool(
                           f"{metric}_{baseline}": means[str(baseline)], f"{metric}_{other}": means[other]})
     pairs["ratio"] = pairs[f"{metric}_{other}"] / pairs[f"{metric}_{baseline}"]
     pairs = pairs.reset_index()
-    agreement = []
-    groups = [("all", pairs)] + (list(pairs.groupby(by_l, dropna=False)) if by_l else [])
-    for gkey, part in groups:
-        rec = ({c: "all" for c in by_l} if isinstance(gkey, str) and gkey == "all"
-               else dict(zip(by_l, gkey if isinstance(gkey, tuple) else (gkey,), strict=True)))
-        try:
-            ba = bland_altman(part[f"{metric}_{other}"], part[f"{metric}_{baseline}"], log=log, confidence=confidence)
-        except StatsError as exc:
-            rec.update(n=len(part), note=f"not estimable: {exc}")
-        else:
-            rec.update({k: v for k, v in ba.to_dict().items() if k != "method"}, note="")
-            method_ba = ba.method
-        agreement.append(rec)
-    agreement_df = pd.DataFrame(agreement)
+    agreement_df, method_ba = _agreement(pairs, by_l, (f"{metric}_{other}", f"{metric}_{baseline}"), log, confidence)
     design = (f"paired over the cells ({', '.join(c for c in cells if c not in by_l)}) within each group"
               if paired else "independent arms within each configuration cell (replicates present)")
     method = (f"cross-tool: {other} vs baseline {baseline} ({tool_col} is the factor, never a replicate) on "
               f"{metric}; cells = {', '.join(cells)}; compare: {design}"
-              + (f"; agreement: {method_ba}" if "method_ba" in locals() else ""))
+              + (f"; agreement: {method_ba}" if method_ba is not None else ""))
     spread = (pairs.groupby(by_l, dropna=False)[[c for c in cells if c not in by_l]].nunique(dropna=False).max()
               if by_l else pairs[cells].nunique(dropna=False))
     varying = [c for c in cells if c not in by_l and spread[c] > 1 and not (c == "direction" and "rw" in cells)]
@@ -491,17 +511,38 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
     differences grow with the value); the verdict rule and its family: :mod:`storagebench.stats.verdicts`.
     """
     _check_ct(ct)
-    unit = unit or ct.unit
-    base, other, mw = ct.baseline, ct.other, metric_words(ct.metric)
-    pre = f"{label}: " if label else ""
-    v = verdict(ct.table, unit=unit, up="higher", down="lower")
-    rows = list(ct.table.rows)
-    keys = list(ct.table.by)
+    w = _Words(ct, f"{label}: " if label else "", unit or ct.unit, digits,
+               verdict(ct.table, unit=unit or ct.unit, up="higher", down="lower"))
+    items = [_agreement_finding(w)]
+    items += _disagree_findings(w) + _spread_findings(w) + _unmatched_findings(w)
+    return Findings(tuple(items), title=title, provenance=provenance)
+
+
+@dataclass(frozen=True)
+class _Words:
+    """What the sentences of :func:`cross_tool_findings` share."""
+
+    ct: CrossTool
+    pre: str
+    unit: str
+    digits: int
+    v: pd.DataFrame
+
+
+def _names(w: _Words):
+    """The baseline and other tool, the metric in words, the rows and the ``by`` keys of the comparison."""
+    ct = w.ct
+    return ct.baseline, ct.other, metric_words(ct.metric), list(ct.table.rows), list(ct.table.by)
+
+
+def _agreement_finding(w: _Words) -> Finding:
+    """The sentence on agreement over all configurations (a caveat when there is none)."""
+    ct, pre, unit, digits, v = w.ct, w.pre, w.unit, w.digits, w.v
+    base, other, mw, rows, _ = _names(w)
     ag = ct.agreement
     allrow = ag.iloc[0]
-    items = []
-    n_cfg = len(ct.pairs)
     log = bool(allrow.get("log", True))
+    n_cfg = len(ct.pairs)
     # the agreement is over configurations (each tool's runs of one averaged), whatever the comparison's unit
     ag_unit = unit if ct.paired else "configuration (each tool's runs of it averaged)"
     if "bias" in ag.columns and np.isfinite(allrow.get("bias", np.nan)):
@@ -526,22 +567,29 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
             p = fmt_p(r.p_adjusted)
             sentence = sentence[:-1] + (f"; verdict: {w['verdict'] if w['verdict'] not in ('higher', 'lower') else other + ' ' + w['verdict']}"
                                         f" (p {p if p.startswith('<') else '= ' + p} at alpha = {r.alpha:g}).")
-        items.append(Finding(_cap(sentence, pre), estimate=allrow["bias"], ci=(allrow["bias_ci_low"], allrow["bias_ci_high"]),
+        return Finding(capitalise_after(sentence, pre), estimate=allrow["bias"], ci=(allrow["bias_ci_low"], allrow["bias_ci_high"]),
                              confidence=conf, n=n_cfg, unit_of_replication=f"matched configurations; unit: {ag_unit}",
                              method=_agreement_method(ct, short=True), unit="ratio" if log else ct.metric,
-                             key=f"{ct.metric}:agreement"))
+                             key=f"{ct.metric}:agreement")
     else:
         note = allrow.get("note", "") or "fewer than 3 configurations"
-        items.append(Finding(_cap(f"{pre}{base} and {other} measured {n_cfg} common configuration(s) of {mw}: their "
+        return Finding(capitalise_after(f"{pre}{base} and {other} measured {n_cfg} common configuration(s) of {mw}: their "
                                   f"agreement is {note}.", pre), n=n_cfg,
                              unit_of_replication=f"matched configurations; unit: {ag_unit}",
-                             key=f"{ct.metric}:agreement", caveat=True))
+                             key=f"{ct.metric}:agreement", caveat=True)
+
+
+def _disagree_findings(w: _Words) -> list[Finding]:
+    """With several comparisons: where the tools differ, in one sentence."""
+    ct, pre, unit, digits, v = w.ct, w.pre, w.unit, w.digits, w.v
+    base, other, mw, rows, keys = _names(w)
+    items = []
     if len(rows) > 1:
         groups = {"higher": [], "lower": [], NO_DIFFERENCE: [], NO_CI_VERDICT: []}
-        for r, (_, w) in zip(rows, v.iterrows(), strict=True):
+        for r, (_, vr) in zip(rows, v.iterrows(), strict=True):
             name = _group_words(dict(r.group), ct.cells, ct.by)
-            text = name if w["verdict"] == NO_CI_VERDICT else f"{name} ({_ratio_words(r, digits)})"
-            groups.setdefault(w["verdict"], []).append(text)
+            text = name if vr["verdict"] == NO_CI_VERDICT else f"{name} ({_ratio_words(r, digits)})"
+            groups.setdefault(vr["verdict"], []).append(text)
         noun = ("patterns" if keys == ["pattern"] else " x ".join(keys) + " groups") if ct.paired and keys \
             else "configurations"
         differ = len(groups["higher"]) + len(groups["lower"])
@@ -567,7 +615,7 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
                         f"difference between {other} and {base} can be claimed: " + "; ".join(parts) + ".")
         r0 = rows[0]
         test = "paired t-test on the log ratios" if ct.paired else "Welch's t-test on log values"
-        items.append(Finding(_cap(sentence, pre), n=min(r.n_baseline for r in rows), unit_of_replication=(
+        items.append(Finding(capitalise_after(sentence, pre), n=min(r.n_baseline for r in rows), unit_of_replication=(
             f"matched configurations per {' x '.join(keys)} (the fewest)" if ct.paired else
             f"run(s) of {base} per configuration (the fewest); unit: {unit}"),
             method=f"{test} per {' x '.join(keys) if ct.paired and keys else 'configuration'}; "
@@ -575,6 +623,16 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
                       f"{r0.alpha:g} and the CI excludes 1" if estimable else
                       "a CI needs at least 2 runs per tool (independent arms) or 2 pairs"),
             key=f"{ct.metric}:disagree"))
+    return items
+
+
+def _spread_findings(w: _Words) -> list[Finding]:
+    """Paired with ``by`` groups: where the tools agree most and least closely."""
+    ct, pre, digits = w.ct, w.pre, w.digits
+    keys = list(ct.table.by)
+    ag = ct.agreement
+    log = bool(ag.iloc[0].get("log", True))
+    items = []
     if ct.paired and keys and "loa_low" in ag.columns:
         grp = ag[~(ag[keys] == "all").all(axis=1) & ag["loa_low"].notna()]
         if len(grp) > 1:
@@ -589,23 +647,24 @@ def cross_tool_findings(ct: CrossTool, *, unit: str | None = None, label: str = 
                         f"{fmt_number(loose['loa_high'], digits)}); {int(grp['n'].min())}"
                         + (f" to {int(grp['n'].max())}" if grp['n'].max() != grp['n'].min() else "")
                         + f" configurations per {' and '.join(keys)}.")
-            items.append(Finding(_cap(sentence, pre), n=int(grp["n"].min()),
+            items.append(Finding(capitalise_after(sentence, pre), n=int(grp["n"].min()),
                                  unit_of_replication=f"matched configurations per {' x '.join(keys)} (the fewest)",
                                  method=_agreement_method(ct, short=True), key=f"{ct.metric}:spread"))
+    return items
+
+
+def _unmatched_findings(w: _Words) -> list[Finding]:
+    """The runs left out of the comparison, as a caveat."""
+    ct, pre, mw = w.ct, w.pre, metric_words(w.ct.metric)
+    items = []
     if len(ct.unmatched):
         reasons = ct.unmatched["reason"].value_counts()
         n_runs = ct.unmatched["run_id"].nunique() if "run_id" in ct.unmatched else len(ct.unmatched)
-        items.append(Finding(_cap(f"{pre}{n_runs} run(s) are left out of the {mw} comparison: "
+        items.append(Finding(capitalise_after(f"{pre}{n_runs} run(s) are left out of the {mw} comparison: "
                                   + "; ".join(f"{r} ({c} row(s))" for r, c in reasons.items()) + ".", pre),
                              n=n_runs, unit_of_replication="runs left out", key=f"{ct.metric}:unmatched",
                              caveat=True))
-    return Findings(tuple(items), title=title, provenance=provenance)
-
-
-def _cap(sentence: str, pre: str = "") -> str:
-    """Capitalise the first letter after the data-set label ``pre`` (``"vsan_stripe: "``), kept as it is."""
-    body = sentence[len(pre):] if pre and sentence.startswith(pre) else sentence
-    return (pre if body is not sentence else "") + body[:1].upper() + body[1:]
+    return items
 
 
 def _agreement_method(ct: CrossTool, short: bool = False) -> str:
@@ -615,75 +674,3 @@ def _agreement_method(ct: CrossTool, short: bool = False) -> str:
                 "bias -/+ 1.96 SD with their CIs (Bland & Altman 1986, 1999)")
     m = ct.method.split("; agreement: ", 1)
     return "Bland-Altman: " + m[1] if len(m) == 2 else "Bland-Altman limits of agreement"
-
-
-def tool_littles_law(runs: pd.DataFrame, *, tool_col: str = "tool", scale: str | None = None,
-                     tolerance: float = 0.2, latency: str = "lat_mean_ns", label: str = ""):
-    """Little's law per tool: does each tool's mean latency fit its own IOPS and outstanding I/Os?
-
-    Two tools can disagree on latency because one reports it differently (a sum over jobs, a different
-    start of the clock). Little's law tells which: in a closed loop, IOPS x mean latency equals the
-    outstanding I/Os, so a tool whose ratio is far from 1 did not report a per-I/O mean.
-
-    Parameters
-    ----------
-    runs : pandas.DataFrame
-        ``runs``-schema rows of both tools (:func:`~storagebench.stats.littles_law` aggregates each run).
-    tool_col : str
-        The column naming the tool.
-    scale : str, optional
-        A column multiplying ``numjobs x iodepth`` into the run's outstanding I/Os, for rows that are
-        totals over several load generators (``"vms"`` in seed 002's stripe table: every VM ran threads x QD).
-        Ignored when ``runs`` has no such column.
-    tolerance : float
-        A run is flagged when its ratio is off 1 by more than this fraction (default 0.2).
-    latency : str
-        Mean latency column, ns.
-    label : str
-        A prefix naming the data set in the sentence.
-
-    Returns
-    -------
-    (pandas.DataFrame, storagebench.findings.Findings)
-        Per tool: ``tool``, ``runs``, ``median``, ``min``, ``max`` (of the ratio, dimensionless) and
-        ``flagged`` (runs off by more than ``tolerance``); and one finding, a caveat when a tool has most of
-        its runs flagged. Runs without a latency (NaN) are left out.
-
-    Raises
-    ------
-    StatsError
-        Missing columns; the errors of :func:`~storagebench.stats.littles_law`.
-
-    Notes
-    -----
-    Little, J. D. C. (1961), "A proof for the queuing formula L = lambda W", Oper. Res. 9:383.
-    """
-    require_columns(runs, [tool_col, latency], "runs")
-    df = runs[runs[latency].notna()]
-    if scale and scale in df.columns:
-        df = df.assign(numjobs=df["numjobs"] * df[scale])
-    per = littles_law(df, tolerance=tolerance, latency=latency)
-    rows = []
-    for tool, part in per.groupby(per[tool_col].astype(str), sort=True):
-        r = part["littles_ratio"].dropna()
-        rows.append({"tool": tool, "runs": len(r), "median": r.median(), "min": r.min(), "max": r.max(),
-                     "flagged": int(part["flagged"].sum())})
-    table = pd.DataFrame(rows, columns=["tool", "runs", "median", "min", "max", "flagged"])
-    if table.empty:
-        return table, Findings()
-    off = table[table["flagged"] > table["runs"] / 2]
-    per_tool = "; ".join(f"{t.tool} median {fmt_number(t.median)} (range {fmt_number(t.min)} to {fmt_number(t.max)}, "
-                         f"{t.flagged} of {t.runs} runs off by more than {tolerance:.0%})" for t in table.itertuples())
-    pre = f"{label}: " if label else ""
-    sentence = (f"{pre}Little's law (IOPS x mean latency / outstanding I/Os, 1 for a per-I/O mean latency): "
-                f"{per_tool}.")
-    if len(off):
-        names = " and ".join(off["tool"])
-        sentence += (f" {names}'s mean latency does not fit {'its' if len(off) == 1 else 'their'} own IOPS and "
-                     "outstanding I/Os, so it is not a per-I/O mean and a latency ratio between the tools measures "
-                     "how it was reported, not the storage.")
-    method = ("storagebench.stats.littles_law (Little 1961) per run, outstanding I/Os = numjobs x iodepth"
-              + (f" x {scale}" if scale and scale in runs.columns else "") + f", tolerance {tolerance:.0%}")
-    return table, Findings((Finding(_cap(sentence, pre), n=int(table["runs"].sum()),
-                                     unit_of_replication="runs of both tools", method=method,
-                                     key=f"{latency}:littles_law", caveat=bool(len(off))),))

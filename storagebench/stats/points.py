@@ -219,6 +219,45 @@ def _pooled_log_ci(codes: np.ndarray, y: np.ndarray, k: int, confidence: float) 
     return fit.params, ci[:, 0], ci[:, 1], float(np.sqrt(fit.scale)), df
 
 
+def _check_point_args(per_run: pd.DataFrame, needed: list[str], method: str, spread_alpha) -> None:
+    """Refuse an unknown ``method``, a ``spread_alpha`` outside (0, 1), missing columns and an empty table."""
+    if method not in POINT_METHODS:
+        raise StatsError(f"method must be one of {list(POINT_METHODS)}, got {method!r}")
+    if not (isinstance(spread_alpha, (int, float)) and 0 < spread_alpha < 1):
+        raise StatsError(f"spread_alpha must be a level in (0, 1), got {spread_alpha!r}")
+    missing = [c for c in needed if c not in per_run.columns]
+    if missing:
+        raise SchemaError(f"per_run has no column(s) {missing}; it has {sorted(map(str, per_run.columns))}")
+    if per_run.empty:
+        raise SchemaError("per_run has no rows")
+
+
+def _own_log_t_cis(groups: list[np.ndarray], est: np.ndarray, bounds: tuple[np.ndarray, np.ndarray],
+                   confidence: float) -> None:
+    """Fill ``bounds`` (low, high; log scale) with each point's own t CI (points of >= 2 runs; runs that agree
+    give a zero-width interval)."""
+    lo, hi = bounds
+    for i, g in enumerate(groups):
+        if g.size >= 2 and np.ptp(g) == 0:
+            lo[i] = hi[i] = est[i]
+        elif g.size >= 2:
+            ci = st.ttest_1samp(g, 0.0).confidence_interval(confidence)
+            lo[i], hi[i] = ci.low, ci.high
+
+
+def _geometric_means(est: np.ndarray, groups: list[np.ndarray], v: np.ndarray, codes: np.ndarray,
+                     alone: dict[int, float]) -> np.ndarray:
+    """``exp(est)``, except where a point's runs agree (the value itself, without exp(log()) noise) or its one
+    value is <= 0 (``alone``: kept as it is)."""
+    gm = np.exp(est)
+    for i, g in enumerate(groups):  # one run, or runs that agree: the value itself, without exp(log()) noise
+        if g.size and np.ptp(g) == 0:
+            gm[i] = v[codes == i][0]
+    for i, x in alone.items():
+        gm[i] = x
+    return gm
+
+
 def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Sequence[str], *,
                     confidence: float = CONFIDENCE, method: str = "auto", spread_alpha: float = 0.05) -> PointEstimates:
     """Per point: the geometric mean of each column over its runs, with a log-scale CI pooled over the grid.
@@ -274,15 +313,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
     by = [by] if isinstance(by, str) else list(by)
     columns = list(columns)
     confidence = check_confidence(confidence)
-    if method not in POINT_METHODS:
-        raise StatsError(f"method must be one of {list(POINT_METHODS)}, got {method!r}")
-    if not (isinstance(spread_alpha, (int, float)) and 0 < spread_alpha < 1):
-        raise StatsError(f"spread_alpha must be a level in (0, 1), got {spread_alpha!r}")
-    missing = [c for c in [*by, *columns] if c not in per_run.columns]
-    if missing:
-        raise SchemaError(f"per_run has no column(s) {missing}; it has {sorted(map(str, per_run.columns))}")
-    if per_run.empty:
-        raise SchemaError("per_run has no rows")
+    _check_point_args(per_run, [*by, *columns], method, spread_alpha)
     grouped = per_run.groupby(by, sort=True)  # rows with a missing factor value belong to no point
     keys = [k if isinstance(k, tuple) else (k,) for k in grouped.size().index]
     base = pd.DataFrame([dict(zip(by, k, strict=True)) for k in keys], columns=by)
@@ -340,12 +371,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
                 m, a, b, pooled_sd, df_resid = _pooled_log_ci(remap[codes], y, idx.size, confidence)
                 lo[idx], hi[idx] = a, b
         else:
-            for i, g in enumerate(groups):
-                if g.size >= 2 and np.ptp(g) == 0:
-                    lo[i] = hi[i] = est[i]
-                elif g.size >= 2:
-                    ci = st.ttest_1samp(g, 0.0).confidence_interval(confidence)
-                    lo[i], hi[i] = ci.low, ci.high
+            _own_log_t_cis(groups, est, (lo, hi), confidence)
             if (n_pt == 1).any():
                 note = "points with one run have no CI (no pooling with this method)"
             if df_resid > 0 and use == "log_t":
@@ -355,12 +381,7 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
                                   float(sds.min()) if sds.size else math.nan,
                                   float(sds.max()) if sds.size else math.nan, test, stat, p, float(spread_alpha),
                                   rejected, note)
-        gm = np.exp(est)
-        for i, g in enumerate(groups):  # one run, or runs that agree: the value itself, without exp(log()) noise
-            if g.size and np.ptp(g) == 0:
-                gm[i] = v[codes == i][0]
-        for i, x in alone.items():
-            gm[i] = x
+        gm = _geometric_means(est, groups, v, codes, alone)
         if alone:
             note = (note + "; " if note else "") + (f"{len(alone)} point(s) with one run of {col} <= 0 keep that "
                                                     "value, without a CI")

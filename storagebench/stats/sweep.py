@@ -187,8 +187,6 @@ class SweepSummary:
     def findings(self) -> Findings:
         """The sweep's findings in plain sentences (peak, recommended point with mean and p99 and the rule,
         caveats, n per point)."""
-        pct = f"{self.confidence:.0%}"
-        n_lo, n_hi = self.runs_per_point
         unit = "fio runs of the point, in random order"  # reads after "n = 2"
         ci_method = self.ci_method("iops")
         p99_method = "p99 from the merged json+ latency bins of the point's runs (fio's percentile rule)"
@@ -242,6 +240,15 @@ class SweepSummary:
             unit_of_replication=unit, method=f"rule: {rule.rule}", unit="IOPS", key="recommended"))
         if self.cache_caveat:
             items.append(Finding(self.cache_caveat, key="cache", caveat=True))
+        items.append(self._runs_per_point())
+        return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
+                                            f"numjobs × iodepth points?")
+
+    def _runs_per_point(self) -> Finding:
+        """The finding on how often each point was measured and what its CIs rest on (a caveat without CIs or
+        with unequal spread)."""
+        pct = f"{self.confidence:.0%}"
+        n_lo, n_hi = self.runs_per_point
         if n_hi < 2:
             reps = (f"Each of the {len(self.points)} points was measured once ({self.n_runs} runs), so there are no "
                     "confidence intervals: set repetitions: 3 or more in the study spec to see how much these "
@@ -269,10 +276,8 @@ class SweepSummary:
                          "wide: rerun on a quiet host or add repetitions.")
             else:
                 reps += f"Every interval is a {pct} CI from the point's own runs ({check.short()})."
-        items.append(Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
-                             method="repetitions of the study spec", caveat=caveat))
-        return Findings(tuple(items), title=f"What IOPS and latency does this target give over {len(self.points)} "
-                                            f"numjobs × iodepth points?")
+        return Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
+                             method="repetitions of the study spec", caveat=caveat)
 
 
 def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:

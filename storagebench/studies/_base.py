@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +33,14 @@ from .._inputs import completed_runs, open_input
 from .._store import StudyStore
 from .._study import Study, load_study
 from ..errors import StatsError, StudyError
-from ..findings import CONFIDENCE, Finding, Findings, fmt_number
+from ..findings import CONFIDENCE, Finding, fmt_number
 from ..ingest import ingest_study
 from ..plots import ratio_forest
-from ..records import TestbedRecord
 from ..runlevel import per_run
 from ..schema import MAX_TABLE_BYTES
-from ..tables import metric_words, table
+from ..tables import metric_words
 from ..testbed import parse_size
+from ._results import FINDINGS_COLUMNS, StudyData, TestbedResult, conf_text  # noqa: F401
 
 __all__ = [
     "Finding",
@@ -65,253 +64,8 @@ __all__ = [
 ROUND_S = 1.0
 #: SNIA PTS steady-state window: rounds, data excursion and fitted-line excursion (fractions of the mean).
 PTS_WINDOW, PTS_DATA_LIMIT, PTS_FIT_LIMIT = 5, 0.20, 0.10
-#: Columns of :meth:`TestbedResult.findings_frame` (``analysis/findings.csv``).
-FINDINGS_COLUMNS = ("kind", "sentence", "estimate", "ci_low", "ci_high", "confidence", "n", "unit_of_replication",
-                    "unit", "method")
 #: Columns of a fio IOPS log series that add up to a run's total IOPS in one round.
 _LOG_PARTS = ("host", "job", "log_index", "direction")
-
-
-# ---------------------------------------------------------------------------------------------
-# result types
-
-
-@dataclass(frozen=True)
-class StudyData:
-    """A testbed study directory, read once: tables, per-run checks and set-up records.
-
-    Attributes
-    ----------
-    name : str
-        The study module's name (``rdm_vs_vmfs`` ...).
-    study_dir : Path
-    study : Study
-        The spec as run (``study.yaml``).
-    runs, histograms, timeseries : pandas.DataFrame
-        The tidy tables (ingest).
-    per_run : pandas.DataFrame
-        One row per run (:func:`_run_totals`): the factors, ``run_order``, ``repetition``, ``setup`` and
-        ``block`` of the design, the metrics (IOPS and bandwidth summed over jobs and directions,
-        latencies, ``clat_p90_ns``/``clat_p99_ns`` from the run's merged json+ bins), ``outstanding_ios``
-        (numjobs x iodepth), ``build_id`` (the testbed build it ran on), ``steady`` (SNIA PTS window
-        on its per-second IOPS: True/False; None without a log), ``steady_rounds``, ``steady_note``,
-        ``target_device`` and ``target_rotational`` (the block device under the run's target, from
-        provenance) and ``cache_not_medium``/``cache_caveat`` (:func:`storagebench.stats.cache_caveats`).
-    set_ups : tuple of TestbedRecord
-        Every build of the testbed (``testbed.json``), oldest first.
-    """
-
-    name: str
-    study_dir: Path
-    study: Study
-    runs: pd.DataFrame
-    histograms: pd.DataFrame
-    timeseries: pd.DataFrame
-    per_run: pd.DataFrame
-    set_ups: tuple[TestbedRecord, ...] = ()
-
-    @property
-    def factors(self) -> list[str]:
-        """The study's factor columns (``target`` excluded)."""
-        return [f for f in self.study.factors if f != "target" and f in self.per_run.columns]
-
-    @property
-    def setups(self) -> int:
-        """Set-ups per arm in the spec."""
-        return self.study.setups
-
-    @property
-    def paired(self) -> bool:
-        """Arms are compared within blocks (``blocks: true``)."""
-        return bool(self.study.blocks) and "block" in self.per_run.columns
-
-    def design(self) -> dict[str, Any]:
-        """``unit``/``pair_on``/``blocks`` for :func:`storagebench.stats.compare`."""
-        out: dict[str, Any] = {}
-        if self.setups > 1:
-            out["unit"] = "setup"
-        if self.paired:
-            out["pair_on"] = "block"
-            out["blocks"] = ["block"]
-        return out
-
-    def unit_words(self) -> str:
-        """The experimental unit of the arm comparisons, in words (the pairing is in the design's words)."""
-        arms = "/".join(self.study.setup_factors) or "whole"
-        if self.setups > 1:
-            return (f"set-up (the {arms} testbed built afresh: new loop files, mkfs, file placement, "
-                    f"preconditioning; {self.setups} per arm"
-                    + (", each block holding one set-up of every arm in random order" if self.paired else "") + ")")
-        return ("run (a fresh fio process on the one build of the testbed: the build-to-build variation is not "
-                "sampled)")
-
-
-@dataclass(frozen=True)
-class TestbedResult:
-    """What :func:`storagebench.studies.analyse` returns for a testbed study.
-
-    Attributes
-    ----------
-    name, title, question : str
-        The study, its title and the question it answers.
-    findings : tuple of storagebench.findings.Finding
-        Plain sentences, each with its estimate, CI, n, unit of replication and method, keyed
-        ``<kind>:<position>`` (``verdict:0``, ``drift:5``; :attr:`~storagebench.findings.Finding.kind`).
-    verdicts : pandas.DataFrame
-        The verdict table: one row per comparison (:func:`storagebench.stats.verdict` columns plus the
-        study's keys, ``runs``, ``runs_not_steady`` and ``runs_cache_not_medium``).
-    tables : mapping of str to DataFrame
-        Further tables (``per_run``, ``units``, study-specific ones).
-    figures : mapping of str to callable
-        Figure name -> function returning a :class:`matplotlib.figure.Figure`.
-    captions : mapping of str to str
-        Figure name -> its caption, generated from the results (what is drawn, n, the CI level).
-    confidence : float
-        Level of every CI; ``alpha = 1 - confidence`` for every test.
-    unit : str
-        The experimental unit in words.
-    drift : storagebench.stats.drift.Drift
-    runs, runs_not_steady, runs_cache_not_medium : int
-        Runs analysed, runs the SNIA PTS window did not find steady (or too short to test), runs
-        with a "cache, not medium" caveat.
-    caveats : tuple of str
-    """
-
-    __test__ = False  # not a pytest test class
-
-    name: str
-    title: str
-    question: str
-    findings: tuple[Finding, ...]
-    verdicts: pd.DataFrame
-    tables: Mapping[str, pd.DataFrame]
-    figures: Mapping[str, Callable[[], Any]]
-    confidence: float
-    unit: str
-    drift: stats.drift.Drift | None
-    runs: int
-    runs_not_steady: int
-    runs_cache_not_medium: int
-    caveats: tuple[str, ...] = ()
-    captions: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def alpha(self) -> float:
-        """``1 - confidence``."""
-        return 1.0 - self.confidence
-
-    @property
-    def text(self) -> str:
-        """The findings as Markdown bullets (every number generated from the statistics)."""
-        return "\n".join(f"- {f.sentence}" for f in self.findings)
-
-    @property
-    def methods_text(self) -> str:
-        """Markdown: the experimental unit, then each distinct method once, with the kinds of finding it gave."""
-        seen: dict[str, list[str]] = {}
-        for f in self.findings:
-            if f.method:
-                seen.setdefault(f.method, [])
-                if f.kind not in seen[f.method]:
-                    seen[f.method].append(f.kind)
-        lines = [f"- Experimental unit of the comparisons: {self.unit}."]
-        lines += [f"- *{', '.join(kinds)}*: {method}" for method, kinds in seen.items()]
-        return "\n".join(lines)
-
-    def verdict_summary(self, digits: int = 3) -> pd.DataFrame:
-        """The verdict table in short: the study's keys, ``level``, ``metric``, ``ratio [CI]`` (at
-        :attr:`confidence`), ``n``, ``p_adjusted``, ``verdict`` and the flagged-run counts."""
-        v = self.verdicts
-        keys = list(v.columns[:list(v.columns).index("factor")]) if "factor" in v.columns else []
-
-        def ci(r) -> str:
-            if not (np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"])):
-                return f"{r['ratio']:.{digits}g} [CI not estimable]"
-            return f"{r['ratio']:.{digits}g} [{r['ci_low']:.{digits}g}, {r['ci_high']:.{digits}g}]"
-
-        out = v[keys + ["level", "metric"]].copy()
-        out[f"ratio [{conf_text(self.confidence)} CI]"] = [ci(r) for _, r in v.iterrows()]
-        for c in ("n", "p_adjusted", "verdict", "runs_not_steady", "runs_cache_not_medium"):
-            out[c] = v[c]
-        out["p_adjusted"] = out["p_adjusted"].map(lambda p: f"{p:.2g}" if np.isfinite(p) else "n/a")
-        return out.reset_index(drop=True)
-
-    def verdict_table(self, digits: int = 3):
-        """The verdict table for a reader (:func:`storagebench.tables.table`): the study's keys in their display
-        units, ``level``, the metric in words, the ratio with its CI in one column, ``n``, ``p_adjusted``,
-        ``verdict`` and the flagged-run counts; no index column.
-
-        Returns
-        -------
-        pandas.io.formats.style.Styler
-        """
-
-        v = self.verdicts
-        keys = list(v.columns[:list(v.columns).index("factor")]) if "factor" in v.columns else []
-        cols = [*keys, "level", "metric", "ratio", "ci_low", "ci_high", "n", "p_adjusted", "verdict",
-                "runs_not_steady", "runs_cache_not_medium"]
-        frame = v[[c for c in cols if c in v.columns]].assign(metric=v["metric"].map(metric_words))
-        paired = len(v) > 0 and "design" in v and str(v["design"].iloc[0]).startswith("paired")
-        factor = str(v["factor"].iloc[0]) if len(v) and "factor" in v else "level"
-        return table(frame, digits=digits, confidence=self.confidence,
-                     labels={"level": factor, "n": "n (blocks)" if paired else "n (per arm)"})
-
-    def report_findings(self) -> Findings:
-        """The findings as :class:`storagebench.findings.Findings` (titled with the question), which a
-        write-up displays first."""
-        return Findings(self.findings, title=self.question)
-
-    def table_for_reader(self, key: str) -> tuple[pd.DataFrame, str]:
-        """A table of :attr:`tables` as a write-up shows it, and a line saying what was left out.
-
-        ``per_run`` (68 columns: every field of the run-level table) is cut to the run's place in the design
-        (the factors, set-up, block, run order), what it measured (IOPS, bandwidth, mean latency, completion
-        latency percentiles p50/p99/p99.9) and its checks (steady state, cache caveat); columns with one value
-        in every row are named once in the line instead. Other tables are shown whole. The full table is
-        :attr:`tables` (``analysis/<key>.csv`` of a study run by ``storagebench testbed``).
-
-        Returns
-        -------
-        (pandas.DataFrame, str)
-            The table, and the line (empty when nothing was left out; why, for a table without rows).
-        """
-        frame = self.tables[key]
-        if frame.empty:  # say why instead of showing an empty table
-            why = {"variance": "variance components need at least 2 set-ups per arm and 2 runs per set-up "
-                               "(setup_variance)"}.get(key, "nothing to show with these runs")
-            return frame, f"no rows: {why}."
-        if key != "per_run":
-            return frame, ""
-        factors = [c for c in self.verdicts.columns[:list(self.verdicts.columns).index("factor")]] \
-            if "factor" in self.verdicts.columns else []
-        arm = [str(self.verdicts["factor"].iloc[0])] if "factor" in self.verdicts.columns and len(self.verdicts) else []
-        wanted = [*arm, *factors, "setup", "block", "run_order", "run_id", "outstanding_ios", "iops", "bw_bytes_per_s",
-                  "lat_mean_ns", "clat_p50_ns", "clat_p99_ns", "clat_p99_9_ns", "steady", "steady_rounds",
-                  "cache_not_medium"]
-        cols = [c for c in dict.fromkeys(wanted) if c in frame.columns]
-        constant = [c for c in cols if c not in (*arm, *factors) and frame[c].astype(str).nunique() == 1]
-        shown = frame[[c for c in cols if c not in constant]]
-        def cell(v) -> str:
-            if isinstance(v, (bool, np.bool_)):
-                return "yes" if v else "no"
-            return fmt_number(v) if isinstance(v, (int, float, np.number)) else str(v)
-
-        same = "; ".join(f"{c.replace('_', ' ')} {cell(frame[c].iloc[0])}" for c in constant)
-        note = (f"{len(shown.columns)} of its {len(frame.columns)} columns"
-                + (f"; the same in every run: {same}" if same else "")
-                + f". Every column: analysis/{key}.csv of the study directory (storagebench testbed writes it).")
-        return shown, note
-
-    def findings_frame(self) -> pd.DataFrame:
-        """One row per finding (``analysis/findings.csv``): ``kind, sentence, estimate, ci_low, ci_high,
-        confidence, n, unit_of_replication, unit, method`` (:class:`storagebench.findings.Finding`'s fields;
-        NaN where a finding has no such number). The experimental unit in full is :attr:`unit`."""
-        return pd.DataFrame([
-            {"kind": f.kind, "sentence": f.sentence, "estimate": f.estimate,
-             "ci_low": f.ci[0] if f.ci else None, "ci_high": f.ci[1] if f.ci else None, "confidence": f.confidence,
-             "n": f.n, "unit_of_replication": f.unit_of_replication, "unit": f.unit, "method": f.method}
-            for f in self.findings], columns=FINDINGS_COLUMNS).astype(
-                {"estimate": float, "ci_low": float, "ci_high": float, "confidence": float, "n": "Int64"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -625,9 +379,6 @@ def setup_variance(data: StudyData, metric: str, cells: Sequence[str], *,
     return table, [finding]
 
 
-def conf_text(confidence: float) -> str:
-    """A confidence level as text with the digits it needs: ``95%``, ``99.5%``."""
-    return f"{confidence:.{max(0, -int(math.floor(math.log10(1 - confidence))) - 2)}%}"
 
 
 def _units(n: Any, data: StudyData) -> tuple[int, str]:
