@@ -197,6 +197,27 @@ def grid_index(bin_ns: np.ndarray) -> np.ndarray | None:
     return out if out.max() < FIO_IO_U_PLAT_NR else None  # beyond the last bucket: off the grid
 
 
+def _grouped_arguments(groups, bin_ns, counts, percentiles, precision: str) -> tuple:
+    """:func:`grouped_percentiles`' arguments checked: ``(groups, bins, counts)`` as int64 arrays, the
+    percentiles as floats and the float type of the threshold (``StatsError`` naming what is wrong)."""
+    g = np.asarray(groups, dtype=np.int64)
+    b = np.asarray(bin_ns, dtype=np.int64)
+    c = np.asarray(counts, dtype=np.int64)
+    if not (g.shape == b.shape == c.shape) or g.ndim != 1:
+        raise StatsError(f"groups, bin_ns and counts must be 1-d of one length, got {g.shape}, {b.shape}, {c.shape}")
+    plist = [float(p) for p in percentiles]
+    bad = [p for p in plist if not 0.0 < p <= 100.0]
+    if bad:
+        raise StatsError(f"percentiles must be in (0, 100], got {bad}")
+    if len(c) and c.min() < 0:
+        raise StatsError("counts must be >= 0")
+    if precision == "double":
+        return g, b, c, plist, np.float64
+    if precision == "long double":
+        return g, b, c, plist, np.longdouble
+    raise StatsError(f"precision must be one of ['double', 'long double'], got {precision!r}")
+
+
 def grouped_percentiles(
     groups: np.ndarray,
     bin_ns: np.ndarray,
@@ -246,23 +267,7 @@ def grouped_percentiles(
     StatsError
         A percentile outside (0, 100], negative counts, or arrays of different lengths.
     """
-    g = np.asarray(groups, dtype=np.int64)
-    b = np.asarray(bin_ns, dtype=np.int64)
-    c = np.asarray(counts, dtype=np.int64)
-    if not (g.shape == b.shape == c.shape) or g.ndim != 1:
-        raise StatsError(f"groups, bin_ns and counts must be 1-d of one length, got {g.shape}, {b.shape}, {c.shape}")
-    plist = [float(p) for p in percentiles]
-    bad = [p for p in plist if not 0.0 < p <= 100.0]
-    if bad:
-        raise StatsError(f"percentiles must be in (0, 100], got {bad}")
-    if len(c) and c.min() < 0:
-        raise StatsError("counts must be >= 0")
-    if precision == "double":
-        ftype = np.float64
-    elif precision == "long double":
-        ftype = np.longdouble
-    else:
-        raise StatsError(f"precision must be one of ['double', 'long double'], got {precision!r}")
+    g, b, c, plist, ftype = _grouped_arguments(groups, bin_ns, counts, percentiles, precision)
 
     def need(base: np.ndarray, total: np.ndarray, rows: np.ndarray, p: float) -> np.ndarray:
         n = total if totals is None else np.asarray(totals, dtype=np.int64)[rows]
@@ -275,7 +280,7 @@ def grouped_percentiles(
     big = c.sum(dtype=np.float64) >= _EXACT_FLOAT_SUM or (
         totals is not None and len(totals) and np.asarray(totals, dtype=np.float64).max() >= _EXACT_FLOAT_SUM)
     if big:  # an edited file: float64 sums would round, int64 running sums over all groups could wrap
-        return _exact_percentiles(g, b, c, out, plist, totals, ftype)
+        return _exact_percentiles((g, b, c), out, plist, totals, ftype)
     idx = bucket_idx if bucket_idx is not None else grid_index(b)
     if idx is not None:
         nr = FIO_IO_U_PLAT_NR
@@ -325,10 +330,11 @@ def grouped_percentiles(
     return out
 
 
-def _exact_percentiles(g, b, c, out, plist, totals, ftype) -> np.ndarray:
+def _exact_percentiles(bins: tuple, out, plist, totals, ftype) -> np.ndarray:
     """:func:`grouped_percentiles` one group at a time with Python's integers: for counts or totals past 2**53
     (only an edited file has them), where the vectorised sums would round or wrap. A group whose counts add up
-    past ``2**63 - 1`` stays NaN."""
+    past ``2**63 - 1`` stays NaN. ``bins`` is ``(groups, bin values, counts)``."""
+    g, b, c = bins
     order = np.lexsort((b, g))
     g, b, c = g[order], b[order], c[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])

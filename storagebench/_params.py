@@ -258,39 +258,56 @@ def _mismatch(value: Any, node: ast.expr, path: str, depth: int = 0) -> str | No
                 return None
             return f"must be one of {allowed}{at}, {got}"
         if base in _SEQUENCES:
-            if not isinstance(value, (list, tuple)):
-                return f"must be a list ({ast.unparse(node)}){at}, {got}"
-            if base == "tuple" and not (len(args) == 2 and isinstance(args[1], ast.Constant)
-                                        and args[1].value is Ellipsis):
-                if len(args) == 1 and isinstance(args[0], ast.Tuple) and not args[0].elts:
-                    args = []  # tuple[()]
-                if len(value) != len(args):
-                    return f"must be a list of {len(args)} ({ast.unparse(node)}){at}, {got}"
-                for i, (v, a) in enumerate(zip(value, args, strict=True)):
-                    why = _mismatch(v, a, f"{path}[{i}]", depth + 1)
-                    if why:
-                        return why
-                return None
-            for i, v in enumerate(value):
-                why = _mismatch(v, args[0], f"{path}[{i}]", depth + 1)
-                if why:
-                    return why
-            return None
+            return _sequence_mismatch(value, node, base, args, (path, at, got, depth))
         if base in _MAPPINGS:
-            if not isinstance(value, Mapping):
-                return f"must be a mapping ({ast.unparse(node)}){at}, {got}"
-            key_t, val_t = (args + [None, None])[:2]
-            for k, v in value.items():
-                if key_t is not None:
-                    why = _mismatch(k, key_t, f"{path}{{key {shown(k, 40)}}}", depth + 1)
-                    if why:
-                        return why
-                if val_t is not None:
-                    why = _mismatch(v, val_t, f"{path}[{shown(k, 40)}]", depth + 1)
-                    if why:
-                        return why
-            return None
+            return _mapping_mismatch(value, node, args, (path, at, got, depth))
         return None  # a generic we do not know: any plain value
+    return _name_mismatch(value, node, at, got)
+
+
+def _sequence_mismatch(value: Any, node: ast.Subscript, base: str, args: list, where: tuple) -> str | None:
+    """:func:`_mismatch` of ``list[...]``/``tuple[...]``/``Sequence[...]``; ``where`` is (path, at, got, depth)."""
+    path, at, got, depth = where
+    if not isinstance(value, (list, tuple)):
+        return f"must be a list ({ast.unparse(node)}){at}, {got}"
+    if base == "tuple" and not (len(args) == 2 and isinstance(args[1], ast.Constant)
+                                and args[1].value is Ellipsis):
+        if len(args) == 1 and isinstance(args[0], ast.Tuple) and not args[0].elts:
+            args = []  # tuple[()]
+        if len(value) != len(args):
+            return f"must be a list of {len(args)} ({ast.unparse(node)}){at}, {got}"
+        for i, (v, a) in enumerate(zip(value, args, strict=True)):
+            why = _mismatch(v, a, f"{path}[{i}]", depth + 1)
+            if why:
+                return why
+        return None
+    for i, v in enumerate(value):
+        why = _mismatch(v, args[0], f"{path}[{i}]", depth + 1)
+        if why:
+            return why
+    return None
+
+
+def _mapping_mismatch(value: Any, node: ast.Subscript, args: list, where: tuple) -> str | None:
+    """:func:`_mismatch` of ``dict[K, V]``/``Mapping[K, V]``; ``where`` is (path, at, got, depth)."""
+    path, at, got, depth = where
+    if not isinstance(value, Mapping):
+        return f"must be a mapping ({ast.unparse(node)}){at}, {got}"
+    key_t, val_t = (args + [None, None])[:2]
+    for k, v in value.items():
+        if key_t is not None:
+            why = _mismatch(k, key_t, f"{path}{{key {shown(k, 40)}}}", depth + 1)
+            if why:
+                return why
+        if val_t is not None:
+            why = _mismatch(v, val_t, f"{path}[{shown(k, 40)}]", depth + 1)
+            if why:
+                return why
+    return None
+
+
+def _name_mismatch(value: Any, node: ast.expr, at: str, got: str) -> str | None:
+    """:func:`_mismatch` of a plain type name (``int``, ``str``, ``list`` ...)."""
     name = _type_name(node)
     if name is None:
         return None

@@ -322,7 +322,12 @@ def table(df: pd.DataFrame, *, digits: int = 3, bandwidth: str = "MB/s", confide
                 "n/a" if not (np.isfinite(a) and np.isfinite(b)) else f"{fmt_number(a, digits)}\u00a0–\u00a0{fmt_number(b, digits)}"
                 for a, b in zip(lo_s, hi_s, strict=True)], index=data.index)
             fmts[ci_head] = str
-    frame = pd.DataFrame(out)
+    return _styled(pd.DataFrame(out), fmts, na_rep, caption)
+
+
+def _styled(frame: pd.DataFrame, fmts: dict[str, Callable[[Any], str]], na_rep: str, caption: str | None) -> Styler:
+    """:func:`table`'s display frame as a Styler: every cell, header and the caption escaped by the HTML gate,
+    text columns left-aligned, numbers unbroken."""
     # pandas escapes neither a formatter's output nor (by default) headers and captions: every cell ("< 1e-06",
     # a target path, a factor level), header and the caption go through the HTML gate (storagebench._html.escape)
     safe = {h: (lambda v, f=f: str(escape(f(v)))) for h, f in fmts.items()}

@@ -74,6 +74,49 @@ _TRUE = frozenset({"", "1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
+def _rwmix(rw: str, opts: Mapping[str, Any], notes: list[str]) -> float:
+    """``rwmixread_pct`` of a job (``rwmixread``/``rwmixwrite`` of a mixed ``rw``; 100 or 0 otherwise; NaN and a
+    note for a value fio could not have read)."""
+    if rw in ("rw", "readwrite", "randrw"):
+        if "rwmixread" in opts:
+            v = opt_int(opts["rwmixread"])
+            mix = float(v) if v is not None and v <= 100 else _NAN
+            what = f"rwmixread={shown(opts['rwmixread'])}"
+        elif "rwmixwrite" in opts:
+            v = opt_int(opts["rwmixwrite"])
+            mix = 100.0 - v if v is not None and v <= 100 else _NAN
+            what = f"rwmixwrite={shown(opts['rwmixwrite'])}"
+        else:
+            mix, what = 50.0, ""
+        if mix != mix:
+            notes.append(f"job options {what}: not a percentage from 0 to 100 (rwmixread_pct NaN)")
+    elif rw in ("read", "randread"):
+        mix = 100.0
+    elif rw:
+        mix = 0.0
+    else:
+        mix = _NAN
+    return mix
+
+
+def _direct(opts: Mapping[str, Any], notes: list[str]) -> bool:
+    """``direct`` of a job (``direct=``, or not ``buffered=``; False and a note for a value fio does not read)."""
+    if "direct" in opts or "buffered" in opts:
+        name = "direct" if "direct" in opts else "buffered"
+        text = str(opts[name]).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            flag = text in _TRUE
+        elif (v := opt_int(text)) is not None:
+            flag = v != 0
+        else:
+            flag = False
+            notes.append(f"job options {name}={shown(opts[name])}: not a boolean fio reads (direct stored False)")
+        direct = flag if name == "direct" else not flag
+    else:
+        direct = False
+    return direct
+
+
 def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ...]]:
     """Factor columns from merged options: (common, bs per direction, random_pct per direction, notes).
 
@@ -110,38 +153,8 @@ def _factors(opts: Mapping[str, Any]) -> tuple[dict, tuple, tuple, tuple[str, ..
                          "not a percentage from 0 to 100 (random_pct NaN)")
     else:
         rnd = (0.0, 0.0, 0.0)
-    if rw in ("rw", "readwrite", "randrw"):
-        if "rwmixread" in opts:
-            v = opt_int(opts["rwmixread"])
-            mix = float(v) if v is not None and v <= 100 else _NAN
-            what = f"rwmixread={shown(opts['rwmixread'])}"
-        elif "rwmixwrite" in opts:
-            v = opt_int(opts["rwmixwrite"])
-            mix = 100.0 - v if v is not None and v <= 100 else _NAN
-            what = f"rwmixwrite={shown(opts['rwmixwrite'])}"
-        else:
-            mix, what = 50.0, ""
-        if mix != mix:
-            notes.append(f"job options {what}: not a percentage from 0 to 100 (rwmixread_pct NaN)")
-    elif rw in ("read", "randread"):
-        mix = 100.0
-    elif rw:
-        mix = 0.0
-    else:
-        mix = _NAN
-    if "direct" in opts or "buffered" in opts:
-        name = "direct" if "direct" in opts else "buffered"
-        text = str(opts[name]).strip().lower()
-        if text in _TRUE or text in _FALSE:
-            flag = text in _TRUE
-        elif (v := opt_int(text)) is not None:
-            flag = v != 0
-        else:
-            flag = False
-            notes.append(f"job options {name}={shown(opts[name])}: not a boolean fio reads (direct stored False)")
-        direct = flag if name == "direct" else not flag
-    else:
-        direct = False
+    mix = _rwmix(rw, opts, notes)
+    direct = _direct(opts, notes)
     ints = {}
     for name in ("iodepth", "numjobs"):
         if name not in opts:
