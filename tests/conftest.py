@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +110,24 @@ def run_fio_json(directory: Path, fio_bin: str, name: str, *, target: Path | Non
     path = directory / f"{name}.json"
     path.write_text(out.stdout)
     return path
+
+
+class Hang(Exception):
+    """A call that gave no result within :func:`time_limit` (a hang: a FIFO read, an endless loop). Not an
+    ``OSError`` (as ``TimeoutError`` is), so code under test that catches ``OSError`` cannot turn a hang into an
+    error message."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str = ""):
+    """Raise :class:`Hang` in the block after ``seconds`` (SIGALRM; the main thread only), naming ``what``."""
+    def _alarm(signum, frame):
+        raise Hang(f"{what + ': ' if what else ''}no result after {seconds} s (a hang)")
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -8,15 +8,14 @@ test instead of hanging the suite); two run in a subprocess with a timeout, as a
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 import pytest
+from conftest import Hang, time_limit
 from typer.testing import CliRunner
 
 from storagebench import _inputs
@@ -29,27 +28,11 @@ DEMO_SPEC = ROOT / "data" / "studies" / "demo.yaml"
 LIMIT_S = 30.0  # in-process; a command that blocks on a FIFO never returns
 
 
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float = LIMIT_S):
-    def _alarm(signum, frame):
-        raise Hang(f"no result after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def cli(args: list, codes=(1, 2)) -> str:
     """Run the CLI in-process; it must end within LIMIT_S with an exit code in ``codes`` and one error line."""
-    with time_limit():
+    with time_limit(LIMIT_S):
         res = CliRunner().invoke(app, [str(a) for a in args])
     assert not isinstance(res.exception, Hang), f"{args}: hung"
     assert res.exception is None or isinstance(res.exception, SystemExit), (args, res.exception)
@@ -163,7 +146,7 @@ def test_commands_refuse_fifos_and_devices_promptly(tmp_path, specials, kind):
     assert word in cli(["batch", s[".yaml"], "--out", tmp_path / "b"], codes=(2,))
     assert word in cli(["hosts", "--hostfile", s[".yaml"]])
     # ingest names each file it did not read, and goes on
-    with time_limit():
+    with time_limit(LIMIT_S):
         res = CliRunner().invoke(app, ["ingest", str(s[".json"]), str(FIXTURES / "fio" / "single_jsonplus.json"),
                                        "--out", str(tmp_path / "tidy")])
     assert res.exit_code == 1 and "1 files ingested, 1 not ingested" in res.stdout, res.output
@@ -232,7 +215,7 @@ def test_site_does_not_follow_symlinks_out_of_the_tree(tmp_path):
     with open(inside_big, "wb") as fh:
         fh.truncate(64 * 2**20)
     (root / "good" / "huge.html").write_text("<html></html>")
-    with time_limit():
+    with time_limit(LIMIT_S):
         res = CliRunner().invoke(app, ["site", str(root)])
     assert res.exit_code == 0, res.output
     assert "1 write-up(s)" in res.stdout

@@ -27,16 +27,15 @@ import math
 import os
 import random
 import re
-import signal
 import socket
 import stat
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import Hang, time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,22 +104,6 @@ class Case:
         return in_options and (self.label in ("delete", "object", "array") or self.any_option_value)
 
 
-class Hang(Exception):
-    pass
-
-
-@contextmanager
-def time_limit(seconds: float):
-    def _alarm(signum, frame):
-        raise Hang(f"no result after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---- building the cases --------------------------------------------------------------------------------

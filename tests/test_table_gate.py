@@ -17,14 +17,13 @@ import math
 import random
 import re
 import shutil
-import signal
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import time_limit
 
 from storagebench.ingest import ingest_paths, ingest_to_parquet
 from storagebench.ingest.diskspd import parse_diskspd
@@ -192,18 +191,6 @@ def check_tables(out: Path) -> list[str]:
 # ---- running it ------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def time_limit(seconds: float, what: str):
-    def hang(*_):
-        raise TimeoutError(f"{what}: more than {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, hang)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _batches(files: list[tuple[str, bytes]], root: Path, good: Path, size: int):
