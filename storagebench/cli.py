@@ -86,6 +86,9 @@ def run_cmd(
     quiet_window: Annotated[Optional[float], typer.Option(
         "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
         "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
+    create_dirs: Annotated[bool, typer.Option(
+        "--create-dirs", help="let fio create the target's missing directories (default: refused, naming "
+        "the directory)")] = False,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
 
@@ -98,7 +101,7 @@ def run_cmd(
     spec = sb.load_study(study, max_runs=max_runs)
     res = sb.run_study(spec, target=target, out_dir=_out_dir(out), timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
-                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
+                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window, create_dirs=create_dirs)
     _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
