@@ -233,7 +233,8 @@ def ingest(
     _out_dir(out)
     for banner in _running_studies(paths, partial=partial, action="ingest"):
         typer.secho(f"storagebench: warning: {banner}", err=True, fg="yellow")
-    summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
+    summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20,
+                                   require_files=True)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
     typer.echo(f"{summary.files} files ingested, {len(summary.errors)} not ingested")
