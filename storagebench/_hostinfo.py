@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
-from .errors import shown
+from .errors import display_path
 from .fio.process import fio_version, other_fio_processes
 from .records import DeviceInfo, FilesystemInfo, Provenance
 
@@ -261,7 +261,7 @@ def memory_note(target: str | os.PathLike[str], fstype: str | None) -> str | Non
     """
     if fstype not in MEMORY_FSTYPES:
         return None
-    return (f"this measured memory: the target {shown(os.fspath(target))} is a file on {fstype}, which keeps its "
+    return (f"this measured memory: the target {display_path(os.fspath(target))!r} is a file on {fstype}, which keeps its "
             "data in RAM, so its IOPS and latency are those of memory and the page cache, not of a storage device")
 
 

@@ -24,7 +24,7 @@ from ._devices import (
     loops_backed_by,
     swap_entries,
 )
-from .errors import UnsafeTargetError, shown
+from .errors import UnsafeTargetError, display_path
 from .fio import options as fo
 from .fio.region import FileRegion, job_region
 
@@ -185,7 +185,7 @@ def _check_new(name: str, resolved: str, ctx: RunChecks, role: str) -> None:
     file on devtmpfs, whose "device" answers from memory; ``/mnt/tset/x`` a directory on the root file
     system instead of the mount meant.
     """
-    shown_name = shown(name)
+    shown_name = repr(display_path(name))
     if (resolved == "/dev" or resolved.startswith("/dev/")) and not resolved.startswith("/dev/shm/"):
         raise UnsafeTargetError(
             f"refusing {role} {shown_name}: it does not exist, and fio would create it as a file in /dev, which is "
@@ -194,7 +194,7 @@ def _check_new(name: str, resolved: str, ctx: RunChecks, role: str) -> None:
     parent = os.path.dirname(resolved)
     if not ctx.create_dirs and parent and not os.path.isdir(parent):
         raise UnsafeTargetError(
-            f"refusing {role} {shown_name}: its directory {shown(parent)} does not exist, and fio would create it "
+            f"refusing {role} {shown_name}: its directory {display_path(parent)!r} does not exist, and fio would create it "
             "silently (perhaps on another file system than the one meant); create the directory, fix the path, "
             "or allow it with --create-dirs (run_study(..., create_dirs=True))")
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ._hostinfo import filesystem_of, memory_note
 from ._store import StudyStore
 from ._study import RunPoint, Study
-from ._hostinfo import filesystem_of, memory_note
 from .errors import HostError, StorageBenchWarning, StudyError
 from .fio.hosts import parse_host, parse_hostfile
 from .fio.options import join_filenames, split_filenames

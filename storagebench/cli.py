@@ -226,9 +226,11 @@ def ingest(
 
     Examples:
 
-      storagebench ingest results/qd_threads/raw --out results/qd_threads/tidy
+      storagebench ingest results/qd_threads/raw other/*.json --out tidy/
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
+
+    Nothing recognised (no fio, DiskSPD or Iometer output) is an error that says what was seen.
     """
     _out_dir(out)
     for banner in _running_studies(paths, partial=partial, action="ingest"):
@@ -370,7 +372,8 @@ def compare_cmd(
     by: Annotated[Optional[List[str]], typer.Option(
         "--by", metavar="COLUMN", help="group column (repeat): one comparison per group")] = None,
     pair_on: Annotated[Optional[List[str]], typer.Option(
-        "--pair-on", metavar="COLUMN", help="column matching rows across levels (repeat)")] = None,
+        "--pair-on", metavar="COLUMN", help="block column matching rows across levels (repeat), e.g. vms; never a "
+        "factor such as the tool (refused: put it in --by)")] = None,
     where: Annotated[Optional[List[str]], typer.Option(
         "--where", metavar="COLUMN=VALUE", help="keep rows with COLUMN=VALUE (repeat)")] = None,
     margin: Annotated[Optional[float],
@@ -392,13 +395,17 @@ def compare_cmd(
 
       storagebench compare published:vsan_stripe --factor stripe_width \\
           --baseline 1 --metric iops --by pattern --by direction \\
-          --pair-on vms --pair-on source_tool --out stripe.csv
+          --by source_tool --pair-on vms --out stripe.csv
+
+    Pair only on blocks (vms: the steps of one sweep), never on a factor such as the tool: the tool goes in
+    --by (one comparison per tool); --pair-on a factor is refused. The CIs use each arm's own runs (the
+    spread: line), not the run-to-run SD a sweep report pools over its grid.
     """
     import pandas as pd
 
     from .published import match_level, select_rows
     from .stats import compare  # stats (scipy, statsmodels): see the imports
-    from .stats.comparison import TABLE_SUFFIXES
+    from .stats.comparison import TABLE_SUFFIXES, check_pairing
     from .stats.ratio import ESTIMANDS
 
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
@@ -409,6 +416,7 @@ def compare_cmd(
     if factor not in df.columns:
         raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
     level = match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
+    check_pairing(list(df.columns), pair_on, where="--pair-on")  # the rule of verdict: a factor is never a pair
     result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
                      confidence=confidence, adjust=adjust, estimand=estimand)
     frame = result.to_frame()
@@ -425,6 +433,7 @@ def compare_cmd(
         if method:
             typer.echo(f"method: {method}")
     typer.echo(f"design: {result.design}")
+    typer.echo(f"spread: {result.spread}")
     typer.echo(f"family: {result.family}")
     if out is not None:
         typer.echo(f"wrote {result.to_file(out)}")

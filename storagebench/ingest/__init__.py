@@ -169,7 +169,7 @@ class IngestSummary:
 
     def seen_text(self) -> str:
         """One line on what was found: ``"saw 3 files (2 .txt, 1 .png), e.g. 'a/b.txt', ..."``; names through
-        :func:`storagebench.errors.shown` (control characters escaped, long names cut)."""
+        ``repr`` (control characters escaped)."""
         return _seen_text(self.seen)
 
 
@@ -180,7 +180,7 @@ def _seen_text(seen: dict[str, Any]) -> str:
         return "saw no files at all"
     kinds = ", ".join(f"{n} {shown(ext, 20)}" for ext, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:8])
     more = ", ..." if len(counts) > 8 else ""
-    names = ", ".join(shown(display_path(p)) for p in seen.get("first", []))
+    names = ", ".join(repr(display_path(p)) for p in seen.get("first", []))
     return f"saw {total} file{'s' if total != 1 else ''} ({kinds}{more}), e.g. {names}"
 
 
@@ -191,10 +191,10 @@ _RECOGNISED = ("fio JSON/JSON+ output (fio --output-format=json+), fio logs (*_i
 
 def _nothing_recognised(paths: Any, seen: dict[str, Any], errors: list[IngestError]) -> IngestError:
     listed = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
-    named = ", ".join(shown(display_path(os.fsdecode(p))) for p in listed[:3]) + (", ..." if len(listed) > 3 else "")
+    named = ", ".join(repr(display_path(os.fsdecode(p))) for p in listed[:3]) + (", ..." if len(listed) > 3 else "")
     why = ""
     if errors:
-        first = "; ".join(f"{shown(display_path(e.path))}: {e.reason}" for e in errors[:3])
+        first = "; ".join(f"{display_path(e.path or '?')!r}: {e.reason}" for e in errors[:3])
         why = f"; {len(errors)} not ingested, e.g. {first}"
     return IngestError(f"nothing recognised in {named or '[]'}: {_seen_text(seen)}{why}; storagebench ingests "
                        f"{_RECOGNISED}. No table was written (tables already in the output directory are left "
