@@ -231,7 +231,7 @@ def test_compare_refuses_pairing_on_the_tool_as_the_verdict_layer_does():
                               "--metric", "iops", "--by", "pattern", "--by", "direction", "--pair-on", "vms",
                               "--pair-on", "source_tool"])
     assert res.exit_code == 1
-    assert ("--pair-on: 'source_tool' is a factor, not a replicate (nor a block), but the comparison paired on it "
+    assert ("--pair-on: 'source_tool' is a factor, not a replicate, but the comparison paired on it "
             "(pair_on=['vms', 'source_tool'])") in res.output
     # the verdict layer gives the same message (one rule)
     from storagebench.published import load_table

@@ -172,6 +172,10 @@ class IngestSummary:
         ``repr`` (control characters escaped)."""
         return _seen_text(self.seen)
 
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
 
 def _seen_text(seen: dict[str, Any]) -> str:
     counts = seen.get("counts", {})
@@ -199,10 +203,6 @@ def _nothing_recognised(paths: Any, seen: dict[str, Any], errors: list[IngestErr
     return IngestError(f"nothing recognised in {named or '[]'}: {_seen_text(seen)}{why}; storagebench ingests "
                        f"{_RECOGNISED}. No table was written (tables already in the output directory are left "
                        "as they were)")
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
 
 def _result(collector: _Collector, errors: list[IngestError],
@@ -482,6 +482,8 @@ def ingest_to_parquet(
     if isinstance(batch_files, bool) or int(batch_files) < 1:
         raise SchemaError(f"batch_files must be >= 1, got {batch_files}")
     max_bytes = _cap(max_file_bytes)
+    if not isinstance(paths, (str, bytes, os.PathLike)):
+        paths = list(paths)  # walked once, and named again when nothing in them is recognised
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".ingest-", dir=out))

@@ -297,7 +297,7 @@ def factor_pairing_problem(pair_on: Sequence[str], factors: Sequence[str]) -> st
     """
     for k in factors:
         if k in pair_on:
-            return (f"{k!r} is a factor, not a replicate (nor a block), but the comparison paired on it "
+            return (f"{k!r} is a factor, not a replicate, but the comparison paired on it "
                     f"(pair_on={list(pair_on)}), so n counts its levels as pairs (n would grow with the number of "
                     f"{k} levels); compare again with {k!r} in by= (one comparison per level; CLI --by {k}) or in "
                     "factors= (averaged within each block)")
