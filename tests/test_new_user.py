@@ -288,3 +288,53 @@ def test_every_help_example_follows_the_readme():
     # the example README gives for the published stripe study is the one `compare -h` gives
     assert ("--by pattern --by direction --by source_tool --pair-on vms --out stripe.csv" in " ".join(
         examples["compare"])) and "--by source_tool --pair-on vms --out stripe.csv" in readme
+
+
+@pytest.mark.notebook
+def test_the_published_write_up_of_a_memory_run_carries_the_banner(tmp_path, fio_bin):
+    """The whole route: a real run on tmpfs, then ``publish_report`` (papermill) -> report.html with the note."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from storagebench import run_study
+    from storagebench.publish import publish_report
+
+    shm = _tmpfs_dir()
+    target = shm / f"sb-new-user-pub-{os.getpid()}.dat"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StorageBenchWarning)
+            res = run_study(load_study(_spec(tmp_path, "mempub", {"iodepth": [1]})), target=target,
+                            out_dir=tmp_path / "r", fio_bin=fio_bin, progress=False)
+    finally:
+        target.unlink(missing_ok=True)
+    nb = new_notebook()
+    params = new_code_cell("study_dir: str = ''  # the study")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [new_markdown_cell("# mem"), params, new_code_cell("print(len(study_dir) > 0)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(tmp_path / "mem.ipynb"))
+    html_path = publish_report(res.root, [tmp_path / "mem.ipynb"], {}, write_tidy=False)
+    page = html_path.read_text()
+    assert "1 of 1 runs: this measured memory: the target" in page and "is a file on tmpfs" in page
+
+
+def test_hostile_target_names_in_the_memory_banner_stay_text(tmp_path):
+    """The note holds the target path as the user gave it: every payload of the HTML gate's suite, planted as a
+    target name, reaches the page as text (the banner goes through storagebench._html)."""
+    import nbformat
+    from test_html_gate import PAYLOADS
+
+    from storagebench import _html
+    from storagebench._hostinfo import memory_note
+    from storagebench._pubpage import build_page
+
+    banner = " ".join(memory_note(f"/dev/shm/{p}", "tmpfs") for p in PAYLOADS)
+    assert "\n" not in banner and "\x00" not in banner  # repr escapes control characters
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# hostile")])
+    nbformat.write(nb, tmp_path / "h.ipynb")
+    page, _ = build_page([tmp_path / "h.ipynb"], banner=banner)
+    assert _html.page_problems(page) == []
+    for tag in ("<script>alert", "<img", "<svg", "<iframe", "<object", "<base ", "<meta http-equiv=\"refresh"):
+        assert tag not in page, tag
+    assert page.count("this measured memory") == len(PAYLOADS)
