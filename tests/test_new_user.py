@@ -255,6 +255,10 @@ def test_compare_states_the_spread_it_uses_in_the_cli_and_the_write_up():
     from storagebench.stats import compare
 
     table = compare(load_table(str(ROOT / "tests" / "fixtures" / "study_demo")), "iodepth", 1, "iops", by="numjobs")
+    from storagebench.stats import verdict_findings
+
+    found = verdict_findings(table, unit="fio run")
+    assert all("spread: each row's two arms only" in f.method for f in found)
     assert "Spread: each row&#39;s two arms only" in table._repr_html_() or "Spread: each row's two arms only" in \
         table._repr_html_()
 

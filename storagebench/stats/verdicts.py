@@ -201,6 +201,8 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     """
     frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
     rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
+    # the spread behind the CI, said so that it is not read as a sweep report's pooled interval
+    spread = f"spread: {comparison.spread}; " if isinstance(comparison, ComparisonTable) else ""
     items = []
     for r, v in zip(rows, frame.itertuples(index=False), strict=True):
         where = ", ".join(value_text(k, val) for k, val in r.group)  # "bs 4 KiB", not "bs_bytes 4096"
@@ -216,7 +218,7 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
                              n=r.n_baseline if r.paired else min(r.n_baseline, r.n_other),
                              unit_of_replication=(f"matched pairs, unit: {unit}" if r.paired else
                                                   f"per arm, unit: {unit}"),
-                             method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; family: {r.family}",
+                             method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; {spread}family: {r.family}",
                              unit="ratio", key=f"{r.metric}:{where}:{r.level}"))
     return Findings(tuple(items), title=title, provenance=provenance)
 
