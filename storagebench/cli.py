@@ -223,14 +223,13 @@ def ingest(
     """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested.
 
     A study whose sweep is still running is refused (its tables would read as whole) unless --partial is given.
+    Nothing recognised (no fio, DiskSPD or Iometer output) is an error that says what was seen.
 
     Examples:
 
       storagebench ingest results/qd_threads/raw other/*.json --out tidy/
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
-
-    Nothing recognised (no fio, DiskSPD or Iometer output) is an error that says what was seen.
     """
     _out_dir(out)
     for banner in _running_studies(paths, partial=partial, action="ingest"):
@@ -388,6 +387,10 @@ def compare_cmd(
 
     Without --by every other factor that varies is pooled into one comparison; a warning names them.
 
+    Pair only on blocks (vms: the steps of one sweep), never on a factor such as the tool: the tool goes in
+    --by (one comparison per tool); --pair-on a factor is refused. The CIs use each arm's own runs (the
+    spread: line), not the run-to-run SD a sweep report pools over its grid.
+
     Examples:
 
       storagebench compare results/demo --factor iodepth --baseline 1 \\
@@ -396,10 +399,6 @@ def compare_cmd(
       storagebench compare published:vsan_stripe --factor stripe_width \\
           --baseline 1 --metric iops --by pattern --by direction \\
           --by source_tool --pair-on vms --out stripe.csv
-
-    Pair only on blocks (vms: the steps of one sweep), never on a factor such as the tool: the tool goes in
-    --by (one comparison per tool); --pair-on a factor is refused. The CIs use each arm's own runs (the
-    spread: line), not the run-to-run SD a sweep report pools over its grid.
     """
     import pandas as pd
 
