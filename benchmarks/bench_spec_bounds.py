@@ -53,7 +53,8 @@ HOSTILE = {
     "billion laughs (9^10 under an unknown key)": _laughs(),
     "merge-key bomb (8^13)": _merge(),
     "256 KiB of '['": "description: " + "[" * (256 * 1024 - 20) + "\n",
-    "10^20-run grid": "name: fz\nfactors:\n" + "".join(f"  f{i}: [0,1,2,3,4,5,6,7,8,9]\n" for i in range(20)),
+    "10^20-run grid": "name: fz\nfactors:\n" + "".join(f"  f{i}: [0,1,2,3,4,5,6,7,8,9]\n" for i in range(20))
+    + "labels: [" + ", ".join(f"f{i}" for i in range(20)) + "]\n",
 }
 
 

@@ -25,14 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
+from .errors import display_path
 from .fio.process import fio_version, other_fio_processes
 from .records import DeviceInfo, FilesystemInfo, Provenance
 
 __all__ = [
     "collect_provenance", "block_device_info", "device_behind", "sysfs_block_dir", "filesystem_of", "git_revision",
     "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S", "mountinfo",
-    "unescape_mount",
+    "unescape_mount", "MEMORY_FSTYPES", "memory_note",
 ]
+
+#: File systems whose files live in memory: a run on one of them measures RAM and the page cache, not storage.
+MEMORY_FSTYPES: tuple[str, ...] = ("tmpfs", "devtmpfs", "ramfs")
 
 _PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -240,6 +244,27 @@ def device_behind(target: str | os.PathLike[str]) -> DeviceInfo | None:
     return _device_of(real, None if stat.S_ISBLK(st.st_mode) else filesystem_of(real))
 
 
+def memory_note(target: str | os.PathLike[str], fstype: str | None) -> str | None:
+    """The warning for a target on a file system in memory, or ``None``.
+
+    Parameters
+    ----------
+    target : str or path-like
+        fio ``filename`` as given (shown with :func:`storagebench.errors.shown`, control characters escaped).
+    fstype : str or None
+        Its file system type (:func:`filesystem_of`); ``None`` (a block device, or unknown) gives ``None``.
+
+    Returns
+    -------
+    str or None
+        e.g. ``"this measured memory: the target '/dev/shm/x' is a file on tmpfs, ..."``.
+    """
+    if fstype not in MEMORY_FSTYPES:
+        return None
+    return (f"this measured memory: the target {display_path(os.fspath(target))!r} is a file on {fstype}, which keeps its "
+            "data in RAM, so its IOPS and latency are those of memory and the page cache, not of a storage device")
+
+
 def collect_provenance(
     target: str | os.PathLike[str] | None,
     *,
@@ -271,7 +296,8 @@ def collect_provenance(
         from :func:`block_device_info`, or ``None`` with ``device_note``), ``filesystem``
         (:class:`~storagebench.records.FilesystemInfo`: ``fstype``, ``mountpoint``, ``source``;
         ``None`` for a raw block device), ``spec_hash``, ``git_rev``, ``git_dirty`` (``None``
-        when not a git checkout), ``started_at`` (UTC, ISO 8601). What is known only after the
+        when not a git checkout), ``memory_note`` (a file on tmpfs, devtmpfs or ramfs:
+        :func:`memory_note`), ``started_at`` (UTC, ISO 8601). What is known only after the
         run (``finished_at``, ``duration_s``, the safety and quiet-host records ...) the runner
         adds when it makes the run's one record (:meth:`~storagebench.records.Provenance.replace`).
 
@@ -304,10 +330,11 @@ def collect_provenance(
     fs = None if kind == "block" else filesystem_of(real)
     dev = _device_of(real, fs)
     note = None
+    memory = None if kind == "block" or fs is None else memory_note(tgt, fs["fstype"])
     if dev is None:
         note = f"no block device behind {tgt}" + (f" (filesystem {fs['fstype']} from {fs['source']})" if fs else "")
     return Provenance(
-        **host, target=tgt, target_realpath=real, target_kind=kind, device=dev, device_note=note,
+        **host, target=tgt, target_realpath=real, target_kind=kind, device=dev, device_note=note, memory_note=memory,
         filesystem=None if fs is None else FilesystemInfo(fstype=fs["fstype"], mountpoint=fs["mountpoint"],
                                                           source=fs["source"]),
     )

@@ -24,7 +24,7 @@ from ._devices import (
     loops_backed_by,
     swap_entries,
 )
-from .errors import UnsafeTargetError
+from .errors import UnsafeTargetError, display_path
 from .fio import options as fo
 from .fio.region import FileRegion, job_region
 
@@ -60,6 +60,9 @@ class RunChecks:
         One entry per object checked, for ``provenance.json``.
     regions : dict
         fio's regions of the job, by file name.
+    create_dirs : bool
+        A new file's missing parent directories may be created (fio makes them silently); when false, a
+        ``filename`` whose directory does not exist is refused.
     """
 
     reason: str | None
@@ -72,6 +75,7 @@ class RunChecks:
     devnos: set[str] = field(default_factory=set)
     record: list[dict] = field(default_factory=list)
     regions: dict[str, list[FileRegion]] = field(default_factory=dict)
+    create_dirs: bool = True
 
 
 def _what_is(path: str, cwd: str) -> tuple[int | None, str]:
@@ -173,6 +177,28 @@ def _layout_refusal(what: str, label: str, size: int, r: FileRegion, why: str) -
     )
 
 
+def _check_new(name: str, resolved: str, ctx: RunChecks, role: str) -> None:
+    """A path that does not exist yet: never under ``/dev`` (but ``/dev/shm``, tmpfs, where a RAM baseline is meant
+    and warned about as memory), and in an existing directory unless ``create_dirs``.
+
+    fio creates a missing file (and its directories) without a word: ``/dev/sdz`` misspelt becomes a
+    file on devtmpfs, whose "device" answers from memory; ``/mnt/tset/x`` a directory on the root file
+    system instead of the mount meant.
+    """
+    shown_name = repr(display_path(name))
+    if (resolved == "/dev" or resolved.startswith("/dev/")) and not resolved.startswith("/dev/shm/"):
+        raise UnsafeTargetError(
+            f"refusing {role} {shown_name}: it does not exist, and fio would create it as a file in /dev, which is "
+            "memory (devtmpfs), so the run would measure RAM, not a device; name an existing block device (see lsblk or "
+            "/dev/disk/by-id) or a file on the file system you mean to measure")
+    parent = os.path.dirname(resolved)
+    if not ctx.create_dirs and parent and not os.path.isdir(parent):
+        raise UnsafeTargetError(
+            f"refusing {role} {shown_name}: its directory {display_path(parent)!r} does not exist, and fio would create it "
+            "silently (perhaps on another file system than the one meant); create the directory, fix the path, "
+            "or allow it with --create-dirs (run_study(..., create_dirs=True))")
+
+
 def check_object(name: str, ctx: RunChecks, *, role: str, reason: str | None = None) -> None:
     """Refuse what a workload (``reason``, default the run's) must not do to ``name``; record what it is."""
     reason = reason or ctx.reason
@@ -185,6 +211,7 @@ def check_object(name: str, ctx: RunChecks, *, role: str, reason: str | None = N
     try:
         st = os.stat(resolved)
     except (FileNotFoundError, NotADirectoryError):
+        _check_new(name, resolved, ctx, role)
         ctx.record.append({"path": name, "resolved": resolved, "kind": "new", "role": role})
         return  # fio will create a new regular file (or fail to, and say why)
     except OSError as exc:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -21,9 +23,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ._hostinfo import filesystem_of, memory_note
 from ._store import StudyStore
 from ._study import RunPoint, Study
-from .errors import HostError, StudyError
+from .errors import HostError, StorageBenchWarning, StudyError
 from .fio.hosts import parse_host, parse_hostfile
 from .fio.options import join_filenames, split_filenames
 from .hoststeps import HostSteps
@@ -120,6 +123,8 @@ class RunContext:
         The sweep's account (``None`` for one run measured outside a sweep).
     progress : Progress, optional
         The sweep's progress bar.
+    create_dirs : bool
+        A target whose directory does not exist may be created (``--create-dirs``); otherwise it is refused.
     """
 
     study: Study
@@ -136,6 +141,7 @@ class RunContext:
     stop_on_error: bool = False
     tally: Tally | None = None
     progress: Progress | None = None
+    create_dirs: bool = False
 
 
 def quiet_window_for(study: Study) -> float:
@@ -168,6 +174,30 @@ def resolve_target(ctx: RunContext, point: RunPoint) -> str:
     if ctx.study.target is not None:
         return ctx.study.target
     raise StudyError(f"study {ctx.study.name}: no target; pass target= (--target PATH) or set 'target' in the study")
+
+
+def warn_memory_targets(ctx: RunContext, points: Sequence[RunPoint]) -> list[str]:
+    """Warn (:class:`~storagebench.errors.StorageBenchWarning`, once per target) of each target on a file system in
+    memory (tmpfs, devtmpfs, ramfs: :func:`storagebench._hostinfo.memory_note`); each run's ``provenance.json``
+    records the same note and the write-up shows it. Returns the notes."""
+    notes: list[str] = []
+    seen: set[str] = set()
+    for point in points:
+        for path in split_filenames(absolute_targets(resolve_target(ctx, point))):
+            if path in seen:
+                continue
+            seen.add(path)
+            real = os.path.realpath(path)
+            if os.path.exists(real) and stat.S_ISBLK(os.stat(real).st_mode):
+                continue
+            fstype = (filesystem_of(real) or {}).get("fstype")
+            if fstype == "devtmpfs" and not os.path.lexists(path):
+                continue  # a new file in /dev: refused by the safety check (storagebench._objectchecks)
+            note = memory_note(path, fstype)
+            if note:
+                notes.append(note)
+                warnings.warn(note, StorageBenchWarning, stacklevel=3)
+    return notes
 
 
 def absolute_targets(target: str) -> str:

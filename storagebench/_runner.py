@@ -32,7 +32,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._runcontext import Progress, RunContext, Tally, host_steps_for, hosts_list, quiet_window_for, utc_now
+from ._runcontext import (
+    Progress,
+    RunContext,
+    Tally,
+    host_steps_for,
+    hosts_list,
+    quiet_window_for,
+    utc_now,
+    warn_memory_targets,
+)
 from ._runfio import FioRun, run_fio
 from ._rungroups import run_group
 from ._runone import run_point
@@ -152,6 +161,7 @@ def run_study(
     wait_quiet_s: float = 0.0,
     quiet_window_s: float | None = None,
     testbed: Callable[[SetUpUnit], AbstractContextManager[SetUp]] | None = None,
+    create_dirs: bool = False,
 ) -> SweepResult:
     """Run every run of a study's plan that is not complete yet.
 
@@ -194,6 +204,9 @@ def run_study(
         them down on exit. Required when the study has ``setups > 1``. Each set-up unit of the
         plan gets a build of its own, recorded in ``testbed.json`` with a build id that each of
         its runs keeps in ``provenance.json`` (``set_up``).
+    create_dirs : bool
+        Let fio create a target's missing directories; default refused (:class:`UnsafeTargetError`
+        naming the directory): a misspelt mount point would otherwise be measured on the root file system.
 
     Returns
     -------
@@ -284,10 +297,12 @@ def run_study(
                      timeout_s=float(timeout_s) if timeout_s is not None else study.timeout_s,
                      target=target, targets=targets, allow_devices=allow_devices, wait_quiet_s=wait_quiet_s,
                      quiet_window_s=quiet_window_for(study) if quiet_window_s is None else quiet_window_s,
-                     stop_on_error=stop_on_error, tally=tally)
+                     stop_on_error=stop_on_error, tally=tally, create_dirs=create_dirs)
     if study.host_steps and testbed is None:  # a step this host cannot make is refused before any run
         host_steps_for(ctx, plan.points, journal=False)
     _check_quiet(ctx)
+    if testbed is None and study.hosts is None:  # a testbed's devices exist only once built
+        warn_memory_targets(ctx, plan.points)
     store = ctx.store
     try:
         with store.lock():

@@ -189,7 +189,8 @@ def _check_safety(ctx: RunContext, point: RunPoint, tgt: str, hosts: list[str] |
         # own_files: regular files this study's runs created (fio laid them out), read through the
         # root-action gate and checked against the files (StudyStore.own_files)
         rec = safety.check_run(tgt, point.options, allow_devices=allow_devices, allow=study.allowed,
-                               cwd=os.getcwd(), own_files=store.own_files(), forbidden_roots=[store.root])
+                               cwd=os.getcwd(), own_files=store.own_files(), forbidden_roots=[store.root],
+                               create_dirs=ctx.create_dirs)
     return {**common, **rec}
 
 

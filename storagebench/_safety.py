@@ -231,8 +231,9 @@ def check_run(
     cwd: str | os.PathLike[str] | None = None,
     own_files: Iterable[tuple[int, int, int]] = (),
     forbidden_roots: Sequence[str | os.PathLike[str]] = (),
+    create_dirs: bool = True,
 ) -> dict[str, Any]:
-    """Refuse a run that would destroy data; return what was checked when it is safe.
+    """Refuse a run that would destroy data or measure the wrong thing; return what was checked when it is safe.
 
     Parameters
     ----------
@@ -254,6 +255,9 @@ def check_run(
         Regular files storagebench itself created for this study (fio may grow them).
     forbidden_roots : sequence of path
         Directories no target may lie in (the study's results directory).
+    create_dirs : bool
+        A new file's missing directories may be created by fio; false refuses them (the runner's default,
+        ``run_study(create_dirs=...)``). A new file under ``/dev`` (not ``/dev/shm``) is always refused.
 
     Returns
     -------
@@ -284,6 +288,7 @@ def check_run(
     if fn is not None and (target is None or str(fn) != os.fspath(target)):
         names.extend(fo.split_filenames(str(fn)))
     ctx.devnos = _allowed_devnos(allow_devices)
+    ctx.create_dirs = create_dirs
     # the regions fio computes: the target's files are one job's files (size is split among them)
     main = fo.split_filenames(os.fspath(target)) if target is not None else names
     ctx.regions = job_regions(main, opts, ctx.cwd)

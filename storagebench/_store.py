@@ -169,7 +169,7 @@ class StudyStore:
         """
         holder = self.sweep_holder()
         try:
-            planned: int | None = load_study(self.spec_path).n_runs
+            planned: int | None = load_study(self.spec_path, stored=True).n_runs
         except StudyError:
             planned = None
         return {"done": len(self.completed_run_ids()), "planned": planned, "holder": holder}
@@ -311,7 +311,7 @@ class StudyStore:
         """
         if self.spec_path.exists():
             try:
-                stored = load_study(self.spec_path)
+                stored = load_study(self.spec_path, stored=True)
             except StudyError as exc:
                 stored_hash = f"unreadable ({exc})"
             else:

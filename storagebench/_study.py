@@ -49,6 +49,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -210,6 +211,12 @@ class Study(StudyRules, BaseModel):
         The factors whose levels each get a testbed build of their own (the arms, e.g.
         ``[datastore]``); every other factor is run on the arm's build. Empty (default): one build
         holds every level.
+    labels : list of str
+        The study's own factors with scalar levels (``[stripe_width]``): recorded with each run, never
+        passed to fio. A factor that is not a fio option, ``target`` or ``clients`` must be declared:
+        here, in ``setup_factors`` or ``concurrent``, or by mapping levels ``{name: ...}``; otherwise it
+        is refused with the closest fio options (a misspelt ``iodpeth`` would run at fio's default).
+        Not part of :attr:`spec_hash`: it changes no run.
     blocks : bool
         Randomised complete blocks: block ``b`` holds every arm once, in a seeded random order
         within the block, and the blocks run one after the other. With ``setups > 1`` the arms are
@@ -257,6 +264,7 @@ class Study(StudyRules, BaseModel):
     allow_remote: dict[str, list[str]] = Field(default_factory=dict)
     setups: int = 1
     setup_factors: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
     blocks: bool = False
     concurrent: list[str] = Field(default_factory=list)
     test_factors: dict[str, list[Any]] = Field(default_factory=dict)
@@ -440,7 +448,7 @@ class Study(StudyRules, BaseModel):
             raise ValueError(f"must be true or false, got {shown(v)}")
         return v
 
-    @field_validator("setup_factors", "concurrent", mode="before")
+    @field_validator("setup_factors", "concurrent", "labels", mode="before")
     @classmethod
     def _factor_list_ok(cls, v: Any) -> Any:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -470,7 +478,7 @@ class Study(StudyRules, BaseModel):
             raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
-    def _grid_ok(self) -> Study:
+    def _grid_ok(self, info: ValidationInfo) -> Study:
         self._clients_ok()
         fixed = check_options(self.fixed, "fixed", allow=self.allowed)
         set_by: dict[str, str] = {k: "fixed" for k in fixed}
@@ -532,6 +540,7 @@ class Study(StudyRules, BaseModel):
             if dupes:
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
         self._design_ok()
+        self._declared_ok(stored=bool(info.context and info.context.get("stored")))
         if self.host_steps and self.hosts is not None:
             raise ValueError("host_steps: are applied on this machine, but a client/server study's targets are on "
                              "its fio servers (hosts); remove host_steps or hosts")
@@ -565,7 +574,7 @@ class Study(StudyRules, BaseModel):
             for name, levels in data["factors"].items()
         }
         data.update(self.test_settings)
-        variant = load_study(data)
+        variant = load_study(data, stored=True)  # its factors passed this study's checks
         variant._max_runs = getattr(self, "_max_runs", DEFAULT_MAX_RUNS) or DEFAULT_MAX_RUNS
         return variant
 
@@ -627,7 +636,8 @@ def _format_errors(exc: ValidationError) -> str:
     return "; ".join(msgs)
 
 
-def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: int | None = None) -> Study:
+def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: int | None = None,
+               stored: bool = False) -> Study:
     """Load and validate a study spec.
 
     Parameters
@@ -639,6 +649,10 @@ def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: 
         Refuse a plan of more runs than this now, and make it the limit :meth:`Study.expand`
         enforces. Default: not checked at load (a stored spec must always load, e.g. to compare
         its hash on resume); :meth:`Study.expand` enforces :data:`DEFAULT_MAX_RUNS`.
+    stored : bool
+        The spec a results tree holds (``study.yaml``, written by an earlier sweep): factors that are
+        neither fio options nor declared study factors (``labels``) are accepted, as specs written
+        before that rule hold them and their runs are measured. Default: refused with a did-you-mean.
 
     Returns
     -------
@@ -665,7 +679,7 @@ def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: 
     if not isinstance(data, dict):
         raise StudyError(f"{where}a study spec must be a mapping of keys (name, factors, ...), got {shown(data)}")
     try:
-        study = Study.model_validate(data)
+        study = Study.model_validate(data, context={"stored": stored})
     except ValidationError as exc:
         raise StudyError(where + _format_errors(exc)) from None
     if max_runs is not None:

@@ -16,6 +16,7 @@ from ._specvalues import (
     level_label,
 )
 from .errors import StudyError, shown
+from .fio.options import KNOWN_OPTIONS, close_options
 
 #: The factor that sets how many of the study's ``hosts`` run each point (``hosts[:clients]``).
 CLIENTS_FACTOR = "clients"
@@ -30,13 +31,17 @@ DEFAULT_MAX_RUNS = 100_000
 #: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
 #: that every spec written before they existed keeps its hash (and its results resume).
 _DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": [],
-                                    "host_steps": []}
+                                    "host_steps": [], "labels": []}
 
 
 #: Columns the plan itself adds to every run (``point.json``, the ``runs`` table): not factor names.
 DESIGN_COLUMNS: tuple[str, ...] = ("setup", "block")
 #: Keys never in :attr:`Study.spec_hash`: they do not change the runs of the study.
-_NOT_HASHED = ("description", "timeout", "test_factors", "test_settings")
+_NOT_HASHED = ("description", "timeout", "test_factors", "test_settings", "labels")
+
+#: Factor names with a meaning to the runner that are not fio options: ``target`` picks the file or device,
+#: ``clients`` the fio servers.
+_RUNNER_FACTORS = ("target", CLIENTS_FACTOR)
 
 
 def _count_text(n: int) -> str:
@@ -84,6 +89,41 @@ class StudyRules:
                 self.test_variant()
             except StudyError as exc:
                 raise ValueError(f"the quick variant (test_factors, test_settings): {exc}") from None
+
+    def _declared_ok(self, *, stored: bool = False) -> None:
+        """Every factor is a fio option, ``target``, ``clients``, or a study factor its spec declares.
+
+        A study factor (a label recorded with each run, never passed to fio) is declared by its form
+        (every level a mapping ``{name: ..., <fio options>}``), by ``labels``, or by naming it in
+        ``setup_factors`` or ``concurrent``. Anything else is refused: a misspelt option
+        (``iodpeth: [1, 32]``) would otherwise run every point at fio's default and store the
+        misspelling as a label. ``stored`` (a spec a results tree holds, :func:`load_study` with
+        ``stored=True``) accepts the undeclared labels of specs written before this rule: their runs
+        are already measured.
+        """
+        for name in self.labels:
+            if name not in self.factors:
+                raise ValueError(f"labels: {shown(name)} is not a factor of this study; must be one of "
+                                 f"{list(self.factors)}")
+            if name in KNOWN_OPTIONS or name in _RUNNER_FACTORS:
+                raise ValueError(f"labels: {shown(name)} is a fio option or a factor the runner interprets, "
+                                 "not a label; remove it from labels")
+        if stored:
+            return
+        declared = set(self.labels) | set(self.setup_factors) | set(self.concurrent)
+        for factor, levels in self.factors.items():
+            if factor in KNOWN_OPTIONS or factor in _RUNNER_FACTORS or factor in declared:
+                continue
+            if levels and all(isinstance(lv, dict) for lv in levels):
+                continue
+            close = close_options(factor)
+            hint = f" Did you mean the fio option {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(
+                f"factors.{factor}: not a fio option, and not declared as a study factor, so it would "
+                f"be stored as a label and change nothing fio does.{hint} A factor must be a fio option "
+                f"(iodepth, bs, rw, numjobs, ...), target, clients, a factor whose levels are mappings "
+                f"{{name: ..., <fio options>}}, or a study factor declared in labels: [{factor}] "
+                f"(or in setup_factors or concurrent)")
 
     def _clients_ok(self) -> None:
         """The ``clients`` factor: positive int levels, only with ``hosts``, at most len(hosts)."""

@@ -86,6 +86,9 @@ def run_cmd(
     quiet_window: Annotated[Optional[float], typer.Option(
         "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
         "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
+    create_dirs: Annotated[bool, typer.Option(
+        "--create-dirs", help="let fio create the target's missing directories (default: refused, naming "
+        "the directory)")] = False,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
 
@@ -98,7 +101,7 @@ def run_cmd(
     spec = sb.load_study(study, max_runs=max_runs)
     res = sb.run_study(spec, target=target, out_dir=_out_dir(out), timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
-                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
+                    wait_quiet_s=wait_quiet, quiet_window_s=quiet_window, create_dirs=create_dirs)
     _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
@@ -220,17 +223,19 @@ def ingest(
     """Ingest fio (and DiskSPD / Iometer) output into the tidy parquet tables; list every file not ingested.
 
     A study whose sweep is still running is refused (its tables would read as whole) unless --partial is given.
+    Nothing recognised (no fio, DiskSPD or Iometer output) is an error that says what was seen.
 
     Examples:
 
-      storagebench ingest results/qd_threads/raw --out results/qd_threads/tidy
+      storagebench ingest results/qd_threads/raw other/*.json --out tidy/
 
       storagebench ingest other/*.json diskspd.xml --out tidy/
     """
     _out_dir(out)
     for banner in _running_studies(paths, partial=partial, action="ingest"):
         typer.secho(f"storagebench: warning: {banner}", err=True, fg="yellow")
-    summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20)
+    summary = sb.ingest_to_parquet(paths, out, batch_files=batch_files, max_file_bytes=max_file_size * 2**20,
+                                   require_files=True)
     for name, path in summary.paths.items():
         typer.echo(f"{name}: {summary.rows[name]} rows -> {path}")
     typer.echo(f"{summary.files} files ingested, {len(summary.errors)} not ingested")
@@ -366,7 +371,8 @@ def compare_cmd(
     by: Annotated[Optional[List[str]], typer.Option(
         "--by", metavar="COLUMN", help="group column (repeat): one comparison per group")] = None,
     pair_on: Annotated[Optional[List[str]], typer.Option(
-        "--pair-on", metavar="COLUMN", help="column matching rows across levels (repeat)")] = None,
+        "--pair-on", metavar="COLUMN", help="block column matching rows across levels (repeat), e.g. vms; never a "
+        "factor such as the tool (refused: put it in --by)")] = None,
     where: Annotated[Optional[List[str]], typer.Option(
         "--where", metavar="COLUMN=VALUE", help="keep rows with COLUMN=VALUE (repeat)")] = None,
     margin: Annotated[Optional[float],
@@ -381,6 +387,10 @@ def compare_cmd(
 
     Without --by every other factor that varies is pooled into one comparison; a warning names them.
 
+    Pair only on blocks (vms: the steps of one sweep), never on a factor such as the tool: the tool goes in
+    --by (one comparison per tool); --pair-on a factor is refused. The CIs use each arm's own runs (the
+    spread: line), not the run-to-run SD a sweep report pools over its grid.
+
     Examples:
 
       storagebench compare results/demo --factor iodepth --baseline 1 \\
@@ -388,13 +398,13 @@ def compare_cmd(
 
       storagebench compare published:vsan_stripe --factor stripe_width \\
           --baseline 1 --metric iops --by pattern --by direction \\
-          --pair-on vms --pair-on source_tool --out stripe.csv
+          --by source_tool --pair-on vms --out stripe.csv
     """
     import pandas as pd
 
     from .published import match_level, select_rows
     from .stats import compare  # stats (scipy, statsmodels): see the imports
-    from .stats.comparison import TABLE_SUFFIXES
+    from .stats.comparison import TABLE_SUFFIXES, check_pairing
     from .stats.ratio import ESTIMANDS
 
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
@@ -405,6 +415,7 @@ def compare_cmd(
     if factor not in df.columns:
         raise StatsError(f"--factor must be one of the table's columns {list(df.columns)}, got {factor!r}")
     level = match_level(df[factor], baseline, f"--baseline (a level of {factor!r})")
+    check_pairing(list(df.columns), pair_on, where="--pair-on")  # the rule of verdict: a factor is never a pair
     result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
                      confidence=confidence, adjust=adjust, estimand=estimand)
     frame = result.to_frame()
@@ -421,6 +432,7 @@ def compare_cmd(
         if method:
             typer.echo(f"method: {method}")
     typer.echo(f"design: {result.design}")
+    typer.echo(f"spread: {result.spread}")
     typer.echo(f"family: {result.family}")
     if out is not None:
         typer.echo(f"wrote {result.to_file(out)}")

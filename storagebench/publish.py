@@ -84,6 +84,7 @@ __all__ = [
     "notebooks_to_html",
     "publish_report",
     "partial_banner",
+    "memory_banner",
     "read_notebook",
     "build_site",
 ]
@@ -223,6 +224,32 @@ def missing_figures(notebook: str | os.PathLike) -> list[tuple[int, str]]:
     return missing
 
 
+def memory_banner(study_dir: str | os.PathLike) -> str | None:
+    """The banner of a write-up whose runs measured memory (a target on tmpfs, devtmpfs or ramfs), or ``None``.
+
+    Parameters
+    ----------
+    study_dir : str or path
+        ``results/<study>/``; read: the ``memory_note`` of each run's ``provenance.json``
+        (:func:`storagebench._hostinfo.memory_note`).
+
+    Returns
+    -------
+    str or None
+        e.g. ``"4 of 12 runs: this measured memory: the target '/dev/shm/x' is a file on tmpfs, ..."``, plain
+        text (the page escapes it); ``None`` when no run has the note or there are no runs.
+    """
+    try:
+        records = study_provenance(study_dir)
+    except PublishError:
+        return None
+    notes = sorted({r.memory_note for r in records if r.memory_note})
+    if not notes:
+        return None
+    count = sum(1 for r in records if r.memory_note)
+    return f"{count} of {len(records)} runs: " + "; ".join(notes[:3]) + (" ..." if len(notes) > 3 else "") + "."
+
+
 def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, action: str = "publish") -> str | None:
     """The banner of a write-up of a study whose sweep is still measuring, or ``None`` when none is.
 
@@ -319,6 +346,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     if not sdir.is_dir():
         raise PublishError(f"study_dir {str(study_dir)!r} is not a directory")
     banner = partial_banner(sdir, partial=partial)
+    memory = memory_banner(sdir)
     paths = [_resolve_notebook(n) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)]
     if not paths:
         raise PublishError("notebooks must name at least one notebook")
@@ -360,7 +388,8 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     meta = f"Published {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__} from " + \
         ", ".join(p.name for p in paths) + (f". Data: {prov['summary']}." if prov.get("summary") else ".")
     try:
-        page, findings = build_page(executed, title, meta=meta, banner=banner)
+        page, findings = build_page(executed, title, meta=meta,
+                                    banner=" ".join(b for b in (banner, memory) if b) or None)
     except PublishError:
         raise
     except Exception as exc:  # nbconvert template / conversion errors

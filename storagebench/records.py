@@ -89,7 +89,7 @@ def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
 
 _CONDITIONAL_DEVICE = ("backing_file", "model_note")
 #: Provenance fields written only when they hold something (as in format 0).
-_CONDITIONAL = ("device_note", "client_server", "safety", "quiet_host", "hosts", "host_steps", "set_up")
+_CONDITIONAL = ("device_note", "memory_note", "client_server", "safety", "quiet_host", "hosts", "host_steps", "set_up")
 
 
 @dataclass(frozen=True)
@@ -319,6 +319,9 @@ class Provenance:
     device : DeviceInfo or None
     device_note : str or None
         Why there is no device record.
+    memory_note : str or None
+        Set when the target is a file on a file system in memory (tmpfs, devtmpfs, ramfs;
+        :data:`storagebench._hostinfo.MEMORY_FSTYPES`): "this measured memory, ...". The write-up shows it.
     filesystem : FilesystemInfo or None
     spec_hash, git_rev : str or None
     git_dirty : bool or None
@@ -363,6 +366,7 @@ class Provenance:
     target_kind: str | None = None
     device: DeviceInfo | None = None
     device_note: str | None = None
+    memory_note: str | None = None
     filesystem: FilesystemInfo | None = None
     spec_hash: str | None = None
     git_rev: str | None = None
@@ -416,7 +420,7 @@ class Provenance:
         _check_version(data, path)
         known, extra = _split(cls, data, path)
         for key in ("fio_version", "kernel", "kernel_version", "hostname", "os", "cpu_model", "python",
-                    "storagebench_version", "target", "target_realpath", "target_kind", "device_note",
+                    "storagebench_version", "target", "target_realpath", "target_kind", "device_note", "memory_note",
                     "spec_hash", "git_rev", "started_at", "finished_at"):
             if key in known:
                 _typed(known[key], (str,), f"{path}: {key}")

@@ -98,7 +98,7 @@ def test_a_block_or_factor_counted_as_replication_is_refused(stripe):
     # compare refuses the same when told up front
     with pytest.raises(StatsError, match="'vms' is a block .* pooled as replicates"):
         compare(stripe, "stripe_width", 1, "iops", by="pattern", blocks="vms")
-    with pytest.raises(StatsError, match="'source_tool' is a factor, not a block"):
+    with pytest.raises(StatsError, match="'source_tool' is a factor, not a replicate"):
         compare(stripe, "stripe_width", 1, "iops", by="pattern", pair_on=["vms", "source_tool"],
                 factors="source_tool")
     with pytest.raises(StatsError, match="name the unit it is averaged within"):

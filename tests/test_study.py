@@ -129,6 +129,7 @@ def test_mapping_levels_set_several_options_and_name_the_column():
             ],
             "stripe_width": [1, 4],
         },
+        "labels": ["stripe_width"],
         "fixed": {"ioengine": "libaio"},
     })
     plan = study.expand()
@@ -316,6 +317,7 @@ def test_bounds_name_the_key_the_value_and_what_is_allowed(spec, words):
 def test_bounds_keep_what_committed_specs_use():
     s = load_study({"name": "a+b.c-1", "factors": {"p": [{"name": 1, "target": "w1"}, {"name": 4, "target": "w4"}],
                                                    "sw": [0.5, 1.0], "flag": [True, False]},
+                    "labels": ["sw", "flag"],
                     "runtime": 0.5, "ramp_time": 0.25, "seed": 2**64 - 1, "repetitions": 1000, "size": "1p",
                     "fixed": {"randrepeat": True, "norandommap": None, "description": "d" * 4096},
                     "description": "two lines\n\tand a tab"})

@@ -377,7 +377,8 @@ def yaml_cases() -> list[dict]:
     add("size-float", GOOD + "size: 1.5e9\n", "size")
     add("size-bool", GOOD + "size: yes\n", "size")
     add("size-neg", GOOD + "size: -4k\n", "size")
-    add("grid-1e20", "name: fz\nfactors:\n" + "".join(f"  f{i}: [0,1,2,3,4,5,6,7,8,9]\n" for i in range(20)))
+    add("grid-1e20", "name: fz\nfactors:\n" + "".join(f"  f{i}: [0,1,2,3,4,5,6,7,8,9]\n" for i in range(20))
+        + "labels: [" + ", ".join(f"f{i}" for i in range(20)) + "]\n")
     add("grid-big-levels", "name: fz\nfactors:\n  iodepth: [" + ", ".join(str(i) for i in range(1, 60001)) + "]\n")
     add("name-300", GOOD.replace("name: fz", "name: " + "a" * 300), "name")
     add("name-newline", GOOD.replace("name: fz", 'name: "x\\n"'), "name", ("x\n",))
@@ -565,7 +566,8 @@ def test_tester_findings_have_clear_messages(tmp_path):
 
 @pytest.mark.slow
 def test_max_runs_can_be_raised_by_the_caller_not_the_spec(tmp_path):
-    spec = {"name": "big", "factors": {"iodepth": list(range(1, 401)), "sw": list(range(300))}, "runtime": 1}
+    spec = {"name": "big", "factors": {"iodepth": list(range(1, 401)), "sw": list(range(300))}, "labels": ["sw"],
+            "runtime": 1}
     study = load_study(spec)
     assert study.n_runs == 120_000
     with pytest.raises(StudyError, match=r"the plan has 120,000 runs \(2 factors: 400 x 300 levels, x 1 repetition\); "

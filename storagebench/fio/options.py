@@ -67,6 +67,7 @@ __all__ = [
     "KNOWN_ENGINES",
     "GATES",
     "canonical_name",
+    "close_options",
     "canonical_options",
     "check_job_name",
     "check_job_value",
@@ -111,6 +112,24 @@ READ_RW: frozenset[str] = frozenset({"read", "randread"})
 # names
 
 
+def close_options(name: str, n: int = 3) -> list[str]:
+    """The fio option names closest to ``name`` (:func:`difflib.get_close_matches`, at most ``n``): a did-you-mean.
+
+    Parameters
+    ----------
+    name : str
+        A name that is not an option (``iodpeth``).
+    n : int
+        Most names returned.
+
+    Returns
+    -------
+    list of str
+        Closest first; empty when nothing is close (ratio below 0.6).
+    """
+    return difflib.get_close_matches(name, sorted(KNOWN_OPTIONS), n=n)
+
+
 def canonical_name(name: str, *, where: str = "") -> str:
     """The name fio stores option ``name`` under (``readwrite`` -> ``rw``).
 
@@ -137,7 +156,7 @@ def canonical_name(name: str, *, where: str = "") -> str:
         return name
     if name in ALIASES:
         return ALIASES[name]
-    close = difflib.get_close_matches(name, sorted(KNOWN_OPTIONS), n=3)
+    close = close_options(name)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     prefix = f"{where}.{name}" if where else repr(name)
     raise JobFileError(f"{prefix}: not an option {FIO_VERSION} knows{hint}")

@@ -46,7 +46,7 @@ from .._inputs import (
     completed_runs,
     read_input,
 )
-from ..errors import IngestError, SchemaError, StorageBenchError
+from ..errors import IngestError, SchemaError, StorageBenchError, display_path, shown
 from ..runlevel import read_run_totals, run_totals
 from . import diskspd as _diskspd  # noqa: F401 - registers the DiskSPD formats
 from . import iometer as _iometer  # noqa: F401 - registers the Iometer formats
@@ -154,6 +154,10 @@ class IngestSummary:
         Files ingested successfully.
     spec_hashes : list of str
         The study spec hashes met (in the metadata of every table written).
+    seen : dict
+        What the walk found, whether read or not: ``counts`` (extension, e.g. ``".json"``, ``".txt"``,
+        ``"(none)"`` -> number of files) and ``first`` (the first :data:`SEEN_NAMES` paths), for the message
+        when nothing was recognised (:meth:`seen_text`).
     """
 
     rows: dict[str, int]
@@ -161,10 +165,44 @@ class IngestSummary:
     errors: list[IngestError]
     files: int
     spec_hashes: list[str] = field(default_factory=list)
+    seen: dict[str, Any] = field(default_factory=dict)
+
+    def seen_text(self) -> str:
+        """One line on what was found: ``"saw 3 files (2 .txt, 1 .png), e.g. 'a/b.txt', ..."``; names through
+        ``repr`` (control characters escaped)."""
+        return _seen_text(self.seen)
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+def _seen_text(seen: dict[str, Any]) -> str:
+    counts = seen.get("counts", {})
+    total = sum(counts.values())
+    if not total:
+        return "saw no files at all"
+    kinds = ", ".join(f"{n} {shown(ext, 20)}" for ext, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:8])
+    more = ", ..." if len(counts) > 8 else ""
+    names = ", ".join(repr(display_path(p)) for p in seen.get("first", []))
+    return f"saw {total} file{'s' if total != 1 else ''} ({kinds}{more}), e.g. {names}"
+
+
+#: What ``ingest`` recognises, for the message when it recognised nothing.
+_RECOGNISED = ("fio JSON/JSON+ output (fio --output-format=json+), fio logs (*_iops.N.log, *_lat.N.log ...), "
+               "DiskSPD XML or text, Iometer CSV, and storagebench run directories (point.json beside output.json)")
+
+
+def _nothing_recognised(paths: Any, seen: dict[str, Any], errors: list[IngestError]) -> IngestError:
+    listed = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
+    named = ", ".join(repr(display_path(os.fsdecode(p))) for p in listed[:3]) + (", ..." if len(listed) > 3 else "")
+    why = ""
+    if errors:
+        first = "; ".join(f"{display_path(e.path or '?')!r}: {e.reason}" for e in errors[:3])
+        why = f"; {len(errors)} not ingested, e.g. {first}"
+    return IngestError(f"nothing recognised in {named or '[]'}: {_seen_text(seen)}{why}; storagebench ingests "
+                       f"{_RECOGNISED}. No table was written (tables already in the output directory are left "
+                       "as they were)")
 
 
 def _result(collector: _Collector, errors: list[IngestError],
@@ -394,6 +432,7 @@ def ingest_to_parquet(
     *,
     batch_files: int = 500,
     max_file_bytes: int = MAX_FILE_BYTES,
+    require_files: bool = False,
 ) -> IngestSummary:
     """Like :func:`ingest_paths`, but stream the tables to ``out_dir/<table>.parquet`` in batches.
 
@@ -416,6 +455,10 @@ def ingest_to_parquet(
         Files per batch (>= 1).
     max_file_bytes : int
         Size cap of one file (bytes), as in :func:`ingest_paths`.
+    require_files : bool
+        Refuse an ingest that recognised no file (``storagebench ingest``): an :class:`IngestError` says what
+        was seen (counts of files by extension, the first names) and what is recognised, and no table is
+        replaced. Default: empty tables are written.
 
     Returns
     -------
@@ -427,6 +470,8 @@ def ingest_to_parquet(
         A later batch brings a study factor column the first batch did not have, or one whose
         type cannot be stored in the first batch's column (ingest such studies separately), or
         ``batch_files < 1``. The previous tables are then left untouched.
+    IngestError
+        ``require_files`` and no file was recognised (the previous tables are left untouched).
 
     Notes
     -----
@@ -437,6 +482,8 @@ def ingest_to_parquet(
     if isinstance(batch_files, bool) or int(batch_files) < 1:
         raise SchemaError(f"batch_files must be >= 1, got {batch_files}")
     max_bytes = _cap(max_file_bytes)
+    if not isinstance(paths, (str, bytes, os.PathLike)):
+        paths = list(paths)  # walked once, and named again when nothing in them is recognised
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".ingest-", dir=out))
@@ -447,9 +494,10 @@ def ingest_to_parquet(
     factor_kinds: dict = {}
 
     spec_hashes: dict[str, None] = {}
+    seen: dict[str, Any] = {"counts": {}, "first": []}
     try:
         try:
-            items = _discover(paths, max_bytes)
+            items = _tallied(_discover(paths, max_bytes), seen)
             while chunk := list(itertools.islice(items, int(batch_files))):
                 with _gc_paused():
                     batch, batch_errors, frames = _collect(chunk, max_bytes, factor_kinds)
@@ -464,6 +512,8 @@ def ingest_to_parquet(
         finally:
             for w in writers.values():
                 w.close()
+        if require_files and files == 0:
+            raise _nothing_recognised(paths, seen, errors)
         for name in _ALWAYS:
             if name not in writers:
                 schema.write_table(schema.empty(name), tmp / f"{name}.parquet", name, spec_hash=spec_hash,
@@ -473,7 +523,23 @@ def ingest_to_parquet(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     paths_written = {name: out / f"{name}.parquet" for name in writers}
-    return IngestSummary(rows=rows, paths=paths_written, errors=errors, files=files, spec_hashes=hashes)
+    return IngestSummary(rows=rows, paths=paths_written, errors=errors, files=files, spec_hashes=hashes, seen=seen)
+
+
+#: How many paths :attr:`IngestSummary.seen` keeps.
+SEEN_NAMES = 5
+
+
+def _tallied(items: Iterator[Any], seen: dict[str, Any]) -> Iterator[Any]:
+    """``items`` unchanged, counting each file found (by extension) into ``seen``."""
+    for item in items:
+        path = item.path if isinstance(item, _Item) else None
+        if path is not None:
+            ext = os.path.splitext(os.fsdecode(path))[1].lower() or "(none)"
+            seen["counts"][ext] = seen["counts"].get(ext, 0) + 1
+            if len(seen["first"]) < SEEN_NAMES:
+                seen["first"].append(os.fsdecode(path))
+        yield item
 
 
 def _append(writers: dict[str, Any], rows: dict[str, int], tmp: Path, frames: dict[str, pd.DataFrame]) -> None:

@@ -221,6 +221,27 @@ class ComparisonTable:
         """The experimental unit and the keys that are not replicates (``str()`` gives words)."""
         return Design(self.by, self.pair_on, self.unit, self.blocks, self.factors, self.averaged, self.estimand)
 
+    @property
+    def spread(self) -> str:
+        """The estimate of spread behind every row's CI and p, in words: the two arms' own units (Welch), or the
+        pairs' own log ratios (paired), never a run-to-run SD pooled over other levels or groups as a sweep
+        report's point intervals are (:func:`storagebench.stats.point_estimates`). Said so that the two are not
+        read as one answer: where the report's pooled intervals of two points do not overlap, a row here can
+        still show no difference, from far fewer df."""
+        rows = [r for r in self.rows if r.estimable] or list(self.rows)
+        small = min((min(r.n_baseline, r.n_other) for r in rows), default=0)
+        scale = "log values" if self.estimand == "geometric" else f"{self.metric} values (Fieller)"
+        if self.pair_on:
+            own = (f"the SD of the log ratios over each row's own matched pairs (n - 1 df; as few as {small} "
+                   "pairs)" if self.estimand == "geometric" else
+                   f"each row's own matched pairs ({scale}; as few as {small} pairs)")
+        else:
+            own = (f"each row's two arms only: each arm's own SD of its {scale} (Welch; Welch-Satterthwaite df, "
+                   f"below n_baseline + n_other - 2; as few as {small} units in an arm)")
+        return (f"{own}; not a run-to-run SD pooled over the other levels and groups, as a sweep report's point "
+                "intervals are (pooled over the grid, with more df): where those intervals of two points do not "
+                "overlap, a row here can still show no difference")
+
     def __repr__(self) -> str:
         by = f" by {list(self.by)}" if self.by else ""
         paired = f", paired on {list(self.pair_on)}" if self.pair_on else ""
@@ -242,7 +263,8 @@ class ComparisonTable:
                                "ratio": f"ratio to {self.factor}={self.baseline}"})
         methods = "; ".join(m for m in pd.unique(frame["method"]) if m)
         words = [f"{self.metric}: each level of {self.factor} against {self.factor}={self.baseline!r}; "
-                 f"{ESTIMANDS[self.estimand]}.", f"Design: {self.design}.", f"Family: {self.family}."]
+                 f"{ESTIMANDS[self.estimand]}.", f"Design: {self.design}.", f"Spread: {self.spread}.",
+                 f"Family: {self.family}."]
         if methods:
             words.append(f"Method: {methods}.")
         notes = Markup("").join(html('<p class="sb-table-note">{}</p>', w) for w in words)  # the HTML gate

@@ -216,12 +216,10 @@ def _check_design(df: pd.DataFrame, factor: str, keys: _Keys) -> list[str]:
     for k in blocks + factors:
         if k == factor:
             raise StatsError(f"{k!r} is the compared factor; it cannot also be declared a block or a factor")
+    problem = factor_pairing_problem(pair_on, factors)
+    if problem:
+        raise StatsError(problem)
     for k in factors:
-        if k in pair_on:
-            raise StatsError(
-                f"{k!r} is a factor, not a block: pairing on it counts its levels as replicates (n would grow "
-                f"with the number of {k} levels); put it in by= (one comparison per level) or leave it out of "
-                "pair_on to average over it within each block")
         if k in unit:
             raise StatsError(f"{k!r} is a factor, not the experimental unit; remove it from unit=")
     cell = [*by, factor]
@@ -275,6 +273,59 @@ _SCHEMA_FACTORS = names("runs", role="factor")
 #: The columns that are factors of a run, never its replicates: the fio factors of the runs schema and the tool
 #: (``tool``; ``source_tool`` in the published seed tables, whose ``tool`` is ``"published"``).
 FACTOR_COLUMNS: tuple[str, ...] = (*_SCHEMA_FACTORS, "source_tool")
+
+
+def factor_pairing_problem(pair_on: Sequence[str], factors: Sequence[str]) -> str | None:
+    """Why pairing on ``pair_on`` counts a factor as a replicate, or ``None``: the one rule of
+    :func:`compare`, :func:`storagebench.stats.verdict` and ``storagebench compare --pair-on``.
+
+    A factor (the load generator that measured the same configuration, a fio option) is not a block: pairing
+    on it makes each of its levels a pair, so n grows with the number of its levels (seed 002's 24 "pairs" were
+    12 VM counts x 2 tools).
+
+    Parameters
+    ----------
+    pair_on : sequence of str
+        The columns paired on.
+    factors : sequence of str
+        The columns known to be factors (``factors=``; the CLI: :data:`FACTOR_COLUMNS`).
+
+    Returns
+    -------
+    str or None
+        The message naming the first factor paired on, the pairing and what to do instead.
+    """
+    for k in factors:
+        if k in pair_on:
+            return (f"{k!r} is a factor, not a replicate, but the comparison paired on it "
+                    f"(pair_on={list(pair_on)}), so n counts its levels as pairs (n would grow with the number of "
+                    f"{k} levels); compare again with {k!r} in by= (one comparison per level; CLI --by {k}) or in "
+                    "factors= (averaged within each block)")
+    return None
+
+
+def check_pairing(columns: Sequence[str], pair_on: Sequence[str] | None, *, where: str = "pair_on") -> None:
+    """Refuse pairing on a column known to be a factor (:data:`FACTOR_COLUMNS` among ``columns``), by the rule of
+    :func:`factor_pairing_problem`: what ``storagebench compare --pair-on`` and ``compare.ipynb`` check before
+    :func:`compare`, which refuses it only for the ``factors=`` it is told.
+
+    Parameters
+    ----------
+    columns : sequence of str
+        The table's columns.
+    pair_on : sequence of str or None
+        The columns to pair on.
+    where : str
+        The input's name in the message (``"--pair-on"``).
+
+    Raises
+    ------
+    StatsError
+        A factor column in ``pair_on``; the message names it and says to put it in ``by``.
+    """
+    problem = factor_pairing_problem(list(pair_on or []), [c for c in FACTOR_COLUMNS if c in columns])
+    if problem:
+        raise StatsError(f"{where}: {problem}")
 
 
 def pooled_factors(df: pd.DataFrame, factor: str, named: Sequence[str] = (),

@@ -22,7 +22,7 @@ from ..errors import StatsError
 from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..tables import metric_words, value_text
 from ._common import as_list, key_tuple, require_columns, require_positive_finite
-from .comparison import Comparison, ComparisonTable, compare
+from .comparison import Comparison, ComparisonTable, compare, factor_pairing_problem
 from .ratio import ESTIMANDS
 
 #: Verdict of a row whose CI is NaN: no direction may be claimed from its p-value alone.
@@ -69,12 +69,10 @@ def _check_replication(row: Comparison, blocks: list[str], factors: list[str]) -
                 f"{k!r} is a block, not a replicate, but the comparison neither paired on it, grouped by it nor was "
                 f"told (compare(..., blocks=[{k!r}])): its levels may have been counted as replicates; compare "
                 f"again with pair_on/by/blocks naming {k!r}")
+    problem = factor_pairing_problem(d.pair_on, factors)
+    if problem:
+        raise StatsError(problem)
     for k in factors:
-        if k in d.pair_on:
-            raise StatsError(
-                f"{k!r} is a factor, not a replicate, but the comparison paired on it (pair_on={list(d.pair_on)}), "
-                f"so n counts its levels as pairs; compare again with {k!r} in by= (per level) or in factors= "
-                "(averaged within each block)")
         if not (k == row.factor or k in d.by or k in d.factors):
             raise StatsError(
                 f"{k!r} is a factor, not a replicate, but the comparison was not told (by= or factors=): its "
@@ -203,6 +201,8 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
     """
     frame = verdict(comparison, unit=unit, blocks=blocks, factors=factors, up=up, down=down, digits=digits)
     rows = list(comparison.rows) if isinstance(comparison, ComparisonTable) else [comparison]
+    # the spread behind the CI, said so that it is not read as a sweep report's pooled interval
+    spread = f"spread: {comparison.spread}; " if isinstance(comparison, ComparisonTable) else ""
     items = []
     for r, v in zip(rows, frame.itertuples(index=False), strict=True):
         where = ", ".join(value_text(k, val) for k, val in r.group)  # "bs 4 KiB", not "bs_bytes 4096"
@@ -218,7 +218,7 @@ def verdict_findings(comparison, *, unit: str, blocks: str | Sequence[str] | Non
                              n=r.n_baseline if r.paired else min(r.n_baseline, r.n_other),
                              unit_of_replication=(f"matched pairs, unit: {unit}" if r.paired else
                                                   f"per arm, unit: {unit}"),
-                             method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; family: {r.family}",
+                             method=f"{ESTIMANDS.get(r.estimand, r.estimand)}; {r.design}; {spread}family: {r.family}",
                              unit="ratio", key=f"{r.metric}:{where}:{r.level}"))
     return Findings(tuple(items), title=title, provenance=provenance)
 

@@ -522,7 +522,7 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
     store = StudyStore(sdir)
     if not store.spec_path.exists():
         raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
-    ran = load_study(store.spec_path)
+    ran = load_study(store.spec_path, stored=True)
     check_study_name(name, ran, sdir)
     runs = sum(1 for _ in (sdir / "raw").glob("*/output.json")) if (sdir / "raw").is_dir() else 0
     factors = "; ".join(f"{f} {', '.join(str(lv['name'] if isinstance(lv, dict) else lv) for lv in levels)}"

@@ -177,7 +177,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     store = StudyStore(sdir)
     if not store.spec_path.exists():
         raise StudyError(f"{sdir} is not a study directory (no study.yaml): run `storagebench testbed {name}` first")
-    study = load_study(store.spec_path)
+    study = load_study(store.spec_path, stored=True)
     check_study_name(name, study, sdir)
     runs, hist, ts = _tables(sdir)
     if runs.empty:
