@@ -173,8 +173,10 @@ def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
     overall = agreement.loc["all"]
     assert overall["configurations"] == 144
     wide = stripe.pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool", values="iops")
-    ba = bland_altman(wide["FIO"], wide["DiskSPD"])
+    ba = bland_altman(wide["FIO"], wide["DiskSPD"], clusters=wide.index.get_level_values("pattern"))
     np.testing.assert_allclose([overall.loa_low, overall.loa_high], [ba.loa_low, ba.loa_high], rtol=1e-9)
+    np.testing.assert_allclose([overall.ci_low, overall.ci_high], [ba.bias_ci_low, ba.bias_ci_high], rtol=1e-9)
+    assert round(overall.ci_low, 2) == 0.93 and round(overall.ci_high, 2) == 1.14  # not 1.01-1.05: patterns are units
     # the findings open the page, each claim's verdict in a sentence; the verdicts table is HTML, not printed text
     assert text.index('id="findings"') < text.index("<table")
     assert "switching to a higher number of disk stripes per object can give you some more IOPS\u201d" in text
