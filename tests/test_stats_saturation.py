@@ -316,6 +316,12 @@ def test_an_edge_is_never_presented_as_a_knee():
     rec = recommend_parameters(runs, histograms=hist)
     assert math.isnan(rec.tail_knee.x) and "no knee inside the grid" in rec.rule and "every point is admissible" in rec.rule
     assert "no knee inside the grid" in rec.knees.set_index("curve").loc["p99 completion latency", "note"]
+    # the sweep's sentence says which rule applied, and why
+    from storagebench.stats import sweep_summary
+
+    said = sweep_summary(runs, hist).findings()["recommended"].sentence
+    assert "no p99 knee inside the grid (Kneedle), so the tail did not bound the choice" in said
+    assert "p99 knee (16 outstanding I/Os" in sweep_summary(*_dipping_tail_sweep()).findings()["recommended"].sentence
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
