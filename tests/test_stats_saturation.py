@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -342,3 +343,30 @@ def test_points_past_the_peak_never_move_the_knee_to_an_edge(rise, drop, curve):
     assert (math.isnan(k.x) and math.isnan(alone.x)) or k.x == alone.x
     assert math.isnan(k.x) or x[0] < k.x < x[-1]
     assert math.isnan(k.x) or k.x < x[y.size - 1]  # and never the peak, the last point of the rise
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(steps=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 3.0, 10.0]), min_size=3, max_size=9),
+       curve=st.sampled_from(["convex", "concave"]))
+def test_a_monotone_curve_gets_kneedles_own_knee_plateaus_included(steps, curve):
+    """Property: on a monotone curve (ties allowed: a throttled device's IOPS sit exactly on its cap) find_knee is
+    Kneedle on the whole curve, as kneed gives it, unless that falls on an edge (then no knee)."""
+    from kneed import KneeLocator
+
+    y = 1.0 + np.cumsum([0.0, *steps])
+    x = 2.0 ** np.arange(y.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = KneeLocator(np.log2(x), y, curve=curve, direction="increasing").knee
+    k = find_knee(pd.DataFrame({"x": x, "y": y}), "x", "y", curve=curve, log_x=True)
+    if ref is None or 2.0 ** ref in (x[0], x[-1]):
+        assert math.isnan(k.x)
+    else:
+        assert k.x == 2.0 ** ref and "monotone part" not in k.method
+
+
+def test_a_capped_devices_plateau_keeps_its_knee():
+    """IOPS of a device throttled at 200: 50, 100, 200, 200, 200, 200 over QD 1..32. The knee is where the cap is
+    reached (QD 4), as before issue 20; cutting the curve at the first 200 lost it."""
+    k = find_knee(pd.DataFrame({"x": _QD[:6], "y": [50.0, 100, 200, 200, 200, 200]}), "x", "y", log_x=True)
+    assert k.x == 4 and k.y == 200 and "monotone part" not in k.method

@@ -90,8 +90,8 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
     monotone curve: it normalises ``y`` by its minimum and maximum, so a curve whose last point lies below
     its peak (a p99 that dips at the largest load) maps its end below 1 and the difference curve's maximum
     moves to the grid's edge (the project once recommended iodepth 32 at p99 0.9 ms where Kneedle on the
-    rise gives 16 at 0.2 ms). So Kneedle runs only on the monotone part: the points up to the curve's first
-    extreme in ``direction``, with wiggles inside it replaced by their least-squares isotonic fit (pool
+    rise gives 16 at 0.2 ms). So Kneedle runs only on the monotone part: the points up to the last one at the
+    curve's extreme in ``direction``, with wiggles inside it replaced by their least-squares isotonic fit (pool
     adjacent violators; Barlow, Bartholomew, Bremner & Brunk 1972, ``scipy.optimize.isotonic_regression``);
     the method says when either was done.
     """
@@ -142,14 +142,15 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
 def _monotone_part(y: np.ndarray, direction: str) -> tuple[int, np.ndarray, str]:
     """The part of ``y`` Kneedle can read, as the paper assumes it: monotone in ``direction``.
 
-    The curve is cut after its first extreme (the maximum of an increasing curve, the minimum of a decreasing
-    one): points past it (a p99 that dips at the largest load, IOPS that fall past saturation) are not part
+    The curve is cut after the last point at its extreme (the maximum of an increasing curve, the minimum of a
+    decreasing one; ties kept, so an exact plateau stays): points past it (a p99 that dips at the largest load, IOPS that fall past saturation) are not part
     of the rise whose knee is sought. Wiggles left inside that part are smoothed by the least-squares isotonic
     fit (pool adjacent violators; Barlow, Bartholomew, Bremner & Brunk 1972, ``scipy.optimize.isotonic_regression``).
     Returns the number of points kept, the values Kneedle gets and a phrase for the method ("" when ``y`` was
     monotone already)."""
     inc = direction == "increasing"
-    end = int(np.argmax(y) if inc else np.argmin(y)) + 1
+    end = len(y) - int(np.argmax(y[::-1]) if inc else np.argmin(y[::-1]))  # after the LAST point at the extreme:
+    # a plateau of equal values (a throttled device's IOPS) is part of the monotone curve
     part = y[:end]
     words = []
     if end < len(y):
