@@ -437,7 +437,7 @@ KEYWORD_ENTRY_POINTS = {
     "_clitools.py": {"testbed_cmd", "scaling_cmd"},  # typer commands, as above
     "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
     "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
-    "studies/_base.py": {"compare_arms", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
+    "studies/_base.py": {"compare_arms", "compare_question", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
     "stats/crosstool.py": {"cross_tool"},  # stats.cross_tool(runs, baseline=..., tool_col=..., metric=..., ...)
     "stats/sweep.py": {"rotational_findings"},  # stats.sweep.rotational_findings(table, rpm=..., device=..., ...)
     "plots/_sweep.py": {"metric_vs", "latency_vs_iops", "heatmap", "heatmap_grid", "clat_cdf"},  # plots.heatmap(runs, x=...)

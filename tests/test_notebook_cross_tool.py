@@ -54,7 +54,8 @@ def test_defaults_write_the_library_tables(tmp_path):
     keys = [f["key"] for f in findings]
     assert keys[:3] == ["iops:agreement", "iops:disagree", "iops:spread"]
     first = findings[0]
-    assert first["n"] == 144 and first["ci"] == pytest.approx([ct.agreement.iloc[0]["bias_ci_low"],
+    # the 144 configurations are 6 patterns' repeated observations: the bias CI's units are the patterns
+    assert first["n"] == 6 and "144 configurations" in first["sentence"] and first["ci"] == pytest.approx([ct.agreement.iloc[0]["bias_ci_low"],
                                                              ct.agreement.iloc[0]["bias_ci_high"]])
     assert "unit: configuration (stripe_width x vms within each pattern), one run per tool" in first[
         "unit_of_replication"]

@@ -137,6 +137,7 @@ def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
         interaction,
         parameter_claim_verdicts,
     )
+    from storagebench.stats.comparison import adjust_family
 
     path, d = executed["vsan"]
     out_dir = d / "vsan"
@@ -149,6 +150,11 @@ def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
     average = compare(stripe, "stripe_width", 1, "iops", factors=["source_tool", *by], **design)
     inter = interaction(stripe, "stripe_width", 1, "iops", modifier="source_tool", modifier_baseline="DiskSPD",
                         by=by, **design)
+    # one family for the write-up's stripe question: Holm over the 25 tests of the four tables (issue 20)
+    fam = adjust_family({"combined": combined, "per tool": per_tool, "interaction": inter, "average": average},
+                        "Does a wider stripe give more IOPS on vSAN, by either tool?")
+    combined, per_tool, inter, average = (fam[k] for k in ("combined", "per tool", "interaction", "average"))
+    assert "Holm (1979) step-down over the 25 tests of this question" in combined.family
     for name, table, rows in (("stripe_combined", combined, 6), ("stripe_per_tool", per_tool, 12),
                               ("stripe_average", average, 1), ("tool_x_stripe", inter, 6)):
         got, want = pd.read_csv(out_dir / f"{name}.csv"), table.to_frame()
@@ -173,8 +179,10 @@ def test_vsan_stripe_notebook_verdicts_follow_the_comparison(executed):
     overall = agreement.loc["all"]
     assert overall["configurations"] == 144
     wide = stripe.pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool", values="iops")
-    ba = bland_altman(wide["FIO"], wide["DiskSPD"])
+    ba = bland_altman(wide["FIO"], wide["DiskSPD"], clusters=wide.index.get_level_values("pattern"))
     np.testing.assert_allclose([overall.loa_low, overall.loa_high], [ba.loa_low, ba.loa_high], rtol=1e-9)
+    np.testing.assert_allclose([overall.ci_low, overall.ci_high], [ba.bias_ci_low, ba.bias_ci_high], rtol=1e-9)
+    assert round(overall.ci_low, 2) == 0.93 and round(overall.ci_high, 2) == 1.14  # not 1.01-1.05: patterns are units
     # the findings open the page, each claim's verdict in a sentence; the verdicts table is HTML, not printed text
     assert text.index('id="findings"') < text.index("<table")
     assert "switching to a higher number of disk stripes per object can give you some more IOPS\u201d" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -64,3 +65,73 @@ def test_bad_input_is_named():
         bland_altman([2, 4, 6], [1, 2, 3])  # every ratio is 2
     with pytest.raises(StatsError, match="coverage must be a fraction"):
         bland_altman(WRIGHT, MINI, coverage=95)
+
+
+# --------------------------------------------------------------------------- clustered pairs (Bland & Altman 2007)
+# Unit: the I/O pattern (6), of which the 144 configurations (2 stripe widths x 12 VM counts each) are repeated
+# observations; estimand: the geometric mean ratio FIO / DiskSPD of IOPS (the mean log ratio, back-transformed),
+# the pattern means weighted equally; one test (no family). Gold: R (lmerTest on d ~ 1 + (1 | pattern), t.test on
+# the pattern means, the one-way ANOVA components): tests/fixtures/stats/r_agreement_reference.R.
+
+@pytest.fixture(scope="module")
+def r_agreement():
+    from conftest import FIXTURES
+
+    return json.loads((FIXTURES / "stats" / "r_agreement_reference.json").read_text())
+
+
+def _stripe_pairs(unbalanced: bool = False):
+    wide = load_published("vsan_stripe").pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool",
+                                                     values="iops").reset_index()
+    if unbalanced:  # as the R script: 1M seq read without its VM counts above 6
+        wide = wide[~((wide["pattern"] == "1M seq read") & (wide["vms"] > 6))]
+    return wide
+
+
+@pytest.mark.parametrize("case", ["balanced", "unbalanced"])
+def test_clustered_bias_matches_r_and_is_wider_than_the_independent_one(r_agreement, case):
+    """The audit's case: as 144 independent pairs the bias is 1.029 [1.006, 1.053] (p 0.013); with the pattern as
+    the cluster (ICC 0.48) it is 1.029 [0.925, 1.145], p 0.516: no bias shown. Equal to R's t.test on the pattern
+    means and, balanced, to lmerTest's random-intercept estimate and Satterthwaite CI (df 5)."""
+    ref, w = r_agreement[case], _stripe_pairs(case == "unbalanced")
+    naive = bland_altman(w["FIO"], w["DiskSPD"])
+    ba = bland_altman(w["FIO"], w["DiskSPD"], clusters=w["pattern"])
+    assert (naive.bias, naive.bias_ci_low, naive.bias_ci_high, naive.p) == pytest.approx(
+        (ref["naive"]["bias"], ref["naive"]["ci_low"], ref["naive"]["ci_high"], ref["naive"]["p"]), rel=1e-9)
+    cm = ref["cluster_means"]
+    assert (ba.bias, ba.bias_ci_low, ba.bias_ci_high, ba.p) == pytest.approx(
+        (cm["bias"], cm["ci_low"], cm["ci_high"], cm["p"]), rel=1e-9)
+    an = ref["anova"]
+    assert (ba.icc, ba.sd, ba.loa_low, ba.loa_high) == pytest.approx(
+        (an["icc"], an["sd_total"], an["loa_low"], an["loa_high"]), rel=1e-7)
+    assert ba.clusters == ref["clusters"] == 6 and ba.n == ref["n"] and naive.clusters == 0
+    assert ba.bias_ci_high - ba.bias_ci_low > 4 * (naive.bias_ci_high - naive.bias_ci_low)
+    assert math.isnan(ba.loa_low_ci_low) and "Bland & Altman 2007" in ba.method and "5 df" in ba.method
+    if case == "balanced":
+        lm = ref["lmer"]
+        assert (ba.bias, ba.bias_ci_low, ba.bias_ci_high, ba.p) == pytest.approx(
+            (lm["bias"], lm["ci_low"], lm["ci_high"], lm["p"]), rel=1e-6)
+        assert ba.icc == pytest.approx(lm["icc"], rel=1e-6)
+        assert f"{ba.bias:.3g} [{ba.bias_ci_low:.2f}, {ba.bias_ci_high:.2f}]" == "1.03 [0.93, 1.14]"
+        assert naive.p < 0.05 < ba.p
+
+
+def test_per_pattern_limits_match_r(r_agreement):
+    """Each pattern's own limits of agreement (its 24 configurations independent) and their t CIs, as R gives."""
+    w = _stripe_pairs()
+    for pattern, ref in r_agreement["balanced"]["per_pattern"].items():
+        part = w[w["pattern"] == pattern]
+        ba = bland_altman(part["FIO"], part["DiskSPD"])
+        assert (ba.n, ba.bias, ba.loa_low, ba.loa_high, ba.loa_low_ci_low, ba.loa_high_ci_high) == pytest.approx(
+            (ref["n"], ref["bias"], ref["loa_low"], ref["loa_high"], ref["loa_low_ci_low"], ref["loa_high_ci_high"]),
+            rel=1e-9)
+
+
+def test_clusters_bad_input_is_named():
+    w = _stripe_pairs()
+    with pytest.raises(StatsError, match=r"one label per pair \(144\), got 3"):
+        bland_altman(w["FIO"], w["DiskSPD"], clusters=["a", "b", "c"])
+    with pytest.raises(StatsError, match="at least 3 clusters.*got 2"):
+        bland_altman(w["FIO"], w["DiskSPD"], clusters=w["stripe_width"])
+    with pytest.raises(StatsError, match="1 missing label"):
+        bland_altman(w["FIO"], w["DiskSPD"], clusters=w["pattern"].where(w.index != 0))

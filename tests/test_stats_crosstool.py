@@ -32,7 +32,9 @@ def test_seed002_tables_equal_compare_and_bland_altman_done_by_hand():
             assert got.loc[pattern, col] == pytest.approx(hand.loc[pattern, col], rel=1e-12)
     wide = stripe.pivot_table(index=["pattern", "vms", "stripe_width"], columns="source_tool", values="iops")
     for pattern, part in [("all", wide), *wide.groupby(level="pattern")]:
-        ba = bland_altman(part["FIO"], part["DiskSPD"], log=True)
+        # over all configurations the patterns are the clusters (Bland & Altman 2007); within one, independent
+        clusters = part.index.get_level_values("pattern") if pattern == "all" else None
+        ba = bland_altman(part["FIO"], part["DiskSPD"], log=True, clusters=clusters)
         row = ct.agreement.set_index("pattern").loc[pattern]
         assert (row["n"], row["bias"], row["loa_low"], row["loa_high"]) == pytest.approx(
             (ba.n, ba.bias, ba.loa_low, ba.loa_high), rel=1e-12)
@@ -128,10 +130,14 @@ def test_cross_tool_findings_state_the_numbers_of_the_tables():
     f = cross_tool_findings(ct, label="vsan_stripe")
     allrow = ct.agreement.iloc[0]
     agree = f["iops:agreement"]
-    assert agree.n == 144 and agree.estimate == allrow["bias"]
+    # the bias over all 144 configurations has the 6 patterns as its units (Bland & Altman 2007): 1.03 [0.925, 1.14]
+    assert agree.n == 6 and agree.estimate == allrow["bias"] and allrow["clusters"] == 6
     assert agree.ci == (allrow["bias_ci_low"], allrow["bias_ci_high"])
-    for value in ("bias", "loa_low", "loa_high", "loa_low_ci_low", "loa_high_ci_high"):
+    for value in ("bias", "bias_ci_low", "bias_ci_high", "loa_low", "loa_high"):
         assert fmt_number(allrow[value]) in agree.sentence
+    assert "0.925 to 1.14, p = 0.516" in agree.sentence and "144 configurations" in agree.sentence
+    assert "the 6 patterns are the units of this CI" in agree.sentence and "intraclass correlation 0.48" in agree.sentence
+    assert "Bland & Altman 2007" in agree.method and "5 df" in agree.method
     assert ct.unit in agree.unit_of_replication
     disagree = f["iops:disagree"].sentence
     assert "differ in 5 of 6 patterns" in disagree and "no difference is shown for 4k random read" in disagree

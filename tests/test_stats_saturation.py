@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 import subprocess
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kneed import DataGenerator
 
 from storagebench.errors import StatsError
@@ -176,6 +179,11 @@ def test_qos_max_load_with_repetitions():
     dip.loc[dip.tiles == 6, "lat_mean_ns"] = 5e6
     assert qos_max_load(dip, "tiles", "lat_mean_ns", 20e6).max_load == 4
     assert qos_max_load(df, "tiles", "lat_mean_ns", 1e6).max_load is None
+    assert "edge" not in qos_max_load(df, "tiles", "lat_mean_ns", 20e6).note
+    # every level within the limit: the largest level is returned as a lower bound and called the grid's edge
+    roomy = qos_max_load(df, "tiles", "lat_mean_ns", 1e9)
+    assert roomy.max_load == 6 and roomy.max_load_confident == 6
+    assert "the grid's largest load is an edge, not the QoS limit" in roomy.note and "(max_load)" in roomy.note
     single = df.groupby("tiles", as_index=False).first()
     s = qos_max_load(single, "tiles", "lat_mean_ns", 20e6)
     assert s.max_load == 4 and s.max_load_confident is None and "no CI" in s.note
@@ -247,3 +255,118 @@ def test_per_run_of_a_published_table_with_unknown_counts():
     np.testing.assert_allclose(pr["lat_mean_ns"], df["lat_mean_ns"])
     with pytest.raises(StatsError, match="iodepth has NaN or negative"):
         littles_law(df)  # Little's law needs the real queue depth
+
+
+# --------------------------------------------------------------------------- knees of curves that are not monotone
+# Unit: one sweep point (a QD level); estimand: the knee of the point estimates (geometric-mean IOPS, p99 from the
+# merged bins) against log2 outstanding I/Os; no test family (no p-values).
+
+_QD = [1, 2, 4, 8, 16, 32, 64]
+_IOPS = [10e3, 19e3, 35e3, 60e3, 90e3, 97e3, 99e3]
+_P99_MS = [0.10, 0.11, 0.12, 0.14, 0.20, 0.90, 0.60]  # the last p99 lies below its peak
+
+
+def _dipping_tail_sweep():
+    """Two runs per iodepth (±1% IOPS), each with a json+-like histogram: 98% of completions at Little's mean and
+    2% at the point's p99, so fio's percentile rule reads p99 = ``_P99_MS`` exactly."""
+    runs, hist = [], []
+    for qd, iops, p99 in zip(_QD, _IOPS, _P99_MS, strict=True):
+        for r, f in enumerate((0.99, 1.01)):
+            rid = f"qd{qd}-{r}"
+            runs.append({"run_id": rid, "numjobs": 1, "iodepth": qd, "direction": "read", "iops": iops * f,
+                         "lat_mean_ns": qd / (iops * f) * 1e9, "total_ios": 1000})
+            hist += [{"run_id": rid, "direction": "read", "bin_ns": int(qd / iops * 1e9), "count": 980},
+                     {"run_id": rid, "direction": "read", "bin_ns": int(p99 * 1e6), "count": 20}]
+    return pd.DataFrame(runs), pd.DataFrame(hist)
+
+
+def test_a_p99_that_dips_at_the_largest_load_keeps_its_knee_and_the_tail_rule():
+    """The audit's reproducer (issue 20): p99 rises to 0.9 ms at iodepth 32 and dips to 0.6 ms at 64. Kneedle on
+    the whole curve put the p99 "knee" on the grid's edge (64), every point became admissible and the rule chose
+    iodepth 32 (p99 0.9 ms). Kneedle as in the paper, on the monotone rise (kneed by hand here on the points up
+    to the peak), gives 16; the rule then picks iodepth 16 (p99 0.2 ms)."""
+    from kneed import KneeLocator
+
+    runs, hist = _dipping_tail_sweep()
+    rise = np.log2(_QD[:6])
+    by_hand = 2 ** KneeLocator(rise, _P99_MS[:6], curve="convex", direction="increasing").knee
+    assert by_hand == 16
+    # the old call, on the whole curve, lands on the edge: the defect this test guards
+    assert 2 ** KneeLocator(np.log2(_QD), _P99_MS, curve="convex", direction="increasing").knee == 64
+    rec = recommend_parameters(runs, histograms=hist)
+    assert rec.tail_knee.x == by_hand and rec.tail_knee.y == pytest.approx(0.2e6)
+    assert "only the monotone part" in rec.tail_knee.method and "6 of 7 points" in rec.tail_knee.method
+    assert (rec.numjobs, rec.iodepth) == (1, 16)
+    pick = rec.table.set_index("iodepth").loc[16]
+    assert pick["clat_p99_ns"] == pytest.approx(0.2e6) and "16 outstanding I/Os" in rec.rule
+    assert rec.plateau == (1, 32)  # the plateau start is still reported: what the last IOPS would cost in p99
+
+
+def test_an_edge_is_never_presented_as_a_knee():
+    """A p99 that peaks at the second point and falls after it has no rise to bend: "no knee inside the grid",
+    and the rule says the tail was not used and why."""
+    f = pd.DataFrame({"x": _QD, "y": [0.2, 0.9, 0.5, 0.4, 0.3, 0.3, 0.2]})
+    k = find_knee(f, "x", "y", curve="convex", log_x=True)
+    assert math.isnan(k.x) and k.note.startswith("no knee inside the grid") and "x = 2" in k.note
+    runs, hist = _dipping_tail_sweep()
+    fast = {int(qd / iops * 1e9) for qd, iops in zip(_QD, _IOPS, strict=True)}
+    tail = hist["bin_ns"].where(hist["bin_ns"].isin(fast), 0)
+    p99 = dict(zip(_QD, [0.2e6, 0.9e6, 0.5e6, 0.4e6, 0.3e6, 0.3e6, 0.2e6], strict=True))
+    qd_of = runs.set_index("run_id")["iodepth"]
+    hist = hist.assign(bin_ns=np.where(tail == 0, hist["run_id"].map(qd_of).map(p99), hist["bin_ns"]).astype(int))
+    rec = recommend_parameters(runs, histograms=hist)
+    assert math.isnan(rec.tail_knee.x) and "no knee inside the grid" in rec.rule and "every point is admissible" in rec.rule
+    assert "no knee inside the grid" in rec.knees.set_index("curve").loc["p99 completion latency", "note"]
+    # the sweep's sentence says which rule applied, and why
+    from storagebench.stats import sweep_summary
+
+    said = sweep_summary(runs, hist).findings()["recommended"].sentence
+    assert "no p99 knee inside the grid (Kneedle), so the tail did not bound the choice" in said
+    assert "p99 knee (16 outstanding I/Os" in sweep_summary(*_dipping_tail_sweep()).findings()["recommended"].sentence
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(rise=st.lists(st.floats(0.01, 10.0), min_size=4, max_size=9),
+       drop=st.lists(st.floats(0.2, 0.99), min_size=1, max_size=3),
+       curve=st.sampled_from(["convex", "concave"]))
+def test_points_past_the_peak_never_move_the_knee_to_an_edge(rise, drop, curve):
+    """Property, over random monotone-then-dropping curves on a geometric grid: the knee is where Kneedle puts it
+    on the rise alone (the points past the peak change nothing), and it is never the first or the last point of
+    the grid."""
+    y = np.cumsum(rise)
+    if curve == "concave":
+        y = np.cumsum(np.sort(rise)[::-1])
+    full = np.r_[y, y[-1] * np.cumprod(drop)]
+    x = 2.0 ** np.arange(full.size)
+    k = find_knee(pd.DataFrame({"x": x, "y": full}), "x", "y", curve=curve, log_x=True)
+    alone = find_knee(pd.DataFrame({"x": x[:y.size], "y": y}), "x", "y", curve=curve, log_x=True)
+    assert (math.isnan(k.x) and math.isnan(alone.x)) or k.x == alone.x
+    assert math.isnan(k.x) or x[0] < k.x < x[-1]
+    assert math.isnan(k.x) or k.x < x[y.size - 1]  # and never the peak, the last point of the rise
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(steps=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 3.0, 10.0]), min_size=3, max_size=9),
+       curve=st.sampled_from(["convex", "concave"]))
+def test_a_monotone_curve_gets_kneedles_own_knee_plateaus_included(steps, curve):
+    """Property: on a monotone curve (ties allowed: a throttled device's IOPS sit exactly on its cap) find_knee is
+    Kneedle on the whole curve, as kneed gives it, unless that falls on an edge (then no knee)."""
+    from kneed import KneeLocator
+
+    y = 1.0 + np.cumsum([0.0, *steps])
+    x = 2.0 ** np.arange(y.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = KneeLocator(np.log2(x), y, curve=curve, direction="increasing").knee
+    k = find_knee(pd.DataFrame({"x": x, "y": y}), "x", "y", curve=curve, log_x=True)
+    if ref is None or 2.0 ** ref in (x[0], x[-1]):
+        assert math.isnan(k.x)
+    else:
+        assert k.x == 2.0 ** ref and "monotone part" not in k.method
+
+
+def test_a_capped_devices_plateau_keeps_its_knee():
+    """IOPS of a device throttled at 200: 50, 100, 200, 200, 200, 200 over QD 1..32. The knee is where the cap is
+    reached (QD 4), as before issue 20; cutting the curve at the first 200 lost it."""
+    k = find_knee(pd.DataFrame({"x": _QD[:6], "y": [50.0, 100, 200, 200, 200, 200]}), "x", "y", log_x=True)
+    assert k.x == 4 and k.y == 200 and "monotone part" not in k.method

@@ -195,7 +195,8 @@ def _forest_labels(df: pd.DataFrame, groups: Sequence[str], width: int = 38) -> 
 
 
 def bland_altman_plot(a, b, *, log: bool = True, confidence: float = CONFIDENCE, names: tuple[str, str] = ("a", "b"),
-                      unit: str = "", ax: Axes | None = None, groups=None, title: str | None = None) -> Axes:
+                      unit: str = "", ax: Axes | None = None, groups=None, title: str | None = None,
+                      clusters: bool = False) -> Axes:
     """Bland-Altman plot of two methods measured on the same items: difference against magnitude.
 
     The bias, the limits of agreement and their CIs are :func:`storagebench.stats.bland_altman`'s; this
@@ -217,9 +218,13 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = CONFIDENCE,
     ax : matplotlib.axes.Axes, optional
     groups : array-like of str, optional
         A label per item (e.g. the I/O pattern): the items are coloured by it, with a legend. The bias and
-        the limits stay those of all items.
+        the limits stay those of all items (with the groups as clusters when ``clusters``).
     title : str, optional
         Axes title; default ``"Agreement of A and B (Bland-Altman, n = ...; bands: 95% CIs)"``.
+    clusters : bool
+        The ``groups`` are clusters (several items of one pattern): the bias and the limits are
+        :func:`storagebench.stats.bland_altman` with ``clusters=groups`` (Bland & Altman 2007; the pooled
+        limits then have no CI band).
 
     Returns
     -------
@@ -233,7 +238,9 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = CONFIDENCE,
     StatsError
         From :func:`storagebench.stats.bland_altman` (fewer than 3 pairs, values <= 0 with ``log`` ...).
     """
-    ag = bland_altman(a, b, log=log, confidence=confidence)
+    if clusters and groups is None:
+        raise SchemaError("clusters=True needs groups: the cluster of each pair")
+    ag = bland_altman(a, b, log=log, confidence=confidence, clusters=groups if clusters else None)
     x = np.asarray(a, dtype=float).ravel()
     y = np.asarray(b, dtype=float).ravel()
     mag, diff = (np.sqrt(x * y), x / y) if log else ((x + y) / 2.0, x - y)
@@ -270,7 +277,8 @@ def bland_altman_plot(a, b, *, log: bool = True, confidence: float = CONFIDENCE,
                     xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize="x-small", color="crimson",
                     zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
     _ba_axis_labels(ax, names, unit, log)
-    ax.set_title(title if title is not None else f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}; "
+    ax.set_title(title if title is not None else f"Agreement of {names[0]} and {names[1]} (Bland-Altman, n = {ag.n}"
+                 f"{f' in {ag.clusters} clusters' if ag.clusters else ''}; "
                  f"bands: {ag.confidence:.0%} CIs)")
     if groups is not None:
         ax.legend(fontsize="x-small", title=None, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -374,8 +382,9 @@ def cross_tool_plot(ct, *, per_group: bool = False, ncols: int = 3) -> Figure:
             ax.set_title(f"{names[0]} and {names[1]} on {len(pairs)} configuration(s): limits of agreement not "
                          "estimable (fewer than 3)")
             return ax.figure
+        clustered = bool(ag["clusters"].iloc[0] > 0) if "clusters" in ag and len(ag) and groups is not None else False
         ax = bland_altman_plot(pairs[a_col] * scale, pairs[b_col] * scale, log=log, confidence=conf, names=names,
-                               unit=unit, groups=groups)
+                               unit=unit, groups=groups, clusters=clustered)
         if groups is not None:
             leg = ax.get_legend()
             if leg is not None:

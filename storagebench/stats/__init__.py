@@ -16,7 +16,8 @@ Modules, one per concept:
 ``comparison``
     :func:`compare` two (or more) levels of a factor with a baseline, per group: the experimental unit
     (``unit``, ``pair_on``), keys that are not replicates (``blocks``, ``factors``), the estimand, an
-    optional BCa CI (n >= 10), rank tests, Holm/BH adjustment over the family, optional TOST.
+    optional BCa CI (n >= 10), rank tests, Holm/BH adjustment over the family, optional TOST;
+    ``comparison.adjust_family``: one family per question of a write-up, over every table answering it.
 ``verdicts``
     :func:`verdict`: plain-words verdicts naming estimand, CI, n, experimental unit, family and alpha;
     :func:`verdict_findings` (a sentence per row), :func:`verdict_summary` (a sentence per table or per

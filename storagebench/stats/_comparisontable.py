@@ -179,6 +179,9 @@ class ComparisonTable:
         Keys declared not to be replicates.
     averaged : tuple of str
         The declared factors that varied within a unit and were averaged over.
+    question_family : str
+        Set by :func:`~storagebench.stats.comparison.adjust_family`: the family of the write-up's question this table's
+        p-values were adjusted in (empty: the table is its own family).
     """
 
     factor: str
@@ -195,6 +198,7 @@ class ComparisonTable:
     blocks: tuple[str, ...] = ()
     factors: tuple[str, ...] = ()
     averaged: tuple[str, ...] = ()
+    question_family: str = ""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -213,6 +217,8 @@ class ComparisonTable:
     @property
     def family(self) -> str:
         """The multiplicity family of the table's adjusted p-values, in words."""
+        if self.question_family:
+            return self.question_family
         return family_words(ADJUST_METHODS[self.adjust], sum(r.estimable for r in self.rows), self.by,
                              self.factor)
 

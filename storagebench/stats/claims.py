@@ -245,7 +245,8 @@ def _rule_words(claim: RatioClaim, alpha: float, confidence: float) -> str:
                         "for one",
                "average": "one comparison, averaged over the groups"}[claim.over]
     return (f"a group supports the claim where the adjusted p < {alpha:g} and the {conf} CI lies {side} 1{size}; "
-            f"it contradicts it where the adjusted p < {alpha:g} and the CI lies {other} 1; {combine}")
+            f"it contradicts it where the adjusted p < {alpha:g} and the CI lies {other} 1; {combine}; the p-values "
+            f"are adjusted over the family, the {conf} CIs are per comparison (not adjusted)")
 
 
 def claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], comparison: ComparisonTable, *, unit: str,

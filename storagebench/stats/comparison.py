@@ -48,7 +48,7 @@ from ._comparisontable import (  # noqa: F401 (TABLE_SUFFIXES, summary_table: th
     Design,
     summary_table,
 )
-from ._multiplicity import ADJUST_METHODS, adjust_pvalues, adjust_rows  # noqa: F401 (adjust_pvalues: home here)
+from ._multiplicity import ADJUST_METHODS, adjust_family, adjust_pvalues, adjust_rows  # noqa: F401 (home here)
 from .ratio import (
     ESTIMANDS,
     RATIO_METHODS,

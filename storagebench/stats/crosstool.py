@@ -33,7 +33,7 @@ from ..schema import RUNS, columns
 from ..tables import metric_words
 from ._common import as_list, capitalise_after, require_columns
 from ._littles import tool_littles_law  # noqa: F401 (its home is stats)
-from .agreement import bland_altman
+from .agreement import agreement_table
 from .comparison import ComparisonTable, compare
 from .saturation import per_run
 from .verdicts import NO_CI_VERDICT, NO_DIFFERENCE, verdict
@@ -59,8 +59,13 @@ class CrossTool:
         :meth:`ComparisonTable.to_frame` of ``compare(factor=tool_col, baseline)``.
     agreement : pandas.DataFrame
         Bland-Altman of other vs baseline per ``by`` group and over ``"all"`` cells:
-        the ``by`` columns (``"all"`` in the pooled row), ``n``, ``bias``, CIs, ``loa_low``, ``loa_high``
-        and their CIs (ratios with ``log=True``), ``note`` where fewer than 3 pairs made it not estimable.
+        the ``by`` columns (``"all"`` in the pooled row), ``n``, ``bias``, CIs, ``p``, ``loa_low``, ``loa_high``
+        and their CIs (ratios with ``log=True``), ``clusters``, ``icc``, ``note`` where fewer than 3 pairs made
+        it not estimable. Each group's row takes its configurations as independent (its own limits of
+        agreement, with CIs). The ``"all"`` row, with 3 or more ``by`` groups, takes the groups as clusters
+        (:func:`~storagebench.stats.bland_altman` ``clusters=``; Bland & Altman 2007): the bias is the mean of
+        the group means with a t CI on (groups - 1) df, the limits use the total SD of one configuration,
+        without CIs.
     unmatched : pandas.DataFrame
         Runs whose cell only one tool measured, whose configuration is unknown (-1, NaN, ""), or
         without a value of the metric (NaN: e.g. a DiskSPD run without ``-L`` has no latency), with a
@@ -128,26 +133,6 @@ def _tool_labels(runs: pd.DataFrame, tool_col: str) -> pd.DataFrame:
                              f"not a replicate: label each tool's runs apart")
         df = df.drop(columns="tool")  # the same split as tool_col: one factor, not two
     return df
-
-
-def _agreement(pairs: pd.DataFrame, by_l: list[str], cols: tuple[str, str], log: bool,
-               confidence: float) -> tuple[pd.DataFrame, str | None]:
-    """Bland-Altman of the ``cols`` (other, baseline) of ``pairs``, over all and per ``by_l`` group; with the
-    method words of the last estimable one (None when none is)."""
-    agreement, method_ba = [], None
-    groups = [("all", pairs)] + (list(pairs.groupby(by_l, dropna=False)) if by_l else [])
-    for gkey, part in groups:
-        rec = ({c: "all" for c in by_l} if isinstance(gkey, str) and gkey == "all"
-               else dict(zip(by_l, gkey if isinstance(gkey, tuple) else (gkey,), strict=True)))
-        try:
-            ba = bland_altman(part[cols[0]], part[cols[1]], log=log, confidence=confidence)
-        except StatsError as exc:
-            rec.update(n=len(part), note=f"not estimable: {exc}")
-        else:
-            rec.update({k: v for k, v in ba.to_dict().items() if k != "method"}, note="")
-            method_ba = ba.method
-        agreement.append(rec)
-    return pd.DataFrame(agreement), method_ba
 
 
 def cross_tool(
@@ -268,12 +253,13 @@ def cross_tool(
                           f"{metric}_{baseline}": means[str(baseline)], f"{metric}_{other}": means[other]})
     pairs["ratio"] = pairs[f"{metric}_{other}"] / pairs[f"{metric}_{baseline}"]
     pairs = pairs.reset_index()
-    agreement_df, method_ba = _agreement(pairs, by_l, (f"{metric}_{other}", f"{metric}_{baseline}"), log, confidence)
+    agreement_df, method_ba = agreement_table(pairs, by_l, (f"{metric}_{other}", f"{metric}_{baseline}"), log, confidence)
     design = (f"paired over the cells ({', '.join(c for c in cells if c not in by_l)}) within each group"
               if paired else "independent arms within each configuration cell (replicates present)")
     method = (f"cross-tool: {other} vs baseline {baseline} ({tool_col} is the factor, never a replicate) on "
               f"{metric}; cells = {', '.join(cells)}; compare: {design}"
-              + (f"; agreement: {method_ba}" if method_ba is not None else ""))
+              + (f"; agreement: {method_ba}" if method_ba is not None else "") + (f"; per {' x '.join(by_l)}: "
+                 "Bland-Altman on that group's configurations, taken as independent" if by_l and method_ba else ""))
     spread = (pairs.groupby(by_l, dropna=False)[[c for c in cells if c not in by_l]].nunique(dropna=False).max()
               if by_l else pairs[cells].nunique(dropna=False))
     varying = [c for c in cells if c not in by_l and spread[c] > 1 and not (c == "direction" and "rw" in cells)]
@@ -547,6 +533,9 @@ def _agreement_finding(w: _Words) -> Finding:
     ag_unit = unit if ct.paired else "configuration (each tool's runs of it averaged)"
     if "bias" in ag.columns and np.isfinite(allrow.get("bias", np.nan)):
         conf = float(allrow["confidence"])
+        k = int(allrow["clusters"]) if np.isfinite(allrow.get("clusters", np.nan)) else 0
+        if k:
+            return _clustered_agreement_finding(w, allrow, k, ag_unit)
         if log:
             sentence = (f"{pre}over the {n_cfg} configurations both tools measured, {other}'s {mw} is "
                         f"{fmt_number(allrow['bias'], digits)} times {base}'s on average "
@@ -577,6 +566,31 @@ def _agreement_finding(w: _Words) -> Finding:
                                   f"agreement is {note}.", pre), n=n_cfg,
                              unit_of_replication=f"matched configurations; unit: {ag_unit}",
                              key=f"{ct.metric}:agreement", caveat=True)
+
+
+def _clustered_agreement_finding(w: _Words, allrow: pd.Series, k: int, ag_unit: str) -> Finding:
+    """The agreement sentence when the ``by`` groups are the clusters of the pooled bias (Bland & Altman 2007)."""
+    ct, pre, digits = w.ct, w.pre, w.digits
+    base, other, mw, _, keys = _names(w)
+    log = bool(allrow.get("log", True))
+    conf, n_cfg = float(allrow["confidence"]), len(ct.pairs)
+    noun = "patterns" if keys == ["pattern"] else f"{' x '.join(keys)} groups"
+    size = (f"{fmt_number(allrow['bias'], digits)} times {base}'s" if log
+            else f"{base}'s plus {fmt_number(allrow['bias'], digits)}")
+    p = fmt_p(allrow["p"])
+    sentence = (f"{pre}over the {n_cfg} configurations both tools measured, {other}'s {mw} is {size} on average "
+                f"({fmt_ci(allrow['bias_ci_low'], allrow['bias_ci_high'], conf, digits)}, p "
+                f"{p if p.startswith('<') else '= ' + p}; the {k} {noun} are the units of this CI, since the "
+                f"{'ratio' if log else 'difference'} depends on the {noun[:-1] if keys == ['pattern'] else 'group'}: "
+                f"intraclass correlation {allrow['icc']:.2f}); for a single configuration the "
+                f"{'ratio' if log else 'difference'} lies between {fmt_number(allrow['loa_low'], digits)} and "
+                f"{fmt_number(allrow['loa_high'], digits)} ({allrow['coverage']:.0%} limits of agreement from the "
+                f"spread between and within {noun}; each one's own limits are in the table).")
+    return Finding(capitalise_after(sentence, pre), estimate=allrow["bias"],
+                   ci=(allrow["bias_ci_low"], allrow["bias_ci_high"]), confidence=conf, n=k,
+                   unit_of_replication=f"{noun} ({n_cfg} matched configurations); unit: {ag_unit}",
+                   method=_agreement_method(ct, short=True), unit="ratio" if log else ct.metric,
+                   key=f"{ct.metric}:agreement")
 
 
 def _disagree_findings(w: _Words) -> list[Finding]:
@@ -669,6 +683,13 @@ def _unmatched_findings(w: _Words) -> list[Finding]:
 
 def _agreement_method(ct: CrossTool, short: bool = False) -> str:
     log = bool(ct.agreement["log"].iloc[0]) if "log" in ct.agreement and len(ct.agreement) else True
+    ag = ct.agreement
+    k = int(ag["clusters"].iloc[0]) if "clusters" in ag and len(ag) and np.isfinite(ag["clusters"].iloc[0]) else 0
+    if short and k:
+        return (f"Bland-Altman on {'log ratios' if log else 'differences'} with the {k} {' x '.join(ct.by)} groups as "
+                f"clusters: bias = mean of the group means with its t CI on {k - 1} df, limits of agreement bias -/+ "
+                "1.96 x the total SD of one configuration (Bland & Altman 2007, J Biopharm Stat 17:571); each "
+                "group's limits with their t CIs (Bland & Altman 1986, 1999)")
     if short:
         return (f"Bland-Altman on {'log ratios' if log else 'differences'}: bias with its t CI, limits of agreement "
                 "bias -/+ 1.96 SD with their CIs (Bland & Altman 1986, 1999)")

@@ -29,14 +29,17 @@ class Knee:
     Attributes
     ----------
     x, y : float
-        Knee coordinates (NaN when no knee was found).
+        Knee coordinates: ``y`` is the observed value at ``x`` (NaN when no knee was found, or when Kneedle's
+        maximum fell on the first or last ``x``: an edge of the grid is never reported as a knee).
     sensitivity : float
         Kneedle's S.
     curve, direction : str
     log_x : bool
         True when the knee was searched on ``log2(x)`` (geometric sweeps such as QD 1..128).
     method : str
+        Kneedle's settings, and whether it ran on the isotonic fit of a curve that was not monotone.
     note : str
+        Why there is no knee ("no knee found", "no knee inside the grid ...").
     """
 
     x: float
@@ -71,7 +74,8 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
     Returns
     -------
     Knee
-        NaN coordinates with a note when Kneedle finds no knee.
+        NaN coordinates with a note when Kneedle finds no knee, or when its knee is the first or last ``x``
+        ("no knee inside the grid": an edge is where the sweep stopped, not where the curve bends).
 
     Raises
     ------
@@ -82,7 +86,14 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
     Notes
     -----
     Satopää, V., Albrecht, J., Irwin, D. & Raghavan, B. (2011), "Finding a 'Kneedle' in a Haystack:
-    Detecting Knee Points in System Behavior", 31st ICDCS Workshops, pp. 166-171.
+    Detecting Knee Points in System Behavior", 31st ICDCS Workshops, pp. 166-171. Kneedle assumes a
+    monotone curve: it normalises ``y`` by its minimum and maximum, so a curve whose last point lies below
+    its peak (a p99 that dips at the largest load) maps its end below 1 and the difference curve's maximum
+    moves to the grid's edge (the project once recommended iodepth 32 at p99 0.9 ms where Kneedle on the
+    rise gives 16 at 0.2 ms). So Kneedle runs only on the monotone part: the points up to the last one at the
+    curve's extreme in ``direction``, with wiggles inside it replaced by their least-squares isotonic fit (pool
+    adjacent violators; Barlow, Bartholomew, Bremner & Brunk 1972, ``scipy.optimize.isotonic_regression``);
+    the method says when either was done.
     """
     require_columns(df, [x, y])
     if curve not in ("concave", "convex"):
@@ -104,17 +115,54 @@ def find_knee(df: pd.DataFrame, x: str, y: str, *, curve: str = "concave", direc
         if (xs <= 0).any():
             raise StatsError(f"log_x needs x > 0, got {xs[xs <= 0].tolist()}")
         xs = np.log2(xs)
+    yv = d[y].to_numpy(float)
+    end, ys, fit = _monotone_part(yv, direction)
+    method = (f"Kneedle (Satopää et al. 2011; kneed.KneeLocator S={sensitivity}, {curve}, {direction}"
+              f"{', on log2(x)' if log_x else ''}{fit})")
+    lab = [float(v) for v in d[x]]
+    if end < 3:
+        return Knee(math.nan, math.nan, sensitivity, curve, direction, log_x, method,
+                    f"no knee inside the grid: {y} reaches its {'peak' if direction == 'increasing' else 'minimum'} "
+                    f"at {x} = {lab[end - 1]:g}, the {'first' if end == 1 else 'second'} point, and turns back after it")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from kneed import KneeLocator  # kneed imports matplotlib.pyplot (~0.6 s)
 
-        kl = KneeLocator(xs, d[y].to_numpy(float), S=sensitivity, curve=curve, direction=direction)
-    method = (f"Kneedle (Satopää et al. 2011; kneed.KneeLocator S={sensitivity}, {curve}, {direction}"
-              f"{', on log2(x)' if log_x else ''})")
+        kl = KneeLocator(xs[:end], ys, S=sensitivity, curve=curve, direction=direction)
     if kl.knee is None:
         return Knee(math.nan, math.nan, sensitivity, curve, direction, log_x, method, "no knee found")
-    kx = float(2.0 ** kl.knee) if log_x else float(kl.knee)
-    return Knee(kx, float(kl.knee_y), sensitivity, curve, direction, log_x, method)
+    i = int(np.argmin(np.abs(xs - kl.knee)))
+    if i in (0, end - 1, len(xs) - 1):
+        return Knee(math.nan, math.nan, sensitivity, curve, direction, log_x, method,
+                    f"no knee inside the grid: Kneedle's maximum fell on {x} = {lab[i]:g}, "
+                    f"{'the first point' if i == 0 else 'the last point of the monotone part'}: an edge, not a knee")
+    return Knee(lab[i], float(yv[i]), sensitivity, curve, direction, log_x, method)
+
+
+def _monotone_part(y: np.ndarray, direction: str) -> tuple[int, np.ndarray, str]:
+    """The part of ``y`` Kneedle can read, as the paper assumes it: monotone in ``direction``.
+
+    The curve is cut after the last point at its extreme (the maximum of an increasing curve, the minimum of a
+    decreasing one; ties kept, so an exact plateau stays): points past it (a p99 that dips at the largest load, IOPS that fall past saturation) are not part
+    of the rise whose knee is sought. Wiggles left inside that part are smoothed by the least-squares isotonic
+    fit (pool adjacent violators; Barlow, Bartholomew, Bremner & Brunk 1972, ``scipy.optimize.isotonic_regression``).
+    Returns the number of points kept, the values Kneedle gets and a phrase for the method ("" when ``y`` was
+    monotone already)."""
+    inc = direction == "increasing"
+    end = len(y) - int(np.argmax(y[::-1]) if inc else np.argmin(y[::-1]))  # after the LAST point at the extreme:
+    # a plateau of equal values (a throttled device's IOPS) is part of the monotone curve
+    part = y[:end]
+    words = []
+    if end < len(y):
+        words.append(f"only the monotone part, up to the curve's {'peak' if inc else 'minimum'} "
+                     f"({end} of {len(y)} points)")
+    steps = np.diff(part)
+    if not ((steps >= 0).all() if inc else (steps <= 0).all()):
+        from scipy.optimize import isotonic_regression
+
+        part = isotonic_regression(part, increasing=inc).x
+        words.append("its isotonic least-squares fit (PAVA, scipy.optimize.isotonic_regression)")
+    return end, part, ("; on " + " and ".join(words)) if words else ""
 
 
 @dataclass(frozen=True)
@@ -415,7 +463,8 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
         ``table``: per level ``load, n, mean`` (the geometric mean of the runs' latencies, ns; arithmetic
         with ``method="t"``), ``ci_low, ci_high, meets, meets_confident``. ``max_load``: the level just
         before the first level (in load order) whose ``mean`` exceeds ``limit``; ``max_load_confident``:
-        the same with the upper CI bound, the defensible claim.
+        the same with the upper CI bound, the defensible claim. When every level meets the limit the largest
+        level is returned and ``note`` says it is the grid's edge, a lower bound, not the QoS-limited load.
 
     Raises
     ------
@@ -459,6 +508,12 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     note = ""
     if not np.isfinite(hi).all():
         note = (f"levels without a CI ({check.note or 'one run'}): max_load_confident stops before them")
+    notes = [note] if note else []
+    for col, name in (("meets", "max_load"), ("meets_confident", "max_load_confident")):
+        if len(table) and table[col].all():
+            notes.append(f"every level meets the limit ({name}): the grid's largest load is an edge, not the QoS "
+                         "limit; the load the limit allows is at least that, and the grid must extend to find it")
+    note = "; ".join(notes)
     estimand = "mean" if check.method == "t" else "geometric mean"
     return QosResult(load=load, latency=latency, limit=float(limit), max_load=_last_before_fail("meets"),
                      max_load_confident=_last_before_fail("meets_confident"), confidence=confidence, table=table,

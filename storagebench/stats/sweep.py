@@ -233,6 +233,9 @@ class SweepSummary:
                      f"peak; more outstanding I/Os add latency but almost no IOPS")
             if rc.clat_p99_ms is None:
                 where += " (no p99 without histograms, so the tail is not weighed)"
+        if tk is not None and not tail_bound:  # the rule that applied: the plain plateau, and why
+            where += (f" ({'no p99 knee inside the grid' if 'inside the grid' in tk.note else 'no p99 knee'} "
+                      "(Kneedle), so the tail did not bound the choice)")
         what = f"the peak point itself, {rc.label}" if same else f"{rc.label}, {iops_text(rc)}, {share}, with {lat_text(rc)}"
         items.append(Finding(
             f"Recommended test point: {what}: {where}.",

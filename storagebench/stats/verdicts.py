@@ -228,6 +228,8 @@ _ADJUST_SHORT = {"holm": "Holm", "bonferroni": "Bonferroni", "hommel": "Hommel",
 
 
 def _family_short(table: ComparisonTable) -> str:
+    if table.question_family:  # adjust_family: the whole question is the family, and the words say its size
+        return table.question_family
     k = sum(r.estimable for r in table.rows)
     name = _ADJUST_SHORT.get(table.adjust)
     if k == 1:

@@ -33,6 +33,7 @@ from a private module, so a study found on ``STORAGEBENCH_STUDY_PATH`` or by an 
 like the built-in ones: :class:`SetUp` (what ``testbed`` yields), :class:`SetUpUnit` and :class:`Study`
 (its arguments), :class:`StudyData` (what ``analyse`` gets), :class:`TestbedResult` (what it returns,
 holding :class:`storagebench.findings.Finding`, whose one home is :mod:`storagebench.findings`), and the shared analysis: :func:`compare_arms` (the set-up as the experimental unit),
+:func:`compare_question` (several metrics answering one question, one multiplicity family),
 :func:`unit_values`, :func:`tost_plans`, :func:`setup_variance`, :func:`finish` (the findings every
 write-up carries), :func:`ratio_figure`, :func:`conf_text`, :func:`plain_log_axis`, :func:`loop_size` and
 :func:`region_bytes`. The devices come from :mod:`storagebench.testbed`, the statistics from
@@ -83,6 +84,7 @@ from ._base import (
     TestbedResult,
     check_study_name,
     compare_arms,
+    compare_question,
     conf_text,
     finish,
     load_data,
@@ -97,7 +99,8 @@ from ._base import (
 
 __all__ = [
     # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
-    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "compare_arms", "unit_values",
+    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "compare_arms", "compare_question",
+    "unit_values",
     "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
     "region_bytes",
     # the registry

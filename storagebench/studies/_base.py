@@ -49,6 +49,7 @@ __all__ = [
     "load_data",
     "check_study_name",
     "compare_arms",
+    "compare_question",
     "unit_values",
     "tost_plans",
     "setup_variance",
@@ -255,6 +256,48 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
     base = _level_like(pr[factor], baseline)
     table = stats.compare(pr, factor, base, metric, by=by_l or None, confidence=confidence, adjust=adjust,
                           margin=margin, **data.design())
+    return (table, *_arm_verdicts(data, table, factor, up, down))
+
+
+def compare_question(data: StudyData, factor: str, baseline: Any, metrics: Mapping[str, tuple[str, str]], *,
+                     question: str, by: str | Sequence[str] | None = None, confidence: float = CONFIDENCE,
+                     adjust: str = "holm") -> tuple[dict, pd.DataFrame, list[Finding]]:
+    """:func:`compare_arms` for every metric that answers one question, with one multiplicity family over them all.
+
+    Parameters
+    ----------
+    data, factor, baseline, by, confidence, adjust
+        As in :func:`compare_arms`.
+    metrics : mapping of str to (str, str)
+        Metric -> words for a ratio above and below 1 (``{"iops": ("better shared", "worse shared"), ...}``).
+    question : str
+        The write-up's question these comparisons answer: the family
+        (:func:`storagebench.stats.comparison.adjust_family`: "Holm over the N tests of this question").
+
+    Returns
+    -------
+    (dict of str to ComparisonTable, DataFrame, list of Finding)
+        The comparison per metric (p adjusted over the whole family), the verdict rows of every metric (as
+        :func:`compare_arms`), and one finding per row.
+    """
+    pr = data.per_run
+    by_l = [by] if isinstance(by, str) else list(by or [])
+    base = _level_like(pr[factor], baseline)
+    tables = {m: stats.compare(pr, factor, base, m, by=by_l or None, confidence=confidence, adjust=adjust,
+                               **data.design()) for m in metrics}
+    named = stats.comparison.adjust_family({metric_words(m): tables[m] for m in metrics}, question)
+    tables = {m: named[metric_words(m)] for m in metrics}
+    frames, findings = [], []
+    for m, (up, down) in metrics.items():
+        v, f = _arm_verdicts(data, tables[m], factor, up, down)
+        frames.append(v)
+        findings += f
+    return tables, pd.concat(frames, ignore_index=True), findings
+
+
+def _arm_verdicts(data: StudyData, table, factor: str, up: str, down: str) -> tuple[pd.DataFrame, list[Finding]]:
+    """The verdict rows of one comparison of :func:`compare_arms` (with the runs behind each) and its findings."""
+    pr = data.per_run
     unit = data.unit_words()
     v = stats.verdict(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
     short = stats.verdict_findings(table, unit=unit, blocks=data.design().get("blocks"), up=up, down=down)
@@ -277,7 +320,7 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
                         unit_of_replication=f"{_units(row['n'], data)[1]}; unit: {unit.split(' (')[0]}", unit="ratio",
                         method=f"{row['method']}; design: {row['design']}; family: {row['family']}", key="verdict")
                 for item, (_, row) in zip(short, v.iterrows(), strict=True)]
-    return table, v, findings
+    return v, findings
 
 
 def tost_plans(data: StudyData, factor: str, baseline: Any, metric: str, *, by: Sequence[str], margin: float,

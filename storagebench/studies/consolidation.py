@@ -26,7 +26,7 @@ from storagebench.studies import (  # the kit for study authors
     Study,
     StudyData,
     TestbedResult,
-    compare_arms,
+    compare_question,
     conf_text,
     finish,
     loop_size,
@@ -118,17 +118,16 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
     -------
     TestbedResult
         ``verdicts``: per (workload, metric) the verdict row (ratio of geometric means of the set-ups,
-        each set-up's value the geometric mean of its runs; Holm over the workloads of one metric);
+        each set-up's value the geometric mean of its runs; Holm over every workload and metric: the
+        study's one question is one family);
         ``tables``: ``pooled`` (per workload and layout, percentiles of all completions from merged bins,
         descriptive), ``units`` and ``variance`` (set-up vs run variance components per workload and
         layout, and the runs per set-up worth making; :func:`setup_variance`).
     """
-    frames, findings = [], []
-    for metric, (up, down) in _METRICS.items():
-        _, v, f = compare_arms(data, ARM, BASELINE, metric, by=WORKLOAD, up=up, down=down, confidence=confidence)
-        frames.append(v)
-        findings += f
-    v = pd.concat(frames, ignore_index=True)
+    # one question (the module's ``question``: IOPS and tail latency, both workloads), so one family of its
+    # metrics x workloads tests, never one family per metric
+    _, v, findings = compare_question(data, ARM, BASELINE, _METRICS, question=question, by=WORKLOAD,
+                                      confidence=confidence)
     pooled = pooled_percentiles(data, [WORKLOAD, ARM])
     units = unit_values(data, "iops", [WORKLOAD, ARM])
     variance, f = setup_variance(data, "iops", [WORKLOAD, ARM], confidence=confidence)
