@@ -220,7 +220,8 @@ def test_fast_vs_slow_quick(quick):
     for _, r in per.iterrows():
         prov = json.loads((out.study_dir / "raw" / r["run_id"] / "provenance.json").read_text())
         rot = prov["device"]["rotational"]
-        assert r["cache_not_medium"] == bool(rot and r["clat_mean_ns"] < ROTATIONAL_FLOOR_NS)
+        random_io = str(r["rw"]).startswith("rand") if pd.isna(r.get("random_pct")) else r["random_pct"] > 0
+        assert r["cache_not_medium"] == bool(rot and random_io and r["clat_mean_ns"] < ROTATIONAL_FLOOR_NS)
         assert r["target_device"] == prov["device"]["path"]
     assert res.runs_cache_not_medium == int(per["cache_not_medium"].sum())
     caveats = [f for f in res.findings if f.kind == "caveat"]
