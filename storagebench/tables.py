@@ -40,7 +40,9 @@ _NAMES = {
     "iops": "IOPS", "lat_mean": "mean latency, lat", "clat_mean": "mean completion latency, clat",
     "slat_mean": "mean submission latency, slat", "bw": "bandwidth", "bs": "I/O size, bs",
     "rwmixread": "reads, rwmixread", "random": "random I/O, percentage_random", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
-    "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
+    "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "arithmetic mean baseline",
+    "mean_other": "arithmetic mean other", "gmean_baseline": "geometric mean baseline",
+    "gmean_other": "geometric mean other",
 }
 _SCHEMA_NAMES = frozenset(c.name for cols in TABLES.values() for c in cols)
 _LATENCY = {"lat": "latency, lat", "clat": "completion latency, clat", "slat": "submission latency, slat"}
