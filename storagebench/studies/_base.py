@@ -29,10 +29,10 @@ from matplotlib.ticker import (
 )
 
 from .. import stats
+from .._histogram import merge_histograms, percentiles_from_bins
 from .._inputs import completed_runs, open_input
 from .._store import StudyStore
 from .._study import Study, load_study
-from .._histogram import merge_histograms, percentiles_from_bins
 from ..errors import StatsError, StudyError
 from ..findings import CONFIDENCE, Finding, fmt_number
 from ..ingest import ingest_study
