@@ -548,7 +548,6 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
           "summary")
     _need(saturation, [*by, f"saturation_{x}", "saturated", f"knee_{x}"], "saturation")
     level = f"{confidence:.0%}"
-    gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
     estimate_words = summary.attrs.get("estimate", "mean")
     estimate = ("Student t CI of the log values over runs (a geometric mean)" if estimate_words == "geometric mean"
                 else "Student t CI of the mean over runs")
@@ -573,17 +572,9 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                                method="one run per level: point values only", key=f"saturation:{name}"))
             continue
         at = g[g[x] == level_at].iloc[0]
-
-        def val(r) -> str:
-            return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
-
-        def step(r) -> str:
-            return (f"ratio {fmt_number(r['gain_ratio'])}, {fmt_ci(r['gain_ci_low'], r['gain_ci_high'], confidence)}")
-
-        sentence = (f"{name}: {val(first)} with {_level_words(first[x], x)}, {val(last)} with "
-                    f"{_level_words(last[x], x)}. ")
-        sentence += _saturation_words(g, at, sat["saturated"], x=x, gain=gain, min_gain=min_gain, step=step,
-                                      val=val)
+        sentence = (f"{name}: {_val_words(first, metric, confidence)} with {_level_words(first[x], x)}, "
+                    f"{_val_words(last, metric, confidence)} with {_level_words(last[x], x)}. ")
+        sentence += _saturation_words(g, sat, x=x, min_gain=min_gain, metric=metric, confidence=confidence)
         knee = sat[f"knee_{x}"]
         if pd.notna(knee) and knee > first[x]:  # a "knee" at the first level is no bend of a rising curve
             sentence += f" Kneedle's knee of the {estimate_words} curve: {_level_words(knee, x)}."
@@ -598,11 +589,28 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
     return Findings(tuple(out), title=title, provenance=provenance)
 
 
-def _saturation_words(g: pd.DataFrame, at: pd.Series, saturated, *, x: str, gain: str, min_gain: float, step,
-                      val) -> str:
+def _val_words(r: pd.Series, metric: str, confidence: float) -> str:
+    return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
+
+
+def _step_words(r: pd.Series, confidence: float) -> str:
+    return f"ratio {fmt_number(r['gain_ratio'])}, {fmt_ci(r['gain_ci_low'], r['gain_ci_high'], confidence)}"
+
+
+def _saturation_words(g: pd.DataFrame, sat: pd.Series, *, x: str, min_gain: float, metric: str,
+                      confidence: float) -> str:
     """The saturation sentence: "saturated" only when shown (every later step's CI at or below 1 + min_gain);
     a later step whose CI reaches both sides is "not shown" either way, with its point change, never "no gain"."""
     first, last = g.iloc[0], g.iloc[-1]
+    at, saturated = g[g[x] == sat[f"saturation_{x}"]].iloc[0], sat["saturated"]
+    gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
+
+    def step(r) -> str:
+        return _step_words(r, confidence)
+
+    def val(r) -> str:
+        return _val_words(r, metric, confidence)
+
     flat = f"at most {min_gain:.0%} more" if min_gain else "no more"
     if saturated is False:
         return (f"The last step, to {_level_words(last[x], x)}, still added {gain} ({step(last)}): not "

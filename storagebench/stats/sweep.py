@@ -453,10 +453,9 @@ def _stream_mib_s(table: pd.DataFrame, rows: pd.Index) -> pd.Series:
     return pd.Series(dtype=float)
 
 
-def _claim_verdict(table: pd.DataFrame, cached: pd.Series, stream: pd.Series, lat_ms: pd.Series, *,
-                   cache_ms: float, half: float, rpm: float) -> str:
+def _claim_verdict(table: pd.DataFrame, cached: pd.Series, stream: pd.Series, *, cache_ms: float, rpm: float) -> str:
     """The verdict on a claim that a cache served the fast cells: random cells by the rule, sequential ones not."""
-    parts = []
+    lat_ms, half, parts = table["lat_mean_ns"].astype(float) * 1e-6, half_revolution_ms(rpm), []
     if cached.any():
         hits = [_cell_words(table, i, lat_ms) for i in table.index[cached]]
         parts.append(f"holds for {len(hits)} random-I/O cell(s) that respond in under {fmt_number(cache_ms)} ms "
@@ -526,7 +525,7 @@ def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: 
     for c in ("iops", "lat_mean_ns"):
         if c not in table.columns:
             raise SchemaError(f"`table` has no column {c!r}; it has {sorted(map(str, table.columns))}")
-    half = half_revolution_ms(rpm)
+    half_revolution_ms(rpm)  # refuses a bad rpm before anything is read
     lat_ms = table["lat_mean_ns"].astype(float) * 1e-6
     rule = cache_caveats(table, DeviceInfo(rotational=True), latency="lat_mean_ns", floor_ns=cache_ms * 1e6)
     cached = pd.Series(rule["cache_not_medium"].to_numpy(bool), index=table.index)
@@ -553,7 +552,7 @@ def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: 
         method=f"range and median of the table's IOPS over the cells that respond in {fmt_number(cache_ms)} ms or "
                "more; no CI: one value per cell", key="platter_iops")]
     if claim:
-        verdict = _claim_verdict(table, cached, stream, lat_ms, cache_ms=cache_ms, half=half, rpm=rpm)
+        verdict = _claim_verdict(table, cached, stream, cache_ms=cache_ms, rpm=rpm)
         items.append(Finding(f"The article's claim \u201c{claim.strip()}\u201d {verdict}.", n=len(table),
                              unit_of_replication=unit_of_replication, key="claim_cache",
                              method=f"stats.cache_caveats: random I/O under {fmt_number(cache_ms)} ms, below any "
