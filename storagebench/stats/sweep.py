@@ -441,7 +441,8 @@ def _cell_words(table: pd.DataFrame, i: Any, lat_ms: pd.Series) -> str:
         parts.append(f"{100 - float(r['random_pct']):g}% sequential")
     if "rwmixread_pct" in table.columns:
         parts.append(f"{float(r['rwmixread_pct']):g}% read")
-    return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {fmt_number(lat_ms[i])} ms"
+    at = f"{fmt_number(lat_ms[i])} ms" if lat_ms[i] > 0 else "a response time printed as 0 ms"
+    return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {at}"
 
 
 def _stream_mib_s(table: pd.DataFrame, rows: pd.Index) -> pd.Series:
