@@ -500,14 +500,14 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
             paths = sorted(p for p in g["target_device"].unique() if p)
             on = ", ".join(paths) if 0 < len(paths) <= 3 else f"{len(paths)} devices"
             text = (f"{stats.regime.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
-                    f"{on}, which sysfs calls rotational"
+                    f"{on}, which sysfs calls rotational, of random I/O"
                     + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
                     + f", completed I/Os in {_range_text(lat.min(), lat.max())} µs on average: a rotating medium "
-                    f"needs milliseconds per I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
+                    f"needs milliseconds per random I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
                     "these runs measured a cache, not the medium.")
             caveats.append(text)
             out.append(Finding(text, estimate=g["clat_mean_ns"].median(), n=len(g), unit_of_replication="runs",
-                               unit="ns", method=f"stats.cache_caveats (rotational device, mean clat < "
+                               unit="ns", method=f"stats.cache_caveats (random I/O on a rotational device, mean clat < "
                                                  f"{stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", key="caveat", caveat=True))
     return drift, out, tuple(caveats)
 
