@@ -236,7 +236,7 @@ WORDS = {
     "scaling": (["p99 completion latency, clat: merged bins of the point's runs", "geometric mean of per-run p99",
                  "saturation is not shown"], ["saturated at 1 client"]),
     "consolidation": (["Within-run stability", "not to PTS rounds",
-                       "p90 and p99 completion latency of each set-up from the merged json+ bins of its runs"],
+                       "each set-up's p90 and p99 from the merged json+ bins of its runs"],
                       ["SNIA PTS window", "Steady state ("]),
     "fast_vs_slow": (["by the geometric mean of p99 over its units", "a one-sided 97.5% upper confidence bound"],
                      ["by the mean p99", "SNIA PTS window"]),

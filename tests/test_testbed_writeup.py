@@ -8,6 +8,7 @@ column, an axis labelled 2^4 or 3x10^1, a design paragraph that does not say it 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 import shutil
@@ -187,8 +188,12 @@ def test_a_set_ups_percentile_is_read_from_the_merged_bins_of_its_runs(results):
         differs += not np.isclose(row["clat_p99_ns"], np.exp(np.log(per_run).mean()), rtol=1e-3)
     assert differs == len(u)  # the averaged percentile is a different number in every unit
     _, res = results["consolidation"]
-    assert "p90 and p99 completion latency of each set-up from the merged json+ bins of its runs" in \
+    assert "p90 and p99 completion latency: each set-up's p90 and p99 from the merged json+ bins of its runs" in \
         res.captions["ratios"]
+    # without json+ bins the caption says the set-up's value is a mean of per-run percentiles
+    bare = dataclasses.replace(data, histograms=data.histograms.iloc[:0])
+    assert unit_values(bare, "clat_p99_ns", ["workload"]).attrs["estimate"] == (
+        "each set-up's p99 the geometric mean of its runs' p99 (no json+ bins)")
 
 
 def test_qos_words_name_the_geometric_mean_of_p99_and_the_one_sided_bound(results):

@@ -139,9 +139,11 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
                                                                             f"and metric, {conf_text(confidence)} CI"),
                "tails": lambda: _tails(data)}
     n = v["n"].iloc[0] if len(v) else "0"
+    # what a unit's percentile is: from the merged bins of its runs, or (no bins) said to be a mean of percentiles
+    tail_words = unit_values(data, "clat_p99_ns", [WORKLOAD, ARM]).attrs["estimate"].replace("p99", "p90 and p99")
     captions = {
-        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency of each set-up "
-                   f"from the merged json+ bins of its runs): ratio of the set-ups' geometric means (n = {n} "
+        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency: {tail_words}): "
+                   f"ratio of the units' geometric means (n = {n} "
                    f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; dashed: 1."),
         "tails": ("p99 completion latency of every run (points, log scale; each from the run's merged json+ bins) by "
                   "workload and layout; bars: the geometric mean of the runs' p99 (a summary of the points, not the "
