@@ -378,9 +378,11 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
         Per group and level: ``by``, ``x``, ``n``, ``mean``, ``ci_low``, ``ci_high`` (Student t on the
         log values, or on the values with ``geometric=False``: :func:`storagebench.stats.mean_ci`), and versus the previous level ``gain_ratio``,
         ``gain_ci_low``, ``gain_ci_high`` (ratio of geometric means with the Welch CI on log values,
-        :func:`storagebench.stats.compare`), ``gain_p`` (of the same test) and ``adds`` (the step adds significantly
-        more than ``min_gain``; None when the step has no CI: fewer than 2 runs on a side). The first
-        level has NaN gain columns.
+        :func:`storagebench.stats.compare`), ``gain_p`` (of the same test), ``adds`` (the step is shown to add
+        more than ``min_gain``: its CI lies above ``1 + min_gain``) and ``flat`` (the step is shown to add at
+        most ``min_gain``: its CI lies at or below ``1 + min_gain``); a step with neither shown is False in
+        both ("not shown" either way, never "no gain"); both None when the step has no CI: fewer than 2
+        runs on a side. The first level has NaN gain columns.
 
     Raises
     ------
@@ -425,12 +427,13 @@ def scaling_summary(per_run: pd.DataFrame, *, x: str = "clients", metric: str = 
                 mean, lo, hi = est.estimate, est.ci_low, est.ci_high
             row = {**dict(zip(by, key, strict=True)), x: lv, "n": len(vals), "mean": mean,
                    "ci_low": lo, "ci_high": hi, "gain_ratio": np.nan,
-                   "gain_ci_low": np.nan, "gain_ci_high": np.nan, "gain_p": np.nan, "adds": None}
+                   "gain_ci_low": np.nan, "gain_ci_high": np.nan, "gain_p": np.nan, "adds": None, "flat": None}
             if prev is not None:
                 pair = g[g[x].isin([prev, lv])].drop(columns=[c for c in ("direction",) if c in g])
                 c = compare(pair, x, prev, metric, confidence=confidence, adjust="holm").rows[0]
                 row.update(gain_ratio=c.ratio, gain_ci_low=c.ci_low, gain_ci_high=c.ci_high, gain_p=c.p,
-                           adds=bool(c.ci_low > 1.0 + min_gain) if np.isfinite(c.ci_low) else None)
+                           adds=bool(c.ci_low > 1.0 + min_gain) if np.isfinite(c.ci_low) else None,
+                           flat=bool(c.ci_high <= 1.0 + min_gain) if np.isfinite(c.ci_high) else None)
             rows.append(row)
             prev = lv
     out = pd.DataFrame(rows)
@@ -449,15 +452,17 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
     Returns
     -------
     pandas.DataFrame
-        Per group: ``saturation_<x>`` -- the level reached by the *last* step that adds
-        significantly (the first level when none does; the largest level when the last step
-        still adds: not saturated within the range; NaN when no step has a CI), ``saturated`` (bool;
-        None when no step has a CI), ``mean_at_saturation``, ``knee_<x>`` (Kneedle on the means,
+        Per group: ``saturation_<x>`` -- the level reached by the *last* step shown to add (the first
+        level when none is; the largest level when the last step still adds; NaN when no step has a CI),
+        ``saturated`` -- True only when every later step is shown to add at most ``min_gain``
+        (``summary``'s ``flat``: its CI at or below ``1 + min_gain``), False when the last step still
+        adds (not saturated within the range), None when neither is shown (a later step's CI reaches
+        both sides: "not shown" is not "no gain") or no step has a CI, ``mean_at_saturation``, ``knee_<x>`` (Kneedle on the means,
         :func:`storagebench.stats.saturation.find_knee`; NaN with fewer than 3 levels or no knee), and
         ``rule`` in words.
     """
     by = list(by)
-    _need(summary, [*by, x, "mean", "adds"], "summary")
+    _need(summary, [*by, x, "mean", "adds", "flat"], "summary")
     rows = []
     groups = summary.groupby(by, observed=True, sort=True) if by else [((), summary)]
     for key, g in groups:
@@ -466,14 +471,21 @@ def saturation_point(summary: pd.DataFrame, *, x: str = "clients", by: Sequence[
         known = [i for i in range(1, len(g)) if g.loc[i, "adds"] is not None and not pd.isna(g.loc[i, "adds"])]
         adds = [i for i in known if g.loc[i, "adds"]]
         sat_i = adds[-1] if adds else 0
-        saturated = sat_i < len(g) - 1 if known else None
+        later = [g.loc[i, "flat"] for i in range(sat_i + 1, len(g))]
+        if not known:
+            saturated = None
+        elif sat_i == len(g) - 1:
+            saturated = False  # the last step still adds
+        else:  # saturated only when shown: every later step's CI at or below 1 + min_gain
+            saturated = True if all(f is True or f is np.True_ for f in later) else None
         knee = np.nan
         if len(g) >= 3:
             try:
                 knee = find_knee(g, x, "mean", curve="concave", direction="increasing").x
             except StatsError:
                 knee = np.nan
-        rule = "level reached by the last step whose ratio CI lies above 1 + min_gain"
+        rule = ("level reached by the last step whose ratio CI lies above 1 + min_gain; saturated only when every "
+                "later step's CI lies at or below 1 + min_gain, not shown when a later CI reaches both sides")
         rows.append({**dict(zip(by, key, strict=True)), f"saturation_{x}": g.loc[sat_i, x] if known else np.nan,
                      "saturated": saturated, "mean_at_saturation": g.loc[sat_i, "mean"] if known else np.nan,
                      f"knee_{x}": knee,
@@ -536,7 +548,6 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
           "summary")
     _need(saturation, [*by, f"saturation_{x}", "saturated", f"knee_{x}"], "saturation")
     level = f"{confidence:.0%}"
-    gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
     estimate_words = summary.attrs.get("estimate", "mean")
     estimate = ("Student t CI of the log values over runs (a geometric mean)" if estimate_words == "geometric mean"
                 else "Student t CI of the mean over runs")
@@ -561,27 +572,9 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
                                method="one run per level: point values only", key=f"saturation:{name}"))
             continue
         at = g[g[x] == level_at].iloc[0]
-
-        def val(r) -> str:
-            return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
-
-        def step(r) -> str:
-            return (f"ratio {fmt_number(r['gain_ratio'])}, {fmt_ci(r['gain_ci_low'], r['gain_ci_high'], confidence)}")
-
-        sentence = (f"{name}: {val(first)} with {_level_words(first[x], x)}, {val(last)} with "
-                    f"{_level_words(last[x], x)}. ")
-        after = g[g[x] > at[x]]
-        if not bool(sat["saturated"]):
-            sentence += (f"The last step, to {_level_words(last[x], x)}, still added {gain} ({step(last)}): not "
-                         f"saturated within the {len(g)} levels tested.")
-        elif at[x] == first[x]:
-            nxt = g.iloc[1]
-            sentence += (f"No further client added {gain}: saturated at {_level_words(first[x], x)} (the step to "
-                         f"{_level_words(nxt[x], x)}: {step(nxt)}).")
-        else:
-            nxt = after.iloc[0]
-            sentence += (f"The last client count that added {gain} was {_level_words(at[x], x)}, at {val(at)}; the "
-                         f"step to {_level_words(nxt[x], x)} did not ({step(nxt)}).")
+        sentence = (f"{name}: {_val_words(first, metric, confidence)} with {_level_words(first[x], x)}, "
+                    f"{_val_words(last, metric, confidence)} with {_level_words(last[x], x)}. ")
+        sentence += _saturation_words(g, sat, x=x, min_gain=min_gain, metric=metric, confidence=confidence)
         knee = sat[f"knee_{x}"]
         if pd.notna(knee) and knee > first[x]:  # a "knee" at the first level is no bend of a rising curve
             sentence += f" Kneedle's knee of the {estimate_words} curve: {_level_words(knee, x)}."
@@ -594,6 +587,50 @@ def scaling_findings(summary: pd.DataFrame, saturation: pd.DataFrame, *, fairnes
             key=f"saturation:{name}"))
     out += _fairness_findings(fairness_runs, metric) + _check_findings(cluster, overlap)
     return Findings(tuple(out), title=title, provenance=provenance)
+
+
+def _val_words(r: pd.Series, metric: str, confidence: float) -> str:
+    return f"{fmt_number(r['mean'])} {metric} ({fmt_ci(r['ci_low'], r['ci_high'], confidence)})"
+
+
+def _step_words(r: pd.Series, confidence: float) -> str:
+    return f"ratio {fmt_number(r['gain_ratio'])}, {fmt_ci(r['gain_ci_low'], r['gain_ci_high'], confidence)}"
+
+
+def _saturation_words(g: pd.DataFrame, sat: pd.Series, *, x: str, min_gain: float, metric: str,
+                      confidence: float) -> str:
+    """The saturation sentence: "saturated" only when shown (every later step's CI at or below 1 + min_gain);
+    a later step whose CI reaches both sides is "not shown" either way, with its point change, never "no gain"."""
+    first, last = g.iloc[0], g.iloc[-1]
+    at, saturated = g[g[x] == sat[f"saturation_{x}"]].iloc[0], sat["saturated"]
+    gain = f"more than {min_gain:.0%}" if min_gain else "significantly more"
+
+    def step(r) -> str:
+        return _step_words(r, confidence)
+
+    def val(r) -> str:
+        return _val_words(r, metric, confidence)
+
+    flat = f"at most {min_gain:.0%} more" if min_gain else "no more"
+    if saturated is False:
+        return (f"The last step, to {_level_words(last[x], x)}, still added {gain} ({step(last)}): not "
+                f"saturated within the {len(g)} levels tested.")
+    after = g[g[x] > at[x]]
+    nxt = after.iloc[0]
+    head = (f"No step after {_level_words(first[x], x)} was shown to add {gain}" if at[x] == first[x] else
+            f"The last client count shown to add {gain} was {_level_words(at[x], x)}, at {val(at)}")
+    if saturated:
+        return (f"{head}, and each later step was shown to add {flat} (its CI at or below "
+                f"{1 + min_gain:g}): saturated at {_level_words(at[x], x)} (the step to {_level_words(nxt[x], x)}: "
+                f"{step(nxt)}).")
+    unshown = [r for _, r in after.iterrows() if r["flat"] is not True and r["flat"] is not np.True_]
+    nxt = unshown[0] if unshown else nxt
+    change = f"{fmt_number(100 * (nxt['gain_ratio'] - 1), 2)}%"
+    change = change if change.startswith("-") else "+" + change
+    either = (f"neither a gain of more than {min_gain:.0%} nor one of at most {min_gain:.0%}" if min_gain
+              else "neither a gain nor its absence")
+    return (f"{head}; the step to {_level_words(nxt[x], x)} (point change {change}; {step(nxt)}) shows {either}: "
+            "saturation is not shown (more runs per level would tell).")
 
 
 def _fairness_findings(fairness_runs: pd.DataFrame | None, metric: str) -> list[Finding]:

@@ -419,12 +419,16 @@ def compare_cmd(
     result = compare(df, factor, level, metric, by=by or None, pair_on=pair_on or None, margin=margin,
                      confidence=confidence, adjust=adjust, estimand=estimand)
     frame = result.to_frame()
-    shown = list(result.by) + ["level", "n_baseline", "n_other", "estimate", "ratio", "ci_low", "ci_high", "p",
+    # the arms beside the ratio are the ratio's own: geometric means for the default estimand
+    arms = ["gmean_baseline", "gmean_other"] if result.estimand == "geometric" else ["mean_baseline", "mean_other"]
+    shown = list(result.by) + ["level", "n_baseline", "n_other", *arms, "ratio", "ci_low", "ci_high", "p",
                                "p_adjusted", "equivalent", "note"]
     pct = f"{result.confidence:.0%}"
+    arm_words = ("gmean_* = each arm's geometric mean" if result.estimand == "geometric"
+                 else "mean_* = each arm's arithmetic mean")
     typer.echo(f"{metric}: {factor} levels vs baseline {factor}={level!r} ({table}, {len(df)} rows); "
                f"ratio = {ESTIMANDS[result.estimand]} with its {pct} CI and p from one test; "
-               f"estimate = mean(other) - mean(baseline) in {metric}'s unit (descriptive); "
+               f"{arm_words} in {metric}'s unit (ratio = other / baseline); "
                f"p adjusted by {adjust}")
     with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_colwidth", 60):
         typer.echo(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.4g}"))

@@ -40,12 +40,21 @@ _NAMES = {
     "iops": "IOPS", "lat_mean": "mean latency, lat", "clat_mean": "mean completion latency, clat",
     "slat_mean": "mean submission latency, slat", "bw": "bandwidth", "bs": "I/O size, bs",
     "rwmixread": "reads, rwmixread", "random": "random I/O, percentage_random", "usr_cpu": "user CPU", "sys_cpu": "system CPU",
-    "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "mean baseline", "mean_other": "mean other",
+    "n_baseline": "n baseline", "n_other": "n other", "mean_baseline": "arithmetic mean baseline",
+    "mean_other": "arithmetic mean other", "gmean_baseline": "geometric mean baseline",
+    "gmean_other": "geometric mean other",
 }
 _SCHEMA_NAMES = frozenset(c.name for cols in TABLES.values() for c in cols)
 _LATENCY = {"lat": "latency, lat", "clat": "completion latency, clat", "slat": "submission latency, slat"}
-#: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement).
-_PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA"}
+#: Headers of columns without a unit suffix that read badly as their names (Bland-Altman limits of agreement; the
+#: QoS bound of stats.qos_max_load, the upper end of a two-sided CI: a one-sided bound, its level in the method).
+_PLAIN = {"loa_low": "lower LoA", "loa_high": "upper LoA",
+          "meets_confident": "meets by the one-sided upper bound",
+          "max_load_confident": "max load by the one-sided upper bound",
+          "max_outstanding_ios_confident": "max outstanding I/Os by the one-sided upper bound",
+          # within-run stability (studies: the PTS criteria on one-second samples, not PTS steady state)
+          "steady": "stable within the run", "runs_not_steady": "runs not stable within the run",
+          "steady_rounds": "one-second samples", "steady_note": "stability note"}
 
 
 def _words(stem: str) -> str:

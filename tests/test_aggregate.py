@@ -305,7 +305,10 @@ def test_scaling_findings_state_the_numbers_of_the_summary(scaling_quick):
         assert finding.n == 3 and fmt_number(at["mean"]) in finding.sentence and "more than 5%" in finding.sentence
         # a knee at the lowest level is no bend of a rising curve: not stated
         assert ("Kneedle" in finding.sentence) == (pd.notna(s["knee_clients"]) and s["knee_clients"] > 1)
-    assert "saturated at 1 client" in f["saturation:1m_seqread"].sentence
+    # the step from 1 to 2 clients has a CI of 0.48 to 1.95: neither a gain nor its absence is shown, so the
+    # sentence says "not shown", never "saturated at 1 client"
+    assert "saturated at" not in f["saturation:1m_seqread"].sentence
+    assert "saturation is not shown" in f["saturation:1m_seqread"].sentence
     multi = fair[fair["hosts"] > 1]
     assert f["fairness"].n == len(multi) and f["fairness"].estimate == pytest.approx(multi["jain_index"].median())
     checks = f["checks"]
@@ -346,3 +349,34 @@ def test_cluster_checks_state_the_numbers_and_say_why_a_value_is_missing(scaling
     bare = cluster_checks(cluster_aggregate(res.run_totals), overlap).set_index("check")
     assert bare.loc["runs flagged above 0.5 %", "note"] == "the All clients table was not given"
     assert (bare["value"] != -1).all()
+
+
+def test_saturated_only_when_shown_on_the_committed_scale_out_run(scaling_quick):
+    """"Not shown" is not "no gain". The committed scale-out run (3 runs per point): 1M sequential read, 1 -> 2
+    clients, ratio 0.968 (CI 0.48 to 1.95); 4K random read, 2 -> 3 clients, ratio 1.04 (CI 0.84 to 1.28). With
+    min_gain 5% neither step is shown to add more than 5% nor at most 5%: saturation is not shown (None), and
+    the words say so with the step's point change. With min_gain 50% the 4K step's CI lies below 1.5: shown,
+    saturated at 2 clients. The experimental unit is the run; the estimand each step's ratio of geometric
+    means of cluster IOPS (Welch on logs); one test per step, no family claimed over the steps."""
+    from storagebench.aggregate import saturation_point, scaling_findings, scaling_summary
+
+    _, _, totals = scaling_quick
+    summary = scaling_summary(totals, metric="iops", min_gain=0.05)
+    steps = summary.dropna(subset=["gain_ci_low"])
+    # flat: the CI at or below 1 + min_gain; adds: above it; a CI across it is neither (not shown)
+    assert (steps["flat"] == (steps["gain_ci_high"] <= 1.05)).all()
+    assert (steps["adds"] == (steps["gain_ci_low"] > 1.05)).all()
+    sat = saturation_point(summary).set_index("pattern")
+    assert sat.loc["1m_seqread", "saturated"] is None and sat.loc["4k_randread", "saturated"] is None
+    f = scaling_findings(summary, saturation_point(summary), min_gain=0.05)
+    for pattern in ("1m_seqread", "4k_randread"):
+        sentence = f[f"saturation:{pattern}"].sentence
+        assert "saturated at" not in sentence and "saturation is not shown" in sentence
+        assert "neither a gain of more than 5% nor one of at most 5%" in sentence
+    assert "point change -3.2%" in f["saturation:1m_seqread"].sentence
+    assert "point change +3.6%" in f["saturation:4k_randread"].sentence
+    wide = scaling_summary(totals, metric="iops", min_gain=0.5)
+    sat = saturation_point(wide).set_index("pattern")
+    assert sat.loc["4k_randread", "saturated"] is True and sat.loc["4k_randread", "saturation_clients"] == 2
+    words = scaling_findings(wide, saturation_point(wide), min_gain=0.5)["saturation:4k_randread"].sentence
+    assert "saturated at 2 clients" in words and "each later step was shown to add at most 50% more" in words

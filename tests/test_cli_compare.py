@@ -152,3 +152,30 @@ def test_compare_groups_of_one_give_explicit_not_estimable_rows(tmp_path):
     assert len(table) == 24 and set(table.n_baseline) == {1}
     assert table.p.isna().all() and table.ci_low.isna().all()
     assert table.note.str.startswith("not estimable").all() and "not estimable" in text
+
+
+def test_compare_prints_the_arms_of_its_ratio_as_geometric_means(tmp_path):
+    """Beside a ratio of geometric means the per-arm columns are geometric means, named so (``gmean_*``): their
+    quotient is the ratio. The arithmetic means stay in the file (``mean_*``, extras), and the arithmetic
+    estimand prints its own arms (``mean_*``). Seed 002, stripe width 4 vs 1, paired on the VM count."""
+    out = tmp_path / "cmp.csv"
+    code, text = _run(*STRIPE, *PAIRED, "--out", str(out))
+    assert code == 0, text
+    header = next(ln for ln in text.splitlines() if ln.split()[:1] == ["pattern"] and "ci_low" in ln)
+    assert "gmean_baseline" in header and "gmean_other" in header and " mean_baseline" not in header
+    assert "gmean_* = each arm's geometric mean" in text and "mean(other) - mean(baseline)" not in text
+    table = pd.read_csv(out)
+    raw = read_published("vsan_stripe")
+    wide = raw.pivot_table(index=["pattern", "source_tool", "vms"], columns="stripe_width", values="iops")
+    gm = np.exp(np.log(wide.astype(float)).groupby(level=["pattern", "source_tool"]).mean())
+    t = table.set_index(["pattern", "source_tool"])
+    for key, row in gm.iterrows():
+        assert t.loc[key, "gmean_baseline"] == pytest.approx(row[1], rel=1e-12)
+        assert t.loc[key, "gmean_other"] == pytest.approx(row[4], rel=1e-12)
+        assert t.loc[key, "ratio"] == pytest.approx(row[4] / row[1], rel=1e-12)
+        # the arithmetic means are still in the file, and are not the arms of this ratio
+        am = wide.loc[key].astype(float).mean()
+        assert t.loc[key, "mean_baseline"] == pytest.approx(am[1], rel=1e-12) and am[1] > row[1]
+    code, text = _run(*STRIPE, *PAIRED, "--estimand", "arithmetic")
+    header = next(ln for ln in text.splitlines() if ln.split()[:1] == ["pattern"] and "ci_low" in ln)
+    assert code == 0 and "mean_baseline" in header and "gmean" not in header

@@ -226,3 +226,30 @@ def test_writeup_reads_well_in_chromium(browser, published, name):
         assert "p_adjusted" in flat
     if name in P_ADJUSTED:  # the comparison tables of these write-ups have the column
         assert "p_adjusted" in flat, name
+
+
+#: Per write-up, words its page must hold and words it must not (issue 20, "words that overstate"): each
+#: estimate named for what it is.
+WORDS = {
+    "hdd_iops": (["2 sequential cell(s) stream at 116 to 120 MiB/s", "is not shown for the 2 sequential cell(s)"],
+                 ["served from a cache", "read-ahead cache"]),
+    "scaling": (["p99 completion latency, clat: merged bins of the point's runs", "geometric mean of per-run p99",
+                 "saturation is not shown"], ["saturated at 1 client"]),
+    "consolidation": (["Within-run stability", "not to PTS rounds",
+                       "each set-up's p90 and p99 from the merged json+ bins of its runs"],
+                      ["SNIA PTS window", "Steady state ("]),
+    "fast_vs_slow": (["by the geometric mean of p99 over its units", "a one-sided 97.5% upper confidence bound"],
+                     ["by the mean p99", "SNIA PTS window"]),
+    "vsan_stripe": (["each tool's geometric mean, their ratio with its"], ["is an equivalent cell"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORDS))
+def test_writeup_words_match_the_estimate(published, name):
+    """The published page (the HTML a reader gets, tags stripped) says what each estimate is."""
+    import html as html_mod
+
+    text = html_mod.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", published[name].read_text())))
+    must, never = WORDS[name]
+    assert [w for w in must if w not in text] == [], name
+    assert [w for w in never if w in text] == [], name

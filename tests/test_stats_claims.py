@@ -196,3 +196,16 @@ def test_claim_findings_say_each_verdict_with_the_quoted_claim(tables):
     assert "DiskSPD: holds (" in f[3].sentence and "FIO: holds loosely (" in f[3].sentence
     assert f[0].n == 12 and UNIT in f[0].unit_of_replication and "alpha = 0.05" in f[0].method
     assert f[3].unit_of_replication == "sweep cells, 1 value(s) each; no CI"
+
+
+def test_a_parameter_cell_is_never_called_equivalent_without_an_equivalence_test():
+    """Seed 002's queue-depth x threads sweep, DiskSPD: the claimed cell numjobs=4, iodepth=16 and the
+    recommended numjobs=1, iodepth=64 are both on the plateau at 64 outstanding I/Os. The plateau rule
+    (>= 95% of the best cell, one published value per cell, no CI) does not test equivalence: the evidence
+    says both are on the plateau and that no equivalence test was made, never "equivalent"."""
+    p = parameter_claim_verdicts(claim_checks(published_metadata("vsan_qd_threads")), load_published("vsan_qd_threads"),
+                                 by="source_tool").set_index("source_tool")
+    ev = p.loc["DiskSPD", "evidence"]
+    assert p.loc["DiskSPD", "verdict"] == "holds" and "numjobs=1, iodepth=64, the recommended cell" in ev
+    assert "no equivalence test was made" in ev and "equivalent" not in ev.replace("equivalence test", "")
+    assert not p["evidence"].str.contains("equivalent").any()

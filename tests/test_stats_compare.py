@@ -348,9 +348,13 @@ def test_grouped_table_frame_and_adjustment(rng):
     t = compare(df, "stripe_width", 1, "iops", by="rw", n_boot=999)
     assert isinstance(t, ComparisonTable) and len(t) == 2
     f = t.to_frame()
-    assert list(f.columns[:15]) == ["rw", "level", "n_baseline", "n_other", "mean_baseline", "mean_other",
-                                    "estimate", "ratio", "ci_low", "ci_high", "p", "p_adjusted", "method",
+    assert list(f.columns[:14]) == ["rw", "level", "n_baseline", "n_other", "gmean_baseline", "gmean_other",
+                                    "ratio", "ci_low", "ci_high", "p", "p_adjusted", "method",
                                     "equivalent", "note"]
+    # the arms beside the ratio are its own: ratio of geometric means = gmean_other / gmean_baseline; the
+    # arithmetic means (and their difference, estimate) are descriptive extras
+    assert f["ratio"].tolist() == pytest.approx((f["gmean_other"] / f["gmean_baseline"]).tolist(), rel=1e-12)
+    assert {"mean_baseline", "mean_other", "estimate"} <= set(f.columns[14:])
     assert f["p_adjusted"].tolist() == pytest.approx(adjust_pvalues(f["p"], "holm").tolist())
     assert (f["ci_low"] < f["ratio"]).all() and (f["ratio"] < f["ci_high"]).all()
     assert f["method"].str.contains("BCa").all() and f["equivalent"].isna().all()

@@ -112,7 +112,9 @@ def test_cross_tool_table_is_the_comparison_with_its_verdicts_and_limits():
         assert tab.loc[p, "ratio"] == comp.loc[p, "ratio"] and tab.loc[p, "p_adjusted"] == comp.loc[p, "p_adjusted"]
         assert tab.loc[p, "verdict"] == v.loc[p, "verdict"]
         assert (tab.loc[p, "loa_low"], tab.loc[p, "loa_high"]) == (ag.loc[p, "loa_low"], ag.loc[p, "loa_high"])
-        assert tab.loc[p, "DiskSPD iops"] == pytest.approx(comp.loc[p, "mean_baseline"])
+        # the tools' columns are the arms of the ratio beside them: geometric means
+        assert tab.loc[p, "DiskSPD iops"] == pytest.approx(comp.loc[p, "gmean_baseline"], rel=1e-12)
+        assert tab.loc[p, "ratio"] == pytest.approx(tab.loc[p, "FIO iops"] / tab.loc[p, "DiskSPD iops"], rel=1e-12)
     # per pattern: the tools differ on 5 of 6 (only 4k random read is within its CI of 1)
     assert sorted(tab["verdict"].iloc[:6].unique()) == ["higher", "lower", "no difference shown"]
     assert tab.loc["4k random read", "verdict"] == "no difference shown"

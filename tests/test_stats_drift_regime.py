@@ -73,7 +73,7 @@ def test_drift_bad_input_and_no_df():
 
 def test_cache_caveat_rule():
     runs = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "clat_mean_ns": [41_000.0, 3_500_000.0, 41_000.0, 999_999.0],
-                         "iodepth": [1, 1, 32, 1], "numjobs": [1, 1, 1, 2]})
+                         "iodepth": [1, 1, 32, 1], "numjobs": [1, 1, 1, 2], "rw": "randread"})
     rot = DeviceInfo(path="/dev/vda", rotational=True)
     out = cache_caveats(runs, rot)
     assert list(out["cache_not_medium"]) == [True, False, True, True]  # the floor holds at any depth
@@ -95,6 +95,49 @@ def test_cache_caveat_rule():
         cache_caveats(runs, rot, floor_ns=0)
     with pytest.raises(StatsError, match="run_id"):
         cache_caveats(runs.drop(columns="run_id"), {"a": rot})
+    # random or sequential must be known: the rule is for random I/O only
+    with pytest.raises(StatsError, match="rw or a random_pct"):
+        cache_caveats(runs.drop(columns="rw"), rot)
+
+
+def test_cache_caveat_is_for_random_io_only():
+    """A rotating medium streams sequential I/O without a seek per I/O: sub-millisecond sequential runs are its
+    transfer rate, not a cache. Random is ``random_pct`` > 0, else an ``rw`` of rand*."""
+    runs = pd.DataFrame({"clat_mean_ns": 41_000.0, "iodepth": 1, "numjobs": 1,
+                         "rw": ["read", "randread", "randrw", "write", "read,randwrite", "read"],
+                         "random_pct": [np.nan, np.nan, np.nan, np.nan, np.nan, 40.0]})
+    out = cache_caveats(runs, DeviceInfo(path="/dev/sda", rotational=True))
+    assert out["random"].tolist() == [False, True, True, False, True, True]
+    assert out["cache_not_medium"].tolist() == out["random"].tolist()
+    assert "random I/O" in out.loc[1, "caveat"] and out.loc[0, "caveat"] == ""
+    # percentage_random 0 with a rand* rw: fio does not seek (percentage_random=0 is sequential)
+    assert not cache_caveats(runs.assign(random_pct=0.0), DeviceInfo(rotational=True))["cache_not_medium"].any()
+
+
+def test_cache_caveat_spares_the_sequential_hdd_cells_of_seed_001():
+    """Seed 001's 7,200 rpm disk: the two 100% sequential read cells respond in 0.0 and 0.1 ms as printed and
+    move 116 and 120 MiB/s, the platters' streaming rate; the one rule sets them apart as a stream, never as
+    "cache, not medium", and the other 30 cells (>= 2.4 ms) get no caveat either."""
+    from storagebench.published import load_published, published_metadata
+    from storagebench.stats import rotational_findings
+
+    df = load_published("hdd_iops")
+    out = cache_caveats(df, DeviceInfo(path="WD1003FBYX", rotational=True), latency="lat_mean_ns")
+    fast = df["lat_mean_ns"] < ROTATIONAL_FLOOR_NS
+    assert int(fast.sum()) == 2 and (df.loc[fast, "random_pct"] == 0).all()
+    assert not out["cache_not_medium"].any()
+    mib = df.loc[fast, "bw_bytes_per_s"] / 2**20
+    assert mib.round().tolist() == [116.0, 120.0]
+    f, apart = rotational_findings(df, rpm=7200, device="the drive",
+                                   claim=published_metadata("hdd_iops")["claims"][0])
+    assert apart.tolist() == fast.tolist()
+    assert "2 sequential cell(s) stream at 116 to 120 MiB/s" in f["platter_iops"].sentence
+    assert "cache" not in f["platter_iops"].sentence.replace("no sign of a cache", "")
+    claim = f["claim_cache"].sentence
+    assert "is not shown for the 2 sequential cell(s)" in claim and "holds" not in claim
+    # a random cell that fast would still be a cache: the rule is the same rule
+    one = df[~fast].iloc[[0]].assign(lat_mean_ns=50_000.0)
+    assert cache_caveats(one, DeviceInfo(rotational=True), latency="lat_mean_ns")["cache_not_medium"].all()
 
 
 def test_steady_state_of_a_runs_total_from_real_averaged_logs(fixtures_dir):

@@ -220,7 +220,8 @@ def test_fast_vs_slow_quick(quick):
     for _, r in per.iterrows():
         prov = json.loads((out.study_dir / "raw" / r["run_id"] / "provenance.json").read_text())
         rot = prov["device"]["rotational"]
-        assert r["cache_not_medium"] == bool(rot and r["clat_mean_ns"] < ROTATIONAL_FLOOR_NS)
+        random_io = str(r["rw"]).startswith("rand") if pd.isna(r.get("random_pct")) else r["random_pct"] > 0
+        assert r["cache_not_medium"] == bool(rot and random_io and r["clat_mean_ns"] < ROTATIONAL_FLOOR_NS)
         assert r["target_device"] == prov["device"]["path"]
     assert res.runs_cache_not_medium == int(per["cache_not_medium"].sum())
     caveats = [f for f in res.findings if f.kind == "caveat"]
@@ -245,7 +246,11 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
         assert f.n == int(row["n"]) and f.unit == "ratio" and f.kind == "verdict" and f.key.startswith("verdict:")
     assert res.runs == out.completed and res.runs_not_steady == out.completed  # 1 s runs: too short to test
     steady = next(f for f in res.findings if f.kind == "steady")
-    assert f"{out.completed} of {out.completed} runs not steady" in steady.sentence
+    assert f"{out.completed} of {out.completed} runs not stable" in steady.sentence
+    # named for what it is: the PTS criteria on one-second samples inside a run, not PTS steady state (rounds)
+    assert steady.sentence.startswith("Within-run stability") and "not to PTS rounds" in steady.sentence
+    assert not any("SNIA PTS window" in f.sentence or "Steady state (" in f.sentence for f in res.findings)
+    assert "not to PTS rounds" in steady.method
     drift = next(f for f in res.findings if f.kind == "drift")
     assert drift.sentence.startswith("Drift check") and (drift.n, drift.unit_of_replication) == (out.completed, "runs")
     assert res.report_findings().findings == res.findings  # one Finding type: the write-up shows them as they are
@@ -396,7 +401,7 @@ def test_publish_report_and_cli(quick, tmp_path):
     assert "0 run(s) measured" in res.output and "0 testbed build(s)" in res.output and "findings:" in res.output
     assert "ratio [95% CI]" in res.output and "report:" in res.output
     text = (out.study_dir / "report.html").read_text()
-    assert "Findings" in text and "<img" in text and "Drift check" in text and "Steady state" in text
+    assert "Findings" in text and "<img" in text and "Drift check" in text and "Within-run stability" in text
     assert "Experimental unit of the comparisons: set-up" in text
     bad = runner.invoke(app, ["testbed", "nope", "--out", str(tmp_path)])
     assert bad.exit_code == 1 and "must be one of" in bad.output

@@ -8,6 +8,7 @@ column, an axis labelled 2^4 or 3x10^1, a design paragraph that does not say it 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 import shutil
@@ -162,3 +163,59 @@ def test_a_study_directory_of_another_study_is_refused_by_name(results):
     for fn in (studies.analyse, studies.describe_design):
         with pytest.raises(StudyError, match=r"holds study 'stripe_width-quick', not 'rdm_vs_vmfs'"):
             fn("rdm_vs_vmfs", stripe_dir)
+
+
+def test_a_set_ups_percentile_is_read_from_the_merged_bins_of_its_runs(results):
+    """Consolidation (committed quick run): each set-up holds two runs of a workload, one per layout. Per
+    (workload, set-up) the p99 completion latency is read from the json+ bins of both runs added up (fio's
+    rule, storagebench._histogram), never the geometric mean of the two runs' p99. Unit: the set-up; estimand:
+    its p99 in ns."""
+    from storagebench._histogram import percentiles_from_bins
+    from storagebench.studies._base import unit_values
+
+    d, _ = results["consolidation"]
+    data = studies.load_data("consolidation", d)
+    u = unit_values(data, "clat_p99_ns", ["workload"]).set_index(["workload", "setup"])
+    assert set(u["runs"]) == {2} and u.attrs["estimate"] == "each set-up's p99 from the merged json+ bins of its runs"
+    pr, h = data.per_run, data.histograms
+    differs = 0
+    for (w, s), row in u.iterrows():
+        ids = pr.loc[(pr["workload"] == w) & (pr["setup"] == s), "run_id"]
+        bins = h[h["run_id"].isin(ids)].groupby("bin_ns")["count"].sum()
+        want = percentiles_from_bins(bins.index.to_numpy(), bins.to_numpy(), [99.0])[99.0]
+        assert row["clat_p99_ns"] == want
+        per_run = pr.loc[pr["run_id"].isin(ids), "clat_p99_ns"].to_numpy(float)
+        differs += not np.isclose(row["clat_p99_ns"], np.exp(np.log(per_run).mean()), rtol=1e-3)
+    assert differs == len(u)  # the averaged percentile is a different number in every unit
+    _, res = results["consolidation"]
+    assert "p90 and p99 completion latency: each set-up's p90 and p99 from the merged json+ bins of its runs" in \
+        res.captions["ratios"]
+    # without json+ bins the caption says the set-up's value is a mean of per-run percentiles
+    bare = dataclasses.replace(data, histograms=data.histograms.iloc[:0])
+    assert unit_values(bare, "clat_p99_ns", ["workload"]).attrs["estimate"] == (
+        "each set-up's p99 the geometric mean of its runs' p99 (no json+ bins)")
+
+
+def test_qos_words_name_the_geometric_mean_of_p99_and_the_one_sided_bound(results):
+    """fast_vs_slow's QoS finding: the estimate is a geometric mean of p99 over the units (not "mean p99"), and
+    the "defensible" bound is the upper end of a two-sided 95% CI: a one-sided 97.5% upper bound, said so."""
+    _, res = results["fast_vs_slow"]
+    qos = [f for f in res.findings if f.key.startswith("qos") or "meets p99" in f.sentence]
+    assert len(qos) == 2
+    for f in qos:
+        assert "by the geometric mean of p99 over its units" in f.sentence and "mean p99" not in f.sentence
+        assert "two-sided 95% CI, a one-sided 97.5% upper confidence bound" in f.sentence
+        assert "one-sided 97.5% upper confidence bound" in f.method
+    assert "geometric mean of p99 over the units" in res.captions["scores"]
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_within_run_stability_is_not_called_pts_steady_state(results, name):
+    """The PTS criteria are applied to one-second samples inside a run (PTS rounds are whole test rounds):
+    every finding, caption and method says "within-run stability ... not to PTS rounds"."""
+    _, res = results[name]
+    steady = next(f for f in res.findings if f.kind == "steady")
+    assert steady.sentence.startswith("Within-run stability") and "not to PTS rounds" in steady.sentence
+    texts = [f.sentence for f in res.findings] + [f.method for f in res.findings] + list(res.captions.values())
+    assert not [t for t in texts if "SNIA PTS window" in t or "Steady state" in t]
+    assert "steady" not in res.captions or "not on PTS rounds" in res.captions["steady"]

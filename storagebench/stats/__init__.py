@@ -43,11 +43,12 @@ Modules, one per concept:
 ``models``
     :func:`fit_model` (OLS + type-II ANOVA with interactions), :func:`fit_mixed` (MixedLM, repeated measures).
 ``steady``
-    :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
+    :func:`steady_state` (SNIA PTS window criteria over rounds), :func:`steady_state_timeseries` (the same
+    criteria on a log's samples: within-run stability when the rounds are one-second samples of one run), :func:`fio_steadystate`.
 ``drift``
     :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
 ``regime``
-    :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
+    :func:`cache_caveats`: random-I/O runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
     :func:`point_estimates` / :func:`point_means` (per sweep point the geometric mean over its runs with a
     log-scale CI, the run-to-run SD pooled over the grid and the equal-spread assumption checked,

@@ -23,6 +23,15 @@ BCA_COVERAGE_NOTE = ("BCa coverage of a nominal 95% CI, simulated on log-normal 
                      "covered 0.93-0.97 from n = 3")
 
 
+def geometric_mean(values) -> float:
+    """Geometric mean of positive values (:func:`scipy.stats.gmean`); NaN when there are none or any is
+    not positive (a geometric mean of them is undefined, never a made-up number)."""
+    from scipy.stats import gmean  # scipy: already every stats module's import
+
+    x = np.asarray(values, dtype=float).ravel()
+    return float(gmean(x)) if x.size and np.isfinite(x).all() and (x > 0).all() else float("nan")
+
+
 def as_list(cols: str | Sequence[str] | None) -> list[str]:
     """Column names as a list: ``None`` -> ``[]``, ``"a"`` -> ``["a"]``, a sequence -> its list."""
     if cols is None:

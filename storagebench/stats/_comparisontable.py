@@ -71,8 +71,14 @@ class Comparison:
     n_baseline, n_other : int
         Experimental units (independent arms) or matched pairs (paired) in each arm: after rows of
         one unit were averaged, never the raw row count.
+    gmean_baseline, gmean_other : float
+        Geometric means of the units' values in each arm (metric's unit; NaN when a value is not
+        positive): the arms of the default estimand, ``ratio = gmean_other / gmean_baseline`` (paired:
+        over the matched pairs, so the same quotient is the geometric mean of the per-pair ratios).
     mean_baseline, mean_other : float
-        Arithmetic means of the units' values in each arm (metric's unit).
+        Arithmetic means of the units' values in each arm (metric's unit): the arms of
+        ``estimand="arithmetic"`` and of the descriptive ``estimate``; beside a ratio of geometric means
+        they are not its arms (shown only in :meth:`ComparisonTable.to_frame`'s extras).
     estimate, diff_ci_low, diff_ci_high : float
         Descriptive extra on the raw scale: ``mean_other - mean_baseline`` and its CI (Welch, or paired t on
         the raw differences). Not the row's test: ``p`` belongs to ``ratio``.
@@ -116,6 +122,8 @@ class Comparison:
     paired: bool
     n_baseline: int
     n_other: int
+    gmean_baseline: float
+    gmean_other: float
     mean_baseline: float
     mean_other: float
     estimate: float
@@ -150,11 +158,11 @@ class Comparison:
         return 1.0 - self.confidence
 
 
-_FRAME_FIRST = ["level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
+_FRAME_FIRST = ["level", "n_baseline", "n_other", "gmean_baseline", "gmean_other", "ratio", "ci_low",
                 "ci_high", "p", "p_adjusted", "method", "equivalent", "note"]
 #: File suffixes :meth:`ComparisonTable.to_file` writes.
 TABLE_SUFFIXES = (".csv", ".parquet")
-_FRAME_EXTRA = ["baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
+_FRAME_EXTRA = ["mean_baseline", "mean_other", "estimate", "baseline", "metric", "paired", "confidence", "diff_ci_low", "diff_ci_high", "p_rank",
                 "effect_size", "margin", "p_equivalence", "estimand", "design", "family"]
 
 
@@ -163,8 +171,8 @@ class ComparisonTable:
     """Result of :func:`compare`: the rows plus what was compared and how.
 
     Use :meth:`to_frame` for a DataFrame (columns: the ``by`` keys, ``level, n_baseline, n_other,
-    mean_baseline, mean_other, estimate, ratio, ci_low, ci_high, p, p_adjusted, method, equivalent, note``,
-    then ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high, p_rank, effect_size, margin,
+    gmean_baseline, gmean_other, ratio, ci_low, ci_high, p, p_adjusted, method, equivalent, note``,
+    then ``mean_baseline, mean_other, estimate, baseline, metric, paired, confidence, diff_ci_low, diff_ci_high, p_rank, effect_size, margin,
     p_equivalence, estimand, design, family``) and :func:`summary_table` for a formatted one.
 
     Attributes
@@ -336,8 +344,9 @@ def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns: the ``by`` keys, ``level``, ``n`` ("baseline/other"), ``mean_baseline``, ``mean_other``,
-        ``ratio [CI]``, ``change_pct [CI]``, ``p``, ``p_adjusted``, ``equivalent``, ``note``.
+        Columns: the ``by`` keys, ``level``, ``n`` ("baseline/other"), the arms of the ratio:
+        ``gmean_baseline``, ``gmean_other`` (geometric means; ``mean_baseline``, ``mean_other``, arithmetic,
+        with ``estimand="arithmetic"``), ``ratio [CI]``, ``change_pct [CI]``, ``p``, ``p_adjusted``, ``equivalent``, ``note``.
     """
     if not isinstance(table, ComparisonTable):
         raise StatsError(f"table must be a ComparisonTable, got {type(table).__name__}")
@@ -355,8 +364,8 @@ def summary_table(table: ComparisonTable, digits: int = 3) -> pd.DataFrame:
         rec.update(
             level=r.level,
             n=f"{r.n_baseline}/{r.n_other}",
-            mean_baseline=g(r.mean_baseline),
-            mean_other=g(r.mean_other),
+            **({"gmean_baseline": g(r.gmean_baseline), "gmean_other": g(r.gmean_other)}
+               if r.estimand == "geometric" else {"mean_baseline": g(r.mean_baseline), "mean_other": g(r.mean_other)}),
             **{f"ratio [{pct} CI]": f"{g(r.ratio)} [{g(r.ci_low)}, {g(r.ci_high)}]",
                f"change [{pct} CI]": f"{pc(r.ratio)} [{pc(r.ci_low)}, {pc(r.ci_high)}]"},
             p=g(r.p),

@@ -443,7 +443,9 @@ def parameter_claim_verdicts(claims: Sequence[RatioClaim | ParameterClaim], swee
                     f"I/Os ({fmt_number(rec.latency_value / 1e6)} ms)")
             else:
                 verdict_, ev = "holds", (f"{claimed} is on the plateau ({share:.1%} of the {best}) at the fewest "
-                                         f"outstanding I/Os ({oio}); {rec_words} is an equivalent cell")
+                                         f"outstanding I/Os ({oio}); {rec_words}, the recommended cell, is also on the "
+                                         f"plateau at {fmt_number(rec.outstanding_ios)} outstanding I/Os, and the "
+                                         "rule does not choose between the two (no equivalence test was made)")
             row.update(verdict=verdict_, evidence=ev + f"; Kneedle knee at {fmt_number(rec.knee.x)} outstanding I/Os")
             out.append(row)
     cols = [*by_l, "claim", "reading", "claimed", "recommended", "claimed_share_of_best", "claimed_lat_ms"]

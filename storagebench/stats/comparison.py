@@ -37,6 +37,7 @@ from ._common import (
     as_list,
     check_confidence,
     check_margin,
+    geometric_mean,
     key_tuple,
     require_columns,
     require_positive_finite,
@@ -65,7 +66,8 @@ _BCA = ("CI = BCa bootstrap with {n} resamples of the {stat} (Efron 1987; scipy.
 _TOST = {"geometric": "TOST on the log scale with the same t and df, bounds log(low), log(high) (Schuirmann 1987)",
          "arithmetic": "TOST by two one-sided Fieller tests with the df of the CI (Hauschke, Kieser & Hothorn 1999)"}
 
-_RESERVED = {"level", "n_baseline", "n_other", "mean_baseline", "mean_other", "estimate", "ratio", "ci_low",
+_RESERVED = {"level", "n_baseline", "n_other", "gmean_baseline", "gmean_other", "mean_baseline", "mean_other",
+             "estimate", "ratio", "ci_low",
              "ci_high", "p", "p_adjusted", "method", "equivalent", "note", "estimand", "design", "family"}
 
 
@@ -77,7 +79,8 @@ def _ratio_bounds(margin) -> tuple[float, float]:
 
 
 def _nan_row(**kw) -> Comparison:
-    base = dict(mean_baseline=math.nan, mean_other=math.nan, estimate=math.nan, diff_ci_low=math.nan,
+    base = dict(gmean_baseline=math.nan, gmean_other=math.nan, mean_baseline=math.nan, mean_other=math.nan,
+                estimate=math.nan, diff_ci_low=math.nan,
                 diff_ci_high=math.nan, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan,
                 p_adjusted=math.nan, p_rank=math.nan, effect_size=math.nan, p_equivalence=math.nan,
                 equivalent=None)
@@ -112,7 +115,8 @@ def _row(x_base: np.ndarray, x_other: np.ndarray, c: _Cells, common: dict, rng) 
     mb = float(np.mean(x_base)) if nb else math.nan
     mo = float(np.mean(x_other)) if no else math.nan
     kw = dict(common, n_baseline=nb, n_other=no, method=_method_words(estimand, paired, n_boot, margin),
-              estimand=estimand, mean_baseline=mb, mean_other=mo, estimate=mo - mb)
+              estimand=estimand, gmean_baseline=geometric_mean(x_base), gmean_other=geometric_mean(x_other), mean_baseline=mb,
+              mean_other=mo, estimate=mo - mb)
     point = math.nan
     if nb and no:
         point = (float(np.exp(np.mean(np.log(x_other) - np.log(x_base)))) if paired else
@@ -467,9 +471,11 @@ def compare(
     -------
     ComparisonTable
         One :class:`Comparison` per group and non-baseline level. ``to_frame()`` columns: the ``by``
-        keys, ``level, n_baseline, n_other, mean_baseline, mean_other, estimate`` (other - baseline,
-        metric's unit, descriptive), ``ratio, ci_low, ci_high`` (the estimand), ``p, p_adjusted, method,
-        equivalent, note`` and the extras ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high,
+        keys, ``level, n_baseline, n_other, gmean_baseline, gmean_other`` (each arm's geometric mean of
+        its units, the metric's unit: their quotient is the default ratio), ``ratio, ci_low, ci_high`` (the
+        estimand), ``p, p_adjusted, method, equivalent, note`` and the extras ``mean_baseline, mean_other,
+        estimate`` (arithmetic means and their difference other - baseline: descriptive, the arms of the
+        ``estimand="arithmetic"`` ratio), ``baseline, metric, paired, confidence, diff_ci_low, diff_ci_high,
         p_rank, effect_size, margin, p_equivalence, estimand, design, family``.
 
     Raises

@@ -31,7 +31,7 @@ from ..errors import StatsError
 from ..findings import CONFIDENCE, Finding, Findings, fmt_ci, fmt_number, fmt_p
 from ..schema import RUNS, columns
 from ..tables import metric_words
-from ._common import as_list, capitalise_after, require_columns
+from ._common import as_list, capitalise_after, geometric_mean, require_columns
 from ._littles import tool_littles_law  # noqa: F401 (its home is stats)
 from .agreement import agreement_table
 from .comparison import ComparisonTable, compare
@@ -390,7 +390,8 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
     pandas.DataFrame
         The ``by`` keys of the comparison (per ``by`` group when paired, per configuration cell with
         replicates), then ``configurations`` (paired: pairs) or ``runs <baseline>`` / ``runs <other>``,
-        ``<baseline> <metric>`` and ``<other> <metric>`` (arithmetic means, the metric's unit),
+        ``<baseline> <metric>`` and ``<other> <metric>`` (geometric means, the metric's unit: the arms of the
+        ratio),
         ``ratio``, ``ci_low``, ``ci_high`` (other / baseline, :func:`~storagebench.stats.compare`'s
         estimand), ``p_adjusted``, ``verdict`` (:func:`~storagebench.stats.verdict`: ``higher``,
         ``lower``, ``no difference shown`` or ``no verdict: CI not estimable``) and, paired, the
@@ -415,8 +416,8 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
     else:
         out[f"runs {base}"] = comp["n_baseline"].astype("int64").to_numpy()
         out[f"runs {other}"] = comp["n_other"].astype("int64").to_numpy()
-    out[f"{base} {m}"] = comp["mean_baseline"].to_numpy()
-    out[f"{other} {m}"] = comp["mean_other"].to_numpy()
+    out[f"{base} {m}"] = comp["gmean_baseline"].to_numpy()  # the arms of the ratio beside them
+    out[f"{other} {m}"] = comp["gmean_other"].to_numpy()
     for c in ("ratio", "ci_low", "ci_high", "p_adjusted", "verdict"):
         out[c] = v[c].to_numpy()
     loa = ["loa_low", "loa_low_ci_low", "loa_low_ci_high", "loa_high", "loa_high_ci_low", "loa_high_ci_high"]
@@ -428,8 +429,8 @@ def cross_tool_table(ct: CrossTool, *, unit: str | None = None) -> pd.DataFrame:
             row = ag[(ag[keys] == "all").all(axis=1)].iloc[0]
             if np.isfinite(row.get("bias", np.nan)):
                 allrow = {k: "all" for k in keys}
-                allrow.update({"configurations": int(row["n"]), f"{base} {m}": ct.pairs[f"{m}_{base}"].mean(),
-                               f"{other} {m}": ct.pairs[f"{m}_{other}"].mean(), "ratio": row["bias"],
+                allrow.update({"configurations": int(row["n"]), f"{base} {m}": geometric_mean(ct.pairs[f"{m}_{base}"]),
+                               f"{other} {m}": geometric_mean(ct.pairs[f"{m}_{other}"]), "ratio": row["bias"],
                                "ci_low": row["bias_ci_low"], "ci_high": row["bias_ci_high"], "p_adjusted": np.nan,
                                "verdict": "(descriptive)"})
                 allrow.update({c: row[c] for c in loa})

@@ -463,8 +463,10 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
         ``table``: per level ``load, n, mean`` (the geometric mean of the runs' latencies, ns; arithmetic
         with ``method="t"``), ``ci_low, ci_high, meets, meets_confident``. ``max_load``: the level just
         before the first level (in load order) whose ``mean`` exceeds ``limit``; ``max_load_confident``:
-        the same with the upper CI bound, the defensible claim. When every level meets the limit the largest
-        level is returned and ``note`` says it is the grid's edge, a lower bound, not the QoS-limited load.
+        the same with the upper bound of the two-sided ``confidence`` CI, i.e. a one-sided
+        ``1 - (1 - confidence) / 2`` upper confidence bound (97.5% at the default 95%): the defensible claim.
+        When every level meets the limit the largest level is returned and ``note`` says it is the grid's
+        edge, a lower bound, not the QoS-limited load.
 
     Raises
     ------
@@ -518,7 +520,9 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     return QosResult(load=load, latency=latency, limit=float(limit), max_load=_last_before_fail("meets"),
                      max_load_confident=_last_before_fail("meets_confident"), confidence=confidence, table=table,
                      method=(f"highest load before the first level whose {estimand} latency over its runs exceeds "
-                             f"the limit; confident: the upper CI bound within the limit ({check.method_text()})"),
+                             f"the limit; confident: the upper bound of the two-sided {confidence:.0%} CI, a one-sided "
+                             f"{1 - (1 - confidence) / 2:.1%} upper confidence bound, within the limit "
+                             f"({check.method_text()})"),
                      note=note)
 
 

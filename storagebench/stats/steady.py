@@ -1,4 +1,10 @@
-"""Steady state: the SNIA PTS window test, and fio's own ``steadystate`` block."""
+"""Steady state: the SNIA PTS window criteria, and fio's own ``steadystate`` block.
+
+The PTS judges steady state over *rounds*: whole test rounds (a full pass of the test's workloads, minutes
+each). :func:`steady_state` applies its criteria to whatever values it is given; :func:`steady_state_timeseries`
+to rounds of a log. Given one-second samples inside one run (as the testbed write-ups do) the same criteria
+measure *within-run stability*, which is not PTS steady state and is not called so.
+"""
 
 from __future__ import annotations
 
@@ -58,7 +64,10 @@ class SteadyState:
 
 def steady_state(values: Sequence[float], *, window: int = 5, data_limit: float = 0.20,
                  fit_limit: float = 0.10) -> SteadyState:
-    """SNIA PTS steady-state test over per-round values (e.g. IOPS of each preconditioning round).
+    """SNIA PTS steady-state criteria over per-round values (e.g. IOPS of each preconditioning round).
+
+    PTS steady state when the values are PTS rounds (whole test rounds); applied to one-second samples of
+    one run the same criteria measure within-run stability, and the caller should say so.
 
     Parameters
     ----------
@@ -126,7 +135,10 @@ def steady_state_timeseries(ts: pd.DataFrame, *, metric: str = "iops", round_s: 
                             data_limit: float = 0.20, fit_limit: float = 0.10,
                             by: str | Sequence[str] | None = ("run_id", "host", "job", "direction"),
                             sum_over: str | Sequence[str] | None = None, align: str = "floor") -> pd.DataFrame:
-    """The SNIA PTS window test on a ``timeseries`` table: samples averaged into rounds of ``round_s``.
+    """The SNIA PTS window criteria on a ``timeseries`` table: samples averaged into rounds of ``round_s``.
+
+    A "round" here is ``round_s`` of a log, not a PTS round (a whole test round): with ``round_s`` of a
+    second on one run's log the result is within-run stability, not PTS steady state.
 
     Parameters
     ----------

@@ -331,9 +331,18 @@ def _cache_caveat(runs: pd.DataFrame, points: pd.DataFrame, provenance: Any) -> 
     if rot:
         low = points.loc[(points["numjobs"] * points["iodepth"]).idxmin()]
         lat_ms = float(low["lat_mean_ns"]) * 1e-6
-        # the one rule (stats.cache_caveats) on the lightest load's mean latency
-        if cache_caveats(points.loc[[low.name]], DeviceInfo(rotational=rot), latency="lat_mean_ns")["cache_not_medium"].iloc[0]:
-            return (f"The target's device reports itself rotational, yet at the lightest load "
+        # the one rule (stats.cache_caveats, random I/O only) on the lightest load's mean latency
+        at = runs[(runs["numjobs"] == low["numjobs"]) & (runs["iodepth"] == low["iodepth"])]
+        pattern = {}
+        if "rw" in at.columns:
+            pattern["rw"] = ",".join(sorted(map(str, at["rw"].dropna().unique())))
+        if "random_pct" in at.columns:
+            pattern["random_pct"] = pd.to_numeric(at["random_pct"], errors="coerce").max()
+        if not pattern:  # random or sequential unknown: the rule cannot be applied
+            return ""
+        row = points.loc[[low.name]].assign(**pattern)
+        if cache_caveats(row, DeviceInfo(rotational=rot), latency="lat_mean_ns")["cache_not_medium"].iloc[0]:
+            return (f"The target's device reports itself rotational, yet at the lightest load of random I/O "
                     f"(numjobs={int(low['numjobs'])} × iodepth={int(low['iodepth'])}) an I/O took "
                     f"{fmt_number(lat_ms)} ms on average, less than half a revolution of any disk (2 ms at "
                     "15,000 rpm): a cache (the drive's, a controller's or the hypervisor's) served these I/Os, so "
@@ -425,31 +434,80 @@ def half_revolution_ms(rpm: float) -> float:
     return 30_000.0 / float(rpm)
 
 
+def _cell_words(table: pd.DataFrame, i: Any, lat_ms: pd.Series) -> str:
+    """One published cell in words: size, %sequential, %read, IOPS and response time."""
+    r = table.loc[i]
+    parts = []
+    if "bs_bytes" in table.columns:
+        parts.append(f"{int(r['bs_bytes']) // 1024} KiB")
+    if "random_pct" in table.columns:
+        parts.append(f"{100 - float(r['random_pct']):g}% sequential")
+    if "rwmixread_pct" in table.columns:
+        parts.append(f"{float(r['rwmixread_pct']):g}% read")
+    at = f"{fmt_number(lat_ms[i])} ms" if lat_ms[i] > 0 else "a response time printed as 0 ms"
+    return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {at}"
+
+
+def _stream_mib_s(table: pd.DataFrame, rows: pd.Index) -> pd.Series:
+    """Bandwidth of ``rows`` in MiB/s: ``bw_bytes_per_s``, else IOPS x ``bs_bytes``; empty when neither."""
+    if "bw_bytes_per_s" in table.columns:
+        return table.loc[rows, "bw_bytes_per_s"].astype(float) / 2**20
+    if "bs_bytes" in table.columns:
+        return table.loc[rows, "iops"].astype(float) * table.loc[rows, "bs_bytes"].astype(float) / 2**20
+    return pd.Series(dtype=float)
+
+
+def _claim_verdict(table: pd.DataFrame, cached: pd.Series, stream: pd.Series, *, cache_ms: float, rpm: float) -> str:
+    """The verdict on a claim that a cache served the fast cells: random cells by the rule, sequential ones not."""
+    lat_ms, half, parts = table["lat_mean_ns"].astype(float) * 1e-6, half_revolution_ms(rpm), []
+    if cached.any():
+        hits = [_cell_words(table, i, lat_ms) for i in table.index[cached]]
+        parts.append(f"holds for {len(hits)} random-I/O cell(s) that respond in under {fmt_number(cache_ms)} ms "
+                     f"({'; '.join(hits)}), faster than any mechanical access (half a revolution alone is "
+                     f"{fmt_number(half)} ms at {rpm:,.0f} rpm), so a buffer or cache served them; the table cannot "
+                     "say which one (the drive's read-ahead, a controller or the host)")
+    if stream.any():
+        hits = [_cell_words(table, i, lat_ms) for i in table.index[stream]]
+        mib = _stream_mib_s(table, table.index[stream])
+        rate = (f" at {fmt_number(mib.min())} to {fmt_number(mib.max())} MiB/s" if len(mib) > 1 and mib.min() != mib.max()
+                else (f" at {fmt_number(mib.iloc[0])} MiB/s" if len(mib) else ""))
+        parts.append(f"is not shown for the {len(hits)} sequential cell(s) that respond in under "
+                     f"{fmt_number(cache_ms)} ms ({'; '.join(hits)}): they stream{rate}, a rate a rotating medium "
+                     "delivers by itself, since sequential I/O reads consecutive sectors without a seek per I/O; "
+                     "the table cannot tell a cache from the platters' stream, so it does not show one")
+    if not parts:
+        return f"is not supported: no cell responds in under {fmt_number(cache_ms)} ms"
+    return "; it ".join(parts)
+
+
 def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: str = "",
                         cache_ms: float = CACHE_LATENCY_MS,
                         unit_of_replication: str = "published cells, one value each (no repetitions)",
                         title: str = "", provenance: str = "") -> tuple[Findings, pd.Series]:
-    """What a rotating disk's IOPS table says: the IOPS it delivers from its platters, and which cells a cache served.
+    """What a rotating disk's IOPS table says: the IOPS it delivers from its platters, and which cells are set apart.
 
-    With one I/O outstanding, a mean response below ``cache_ms`` (1 ms) is faster than any mechanical
-    access: a random I/O waits half a revolution on average (:func:`half_revolution_ms`, 4.2 ms at 7,200
-    rpm) plus a seek, and even a track-to-track seek takes about a millisecond; such a cell was served from
-    a buffer or cache (the drive's read-ahead, a controller, the host). Those cells are set apart; the range
-    of IOPS over the others answers "how many IOPS does it do".
+    A cell that responds in under ``cache_ms`` (1 ms) on average is set apart from the platters' IOPS, as
+    one of two kinds. **Random** I/O that fast is faster than any mechanical access (a random I/O waits
+    half a revolution on average, :func:`half_revolution_ms`, 4.2 ms at 7,200 rpm, plus a seek): a buffer
+    or cache served it, by the one rule :func:`storagebench.stats.regime.cache_caveats`. **Sequential**
+    I/O that fast is the medium streaming (consecutive sectors, no seek per I/O): not evidence of a cache,
+    and not an access rate either. The range of IOPS over the other cells answers "how many IOPS does it
+    do".
 
     Parameters
     ----------
     table : pandas.DataFrame
-        One row per workload: ``iops`` (1/s), ``lat_mean_ns`` (ns); optionally ``bs_bytes``, ``random_pct``,
-        ``rwmixread_pct`` to name the cache-served cells.
+        One row per workload: ``iops`` (1/s), ``lat_mean_ns`` (ns), ``rw`` and/or ``random_pct`` (%, random
+        or sequential: :func:`storagebench.stats.regime.is_random`); optionally ``bs_bytes``,
+        ``bw_bytes_per_s``, ``rwmixread_pct`` to name the cells set apart.
     rpm : float
         Spindle speed (7,200 for the seed 001 drive), for the sentence.
     cache_ms : float
-        Response time (ms) below which a cell counts as cache-served (default :data:`CACHE_LATENCY_MS`).
+        Response time (ms) below which a cell is set apart (default :data:`CACHE_LATENCY_MS`).
     device : str
         The device in words, for the sentence ("a Dell/WD 1 TB 7,200 rpm SATA HDD").
     claim : str, optional
-        A claim about cache-served cells to give a verdict on (from the source's metadata).
+        A claim that a cache served the fast cells, to give a verdict on (from the source's metadata).
     unit_of_replication : str
         What one row is.
     title, provenance : str
@@ -458,52 +516,50 @@ def rotational_findings(table: pd.DataFrame, *, rpm: float, device: str, claim: 
     Returns
     -------
     (Findings, pandas.Series of bool)
-        The findings, and per row whether a cache served it.
+        The findings, and per row whether it was set apart (under ``cache_ms``: a cache-served random
+        cell or a sequential stream; the findings say which).
 
     Raises
     ------
     SchemaError
         ``iops`` or ``lat_mean_ns`` is missing, or no row is left for the platters.
+    StatsError
+        Neither ``rw`` nor ``random_pct``: random and sequential cannot be told apart.
     """
     for c in ("iops", "lat_mean_ns"):
         if c not in table.columns:
             raise SchemaError(f"`table` has no column {c!r}; it has {sorted(map(str, table.columns))}")
-    half = half_revolution_ms(rpm)
+    half_revolution_ms(rpm)  # refuses a bad rpm before anything is read
     lat_ms = table["lat_mean_ns"].astype(float) * 1e-6
-    cached = lat_ms < cache_ms
-    platters = table.loc[~cached, "iops"].astype(float)
+    rule = cache_caveats(table, DeviceInfo(rotational=True), latency="lat_mean_ns", floor_ns=cache_ms * 1e6)
+    cached = pd.Series(rule["cache_not_medium"].to_numpy(bool), index=table.index)
+    stream = (lat_ms < cache_ms) & ~pd.Series(rule["random"].to_numpy(bool), index=table.index)
+    apart = cached | stream
+    platters = table.loc[~apart, "iops"].astype(float)
     if platters.empty:
         raise SchemaError(f"every row of `table` responds in less than {cache_ms:g} ms: nothing came from the platters")
     n = len(platters)
+    more = []
+    if cached.any():
+        more.append(f"{int(cached.sum())} random-I/O cell(s) were served from a cache")
+    if stream.any():
+        mib = _stream_mib_s(table, table.index[stream])
+        rate = f" at {fmt_number(mib.min())} to {fmt_number(mib.max())} MiB/s" if len(mib) else ""
+        more.append(f"{int(stream.sum())} sequential cell(s) stream{rate} (the platters' transfer rate, no seek "
+                    "per I/O: not an access rate, and no sign of a cache)")
     items = [Finding(
         f"{device[0].upper() + device[1:]} does {fmt_number(platters.min())} to {fmt_number(platters.max())} IOPS "
-        f"(median {fmt_number(platters.median())}) over the {n} workloads it serves from its platters; "
-        f"{int(cached.sum())} more cell(s) were served from a cache.",
+        f"(median {fmt_number(platters.median())}) over the {n} workloads that respond in "
+        f"{fmt_number(cache_ms)} ms or more"
+        + (f"; {' and '.join(more)}." if more else "."),
         estimate=float(platters.median()), n=n, unit_of_replication=unit_of_replication, unit="IOPS",
         method=f"range and median of the table's IOPS over the cells that respond in {fmt_number(cache_ms)} ms or "
                "more; no CI: one value per cell", key="platter_iops")]
     if claim:
-        def where(i) -> str:
-            r = table.loc[i]
-            parts = []
-            if "bs_bytes" in table.columns:
-                parts.append(f"{int(r['bs_bytes']) // 1024} KiB")
-            if "random_pct" in table.columns:
-                parts.append(f"{100 - float(r['random_pct']):g}% sequential")
-            if "rwmixread_pct" in table.columns:
-                parts.append(f"{float(r['rwmixread_pct']):g}% read")
-            return " ".join(parts) + f": {fmt_number(r['iops'])} IOPS at {fmt_number(lat_ms[i])} ms"
-
-        hits = [where(i) for i in table.index[cached]]
-        if hits:
-            verdict = (f"holds: {len(hits)} cell(s) respond in under {fmt_number(cache_ms)} ms ({'; '.join(hits)}), "
-                       f"faster than any mechanical access (half a revolution alone is {fmt_number(half)} ms at "
-                       f"{rpm:,.0f} rpm), so a buffer or cache served them; the table cannot say which one "
-                       "(the drive's read-ahead, a controller or the host)")
-        else:
-            verdict = f"is not supported: no cell responds in under {fmt_number(cache_ms)} ms"
+        verdict = _claim_verdict(table, cached, stream, cache_ms=cache_ms, rpm=rpm)
         items.append(Finding(f"The article's claim \u201c{claim.strip()}\u201d {verdict}.", n=len(table),
                              unit_of_replication=unit_of_replication, key="claim_cache",
-                             method=f"response time against {fmt_number(cache_ms)} ms, below any mechanical access "
-                                    "time (rotational latency 30,000 / rpm ms, seek >= ~1 ms)"))
-    return Findings(tuple(items), title=title, provenance=provenance), cached
+                             method=f"stats.cache_caveats: random I/O under {fmt_number(cache_ms)} ms, below any "
+                                    "mechanical access time (rotational latency 30,000 / rpm ms, seek >= ~1 ms), "
+                                    "came from a cache; sequential I/O streams from the medium without a seek"))
+    return Findings(tuple(items), title=title, provenance=provenance), apart

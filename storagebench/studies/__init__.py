@@ -538,7 +538,7 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
             + f" on a {region_bytes(ran) / 2**20:g} MiB region; {_count(runs, 'run')} in all.")
     if ran.name == ts.spec().quick_name:
         text += (f" **This is the quick variant of the study (`storagebench testbed {name} --quick`): it shows the "
-                 "method on runs too short for a steady state and too few set-ups for narrow intervals; its numbers "
+                 "method on runs too short for the within-run stability check and too few set-ups for narrow intervals; its numbers "
                  "are not results to quote.**")
     return text
 

@@ -2,9 +2,9 @@
 
 A study module (see :mod:`storagebench.studies`) builds its testbed and states its question; the rest
 is here, once: loading a study directory (:func:`load_data`), the one run-level aggregation
-(:func:`_run_totals`), the per-run checks (steady state, cache regime, build), the comparison of arms
+(:func:`_run_totals`), the per-run checks (within-run stability, cache regime, build), the comparison of arms
 with the set-up as the experimental unit (:func:`compare_arms`), and the findings that every write-up
-carries (drift, steady state, cache caveats).
+carries (drift, within-run stability, cache caveats).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from matplotlib.ticker import (
 )
 
 from .. import stats
+from .._histogram import merge_histograms, percentiles_from_bins
 from .._inputs import completed_runs, open_input
 from .._store import StudyStore
 from .._study import Study, load_study
@@ -63,8 +64,13 @@ __all__ = [
 
 #: Round of the per-second IOPS log (fio ``log_avg_msec=1000``), s.
 ROUND_S = 1.0
-#: SNIA PTS steady-state window: rounds, data excursion and fitted-line excursion (fractions of the mean).
+#: Within-run stability window: one-second samples, data excursion and fitted-line excursion (fractions of the
+#: mean): the SNIA PTS steady-state criteria, applied to the per-second IOPS samples inside one run, not to PTS
+#: rounds (whole test rounds); a run is "stable" when some 5 consecutive samples meet both.
 PTS_WINDOW, PTS_DATA_LIMIT, PTS_FIT_LIMIT = 5, 0.20, 0.10
+#: What that check is, in words (the write-ups' findings, captions and figure say it so).
+STABILITY_WORDS = (f"within-run stability: the SNIA PTS steady-state criteria applied to {PTS_WINDOW} consecutive "
+                   "one-second IOPS samples inside each run, not to PTS rounds (whole test rounds)")
 #: Columns of a fio IOPS log series that add up to a run's total IOPS in one round.
 _LOG_PARTS = ("host", "job", "log_index", "direction")
 
@@ -128,7 +134,8 @@ def _tables(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def _steady(timeseries: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the SNIA PTS window test on its per-second total IOPS (jobs and directions added up)."""
+    """Per run: within-run stability, the PTS window criteria on its one-second total IOPS samples (jobs and
+    directions added up): samples of one run, not PTS rounds."""
     cols = ["run_id", "steady", "steady_rounds", "steady_note"]
     if timeseries.empty or "metric" not in timeseries.columns or not (timeseries["metric"] == "iops").any():
         return pd.DataFrame(columns=cols)
@@ -195,7 +202,7 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
     if "write_iops_log" in study.fixed:  # logged, but not one sample: shorter than a round
         pr.loc[missing, "steady"] = False
         pr.loc[missing, "steady_rounds"] = 0
-        pr.loc[missing, "steady_note"] = f"0 rounds logged: steady state needs at least window={PTS_WINDOW} rounds"
+        pr.loc[missing, "steady_note"] = f"0 one-second samples logged: the stability check needs at least window={PTS_WINDOW} samples"
     pr["steady"] = pr["steady"].astype(object).where(pr["steady"].notna(), None)
     pr["steady_note"] = pr["steady_note"].fillna("no per-second IOPS log (write_iops_log) in this run")
     prov = store.provenance(pr["run_id"].astype(str))
@@ -222,10 +229,31 @@ def load_data(name: str, study_dir: str | Path) -> StudyData:
 # comparisons with the set-up as the unit
 
 
+def _merged_percentile(data: StudyData, metric: str, cols: list[str]) -> pd.DataFrame | None:
+    """Per ``cols`` group, a ``clat_p<P>_ns`` percentile from the merged json+ bins of all its runs (every job
+    and direction, as a run's own); None when ``metric`` is no percentile or a run has no bins."""
+    name = metric.removeprefix("clat_p").removesuffix("_ns")
+    if metric == name or not name.replace("_", "").isdigit():
+        return None
+    pct, h = float(name.replace("_", ".")), data.histograms
+    if h.empty or not set(data.per_run["run_id"]) <= set(h["run_id"]):
+        return None
+    h = h.merge(data.per_run[["run_id", *cols]].drop_duplicates("run_id"), on="run_id")
+    rows = []
+    for key, g in h.groupby(cols, sort=True, dropna=False):
+        m = merge_histograms(g, by=())
+        rows.append((*(key if isinstance(key, tuple) else (key,)),
+                     percentiles_from_bins(m["bin_ns"].to_numpy(), m["count"].to_numpy(), [pct])[pct]))
+    return pd.DataFrame(rows, columns=[*cols, metric])
+
+
 def unit_values(data: StudyData, metric: str, keys: Sequence[str]) -> pd.DataFrame:
     """One row per experimental unit and ``keys`` cell: the geometric mean of its runs' ``metric``.
 
-    The unit is the set-up (``setup``) when the study has several, else the run; ``block`` is kept.
+    The unit is the set-up (``setup``) when the study has several, else the run; ``block`` is kept. A
+    latency percentile (``clat_p99_ns`` ...) of a set-up is read from the merged json+ bins of its runs,
+    never averaged; only when a run has no bins is it the geometric mean of the per-run percentiles. The
+    frame's ``attrs["estimate"]`` says which.
     """
     pr = data.per_run
     unit = ["setup"] if data.setups > 1 else ["run_id"]
@@ -234,6 +262,14 @@ def unit_values(data: StudyData, metric: str, keys: Sequence[str]) -> pd.DataFra
     g = pr.assign(_log=np.log(pr[metric].astype(float))).groupby(cols, sort=True, dropna=False)
     out = g["_log"].mean().apply(np.exp).rename(metric).reset_index()
     out["runs"] = g.size().to_numpy()
+    merged = _merged_percentile(data, metric, cols) if unit == ["setup"] else None
+    if merged is not None:
+        out[metric] = out.merge(merged, on=cols, how="left", suffixes=("_gm", ""))[metric].to_numpy()
+    p = metric.removeprefix("clat_").removesuffix("_ns").replace("_", ".")
+    out.attrs["estimate"] = (
+        f"each set-up's {p} from the merged json+ bins of its runs" if merged is not None else
+        f"each set-up's {p} the geometric mean of its runs' {p} (no json+ bins)" if p != metric and unit == ["setup"]
+        else f"each run's {p} from its own json+ bins" if p != metric else "the geometric mean of each unit's runs")
     return out
 
 
@@ -254,7 +290,9 @@ def compare_arms(data: StudyData, factor: str, baseline: Any, metric: str, *, by
     pr = data.per_run
     by_l = [by] if isinstance(by, str) else list(by or [])
     base = _level_like(pr[factor], baseline)
-    table = stats.compare(pr, factor, base, metric, by=by_l or None, confidence=confidence, adjust=adjust,
+    # a set-up's percentile comes from the merged bins of its runs: compare those unit values, not the runs
+    rows = unit_values(data, metric, [*by_l, factor]) if metric.startswith("clat_p") and data.setups > 1 else pr
+    table = stats.compare(rows, factor, base, metric, by=by_l or None, confidence=confidence, adjust=adjust,
                           margin=margin, **data.design())
     return (table, *_arm_verdicts(data, table, factor, up, down))
 
@@ -456,7 +494,7 @@ def _pct(x: float) -> str:
 
 def common_findings(data: StudyData, *, metric: str = "iops", confidence: float = CONFIDENCE) -> tuple[
         stats.drift.Drift | None, list[Finding], tuple[str, ...]]:
-    """The drift check, the steady-state count and the cache caveats of a study, as findings.
+    """The drift check, the within-run stability count and the cache caveats of a study, as findings.
 
     Returns
     -------
@@ -478,16 +516,17 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
     bad = int((pr["steady"] == False).sum())  # noqa: E712
     short = int(pr["steady_note"].str.contains("at least window", na=False).sum())
     if checked.any():
-        sentence = (f"Steady state (SNIA PTS window of {PTS_WINDOW} one-second rounds: range <= {PTS_DATA_LIMIT:.0%} "
-                    f"and fitted-line excursion <= {PTS_FIT_LIMIT:.0%} of the window mean, on each run's per-second "
-                    f"IOPS): {bad} of {int(checked.sum())} runs not steady"
-                    + (f" ({short} of them too short to test: fewer than {PTS_WINDOW} rounds)" if short else "")
+        sentence = (f"Within-run stability (the SNIA PTS steady-state criteria applied to one-second samples, not "
+                    f"to PTS rounds: some {PTS_WINDOW} consecutive per-second IOPS samples of a run with range <= "
+                    f"{PTS_DATA_LIMIT:.0%} and fitted-line excursion <= {PTS_FIT_LIMIT:.0%} of their mean): {bad} of "
+                    f"{int(checked.sum())} runs not stable"
+                    + (f" ({short} of them too short to test: fewer than {PTS_WINDOW} samples)" if short else "")
                     + "; they are flagged in the verdict table (runs_not_steady).")
     else:
-        sentence = ("Steady state not checked: the runs logged no per-second IOPS (add write_iops_log and "
+        sentence = ("Within-run stability not checked: the runs logged no per-second IOPS (add write_iops_log and "
                     "log_avg_msec: 1000 to the spec's fixed options).")
     out.append(Finding(sentence, estimate=bad, n=len(pr), unit_of_replication="runs", unit="runs",
-                       method="stats.steady_state_timeseries (SNIA Solid State Storage PTS steady-state window)",
+                       method=f"stats.steady_state_timeseries with round_s=1 s: {STABILITY_WORDS}",
                        key="steady"))
     caveats = []
     flagged = pr[pr["cache_not_medium"].astype(bool)]
@@ -504,14 +543,14 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
             paths = sorted(p for p in g["target_device"].unique() if p)
             on = ", ".join(paths) if 0 < len(paths) <= 3 else f"{len(paths)} devices"
             text = (f"{stats.regime.CACHE_CAVEAT}{' (' + where + ')' if where else ''}: {len(g)} of {total} runs, on "
-                    f"{on}, which sysfs calls rotational"
+                    f"{on}, which sysfs calls rotational, of random I/O"
                     + (f", at {', '.join(map(str, loads))} outstanding I/O(s)" if loads else "")
                     + f", completed I/Os in {_range_text(lat.min(), lat.max())} µs on average: a rotating medium "
-                    f"needs milliseconds per I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
+                    f"needs milliseconds per random I/O (below {stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms a cache answered), so "
                     "these runs measured a cache, not the medium.")
             caveats.append(text)
             out.append(Finding(text, estimate=g["clat_mean_ns"].median(), n=len(g), unit_of_replication="runs",
-                               unit="ns", method=f"stats.cache_caveats (rotational device, mean clat < "
+                               unit="ns", method=f"stats.cache_caveats (random I/O on a rotational device, mean clat < "
                                                  f"{stats.regime.ROTATIONAL_FLOOR_NS / 1e6:g} ms)", key="caveat", caveat=True))
     return drift, out, tuple(caveats)
 
@@ -537,8 +576,9 @@ def finish(data: StudyData, *, title: str, question: str, findings: list[Finding
         caps.setdefault("steady", (
             f"Per-second IOPS of every run as % of the run's own mean ({len(pr)} runs; a run of one logged second is "
             f"one point); red: the {bad} runs whose "
-            f"{PTS_WINDOW}-second SNIA PTS window was not steady (range > {PTS_DATA_LIMIT:.0%} or fitted-line "
-            f"excursion > {PTS_FIT_LIMIT:.0%} of the mean, or too short); grey band: ±10%."))
+            f"one-second samples were not stable (no {PTS_WINDOW} consecutive samples with range <= "
+            f"{PTS_DATA_LIMIT:.0%} and fitted-line excursion <= {PTS_FIT_LIMIT:.0%} of their mean: the PTS criteria "
+            "on samples, not on PTS rounds; or too short); grey band: ±10%."))
     for name in figs:
         caps.setdefault(name, f"{title}: {name.replace('_', ' ')}.")
     keyed = tuple(dataclasses.replace(f, key=f"{f.kind}:{i}") for i, f in enumerate(findings + common))
@@ -677,7 +717,7 @@ def steady_figure(data: StudyData):
     ax.set_ylabel("IOPS, % of the run's mean")
     n_bad = int((data.per_run["steady"] == False).sum())  # noqa: E712
     logged = len(per.index.get_level_values(0).unique())
-    ax.set_title(f"{len(data.per_run)} runs, {logged} with a per-second IOPS log; red: {n_bad} not steady "
-                 "(SNIA PTS window)", fontsize="small")
+    ax.set_title(f"{len(data.per_run)} runs, {logged} with a per-second IOPS log; red: {n_bad} not stable "
+                 "(PTS criteria on 1-s samples)", fontsize="small")
     fig.tight_layout()
     return fig

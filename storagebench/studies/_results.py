@@ -45,8 +45,9 @@ class StudyData:
         One row per run (:func:`_run_totals`): the factors, ``run_order``, ``repetition``, ``setup`` and
         ``block`` of the design, the metrics (IOPS and bandwidth summed over jobs and directions,
         latencies, ``clat_p90_ns``/``clat_p99_ns`` from the run's merged json+ bins), ``outstanding_ios``
-        (numjobs x iodepth), ``build_id`` (the testbed build it ran on), ``steady`` (SNIA PTS window
-        on its per-second IOPS: True/False; None without a log), ``steady_rounds``, ``steady_note``,
+        (numjobs x iodepth), ``build_id`` (the testbed build it ran on), ``steady`` (within-run
+        stability: the SNIA PTS criteria on its one-second IOPS samples, not PTS rounds; True/False; None
+        without a log), ``steady_rounds``, ``steady_note``,
         ``target_device`` and ``target_rotational`` (the block device under the run's target, from
         provenance) and ``cache_not_medium``/``cache_caveat`` (:func:`storagebench.stats.cache_caveats`).
     set_ups : tuple of TestbedRecord
@@ -124,7 +125,8 @@ class TestbedResult:
         The experimental unit in words.
     drift : storagebench.stats.drift.Drift
     runs, runs_not_steady, runs_cache_not_medium : int
-        Runs analysed, runs the SNIA PTS window did not find steady (or too short to test), runs
+        Runs analysed, runs not stable within the run (PTS criteria on one-second samples; or too short to
+        test), runs
         with a "cache, not medium" caveat.
     caveats : tuple of str
     """

@@ -2,8 +2,9 @@
 
 Two random workloads run at the same time (the spec's ``concurrent: [workload]``), either each on its
 own two-device btrfs raid0 ("isolated") or both on one four-device raid0 ("shared", the same number of
-devices). Per workload: IOPS and the p90/p99 completion latency of each run (from its merged json+
-bins), shared vs isolated, with the set-up as the experimental unit.
+devices). Per workload: IOPS and the p90/p99 completion latency of each set-up (from the merged json+
+bins of its runs, never an average of percentiles), shared vs isolated, with the set-up as the
+experimental unit.
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
     Returns
     -------
     TestbedResult
-        ``verdicts``: per (workload, metric) the verdict row (ratio of geometric means of the set-ups,
-        each set-up's value the geometric mean of its runs; Holm over every workload and metric: the
-        study's one question is one family);
+        ``verdicts``: per (workload, metric) the verdict row (ratio of geometric means of the set-ups;
+        a set-up's IOPS the geometric mean of its runs, its p90/p99 from the merged json+ bins of its runs
+        (:func:`storagebench.studies.unit_values`); Holm over every workload and metric: the study's one
+        question is one family);
         ``tables``: ``pooled`` (per workload and layout, percentiles of all completions from merged bins,
         descriptive), ``units`` and ``variance`` (set-up vs run variance components per workload and
         layout, and the runs per set-up worth making; :func:`setup_variance`).
@@ -136,12 +138,15 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
                                                                             f"and metric, {conf_text(confidence)} CI"),
                "tails": lambda: _tails(data)}
     n = v["n"].iloc[0] if len(v) else "0"
+    # what a unit's percentile is: from the merged bins of its runs, or (no bins) said to be a mean of percentiles
+    tail_words = unit_values(data, "clat_p99_ns", [WORKLOAD, ARM]).attrs["estimate"].replace("p99", "p90 and p99")
     captions = {
-        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency of each run from "
-                   f"its merged json+ bins): ratio of the set-up geometric means (n = {n} "
+        "ratios": (f"Shared / isolated per workload and metric (IOPS; p90 and p99 completion latency: {tail_words}): "
+                   f"ratio of the units' geometric means (n = {n} "
                    f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; dashed: 1."),
-        "tails": ("p99 completion latency of every run (points, log scale) by workload and layout; bars: the geometric "
-                  "mean of the runs."),
+        "tails": ("p99 completion latency of every run (points, log scale; each from the run's merged json+ bins) by "
+                  "workload and layout; bars: the geometric mean of the runs' p99 (a summary of the points, not the "
+                  "p99 of their merged bins: that is the pooled table)."),
     }
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
                   tables={"pooled": pooled, "units": units, "variance": variance}, figures=figures,

@@ -144,9 +144,11 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE, qos_p99_ms: floa
         qos_rows.append(row)
         findings.append(Finding(
             sentence=(f"{dev} meets p99 completion latency <= {qos_p99_ms:g} ms up to "
-                      f"{_load_words(row['max_load'], q.max_load)} by the mean p99 of its set-ups, and up to "
-                      f"{_load_words(row['max_load_confident'], q.max_load_confident)} when the upper "
-                      f"{conf_text(confidence)} confidence bound must meet it (the defensible claim)."),
+                      f"{_load_words(row['max_load'], q.max_load)} by the geometric mean of p99 over its units "
+                      f"({p99.attrs['estimate']}), and up to "
+                      f"{_load_words(row['max_load_confident'], q.max_load_confident)} when the upper bound of "
+                      f"its two-sided {conf_text(confidence)} CI, a one-sided {1 - (1 - confidence) / 2:.1%} upper "
+                      "confidence bound, must meet it (the defensible claim)."),
             estimate=q.max_load, confidence=confidence, n=t["n"].min() if len(t) else None,
             unit_of_replication="set-ups per load" if len(t) else "none", unit="outstanding I/Os",
             method=q.method, key="qos"))
@@ -167,7 +169,8 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE, qos_p99_ms: floa
                         f"{'blocks' if data.paired else 'set-ups per arm'}) with its {conf_text(confidence)} CI; "
                         "dashed: 1 (no difference)."),
         "scores": (f"Left: IOPS of each device normalised to the slow device at its lowest load (geometric means of "
-                   f"the set-ups); right: p99 completion latency per load (mean of the set-ups, log scale), the QoS "
+                   f"the set-ups); right: p99 completion latency per load (geometric mean of p99 over the units, "
+                   f"{p99.attrs['estimate']}; log scale), the QoS "
                    f"limit of {qos_p99_ms:g} ms dotted."),
     }
     return finish(data, title=title, question=question, findings=findings, verdicts=v,
