@@ -49,7 +49,7 @@ Modules, one per concept:
     :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
     :func:`point_estimates` / :func:`point_means` (per sweep point the geometric mean over its runs with a
-    log-scale CI, the run-to-run SD pooled over the grid and the equal-spread assumption checked,
+    log-scale CI from its own runs, or with the run-to-run SD pooled over the grid by name; the equal-spread check,
     :class:`SpreadCheck`), :func:`point_percentiles` (merged json+ bins); :func:`per_point` (the same in
     the display units of :data:`storagebench.tables.METRICS`, what the figures draw) and :func:`point_table`
     (a table of it for a reader).
