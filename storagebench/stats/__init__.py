@@ -44,7 +44,8 @@ Modules, one per concept:
 ``steady``
     :func:`steady_state` (SNIA PTS window test), :func:`steady_state_timeseries`, :func:`fio_steadystate`.
 ``drift``
-    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
+    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test, on the
+    experimental unit (the set-up when runs share one).
 ``regime``
     :func:`cache_caveats`: runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
