@@ -7,13 +7,13 @@ of :data:`storagebench.tables.METRICS` (what the figures draw), :func:`point_tab
 
 The estimand of a point is the **geometric mean** of its runs' values (IOPS, bandwidth, mean latency:
 positive quantities whose run-to-run spread is multiplicative). Its CI is computed on the log scale,
-``exp(mean(log x) ± t · s / sqrt(n))``, so it never reaches below 0. By default ``s`` is pooled over all
-points of the grid: the residual standard deviation of an OLS fit of ``log x`` on the point as a
+``exp(mean(log x) ± t · s / sqrt(n))``, so it never reaches below 0. With ``method="pooled_log"`` ``s`` is
+pooled over all points of the grid: the residual standard deviation of an OLS fit of ``log x`` on the point as a
 categorical factor (one mean per point, :mod:`statsmodels`), with its residual degrees of freedom
 ``runs - points``. The assumption is equal log-scale variance, i.e. an equal coefficient of variation,
 at every point, and pooling under it when it is false makes the CIs of the noisy points too narrow. No
 check rescues it at the n of a sweep: behind Bartlett's test, pooling from 5 runs per point still covered
-only 0.76 at a point with 3 times the others' SD (the test rejects 55% there), and behind Brown-Forsythe at
+only 0.79 at a point with 3 times the others' SD (the test rejects 54% there), and behind Brown-Forsythe at
 3 runs, 0.61 (with an odd number of runs one absolute deviation per point is exactly zero, so it never
 rejects). So by default (``auto``) each point gets the log-scale t CI of its own runs (n - 1 df: wide at
 2 runs, but it covers whatever the CVs), and the equal-spread check (Bartlett's test of the log values) is
@@ -311,8 +311,8 @@ def point_estimates(per_run: pd.DataFrame, by: str | Sequence[str], columns: Seq
     The pooled interval is the textbook one-way ANOVA (cell means) interval on the log scale; the
     equal-variance assumption is checked with Bartlett's test (Bartlett 1937, Proc. R. Soc. A 160:268;
     ``scipy.stats.bartlett``), normal theory, which is the model of the log values; ``auto`` does not pool
-    (a pooled CI behind a check covered 0.61 to 0.85 at the noisy points, ``benchmarks/bench_pooling.py``); the
-    per-point SDs of the log values are reported. Student (1908), Biometrika 6:1, for the t interval.
+    (behind the old check, pooled CIs covered 0.61 to 0.87 at the noisy points at 3 runs,
+    ``benchmarks/bench_pooling.py``); the per-point SDs of the log values are reported. Student (1908), Biometrika 6:1, for the t interval.
     """
     by = [by] if isinstance(by, str) else list(by)
     columns = list(columns)
