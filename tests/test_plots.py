@@ -141,7 +141,7 @@ def test_latency_vs_iops_marks_the_knee(runs):
     want = pts.loc[(knee["numjobs"], knee["iodepth"])]
     assert kx == pytest.approx(want["iops"]) and ky == pytest.approx(want["lat_ms"])
     assert any(t.get_text().startswith("knee (numjobs=") for t in ax.get_legend().get_texts())
-    assert "95% CI, log scale, pooled over 6 points (6 df)" in ax.get_legend().get_title().get_text()
+    assert "95% CI, log scale, each point's own runs" in ax.get_legend().get_title().get_text()
     # latency rises along each line from the lowest to the highest iodepth (the hockey stick)
     for ln in data_lines:
         y = np.asarray(ln.get_ydata())

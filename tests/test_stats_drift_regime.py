@@ -165,3 +165,58 @@ def test_steady_state_of_a_runs_total_from_real_averaged_logs(fixtures_dir):
         steady_state_timeseries(ts, align="ceil")
     with pytest.raises(StatsError, match="sum_over"):
         steady_state_timeseries(ts.assign(metric="lat_ns"), metric="lat_ns", sum_over=["job"])
+
+
+def test_drift_on_set_up_means_matches_r(fixtures_dir):
+    """Unit: the set-up (its runs follow each other and share its effect); estimand: the common slope of log
+    IOPS in run order within cells, as % change over the sweep; family: one test. Gold: R's
+    ``lm(mean log ~ arm + mean run order)`` over the 8 set-ups of ``drift_setups.csv`` (r_drift_reference.R).
+    Counted as 48 independent runs the same sweep says "drift shown" (R's run-level ANCOVA p = 0.023); on its
+    8 set-ups, p = 0.34."""
+    import json
+
+    d = pd.read_csv(fixtures_dir / "stats" / "drift_setups.csv")
+    ref = json.loads((fixtures_dir / "stats" / "r_drift_reference.json").read_text())
+    u = drift_check(d, "iops", cells=["arm", "cell"], setup=["setup", "arm"])
+    r = ref["setups"]
+    assert (u.unit, u.n, u.runs, u.df) == ("setup, arm", r["n"], 48, r["df"])
+    assert u.slope == pytest.approx(r["slope"], rel=1e-9) and u.p == pytest.approx(r["p"], rel=1e-8)
+    assert u.span == r["span"] and u.pct_over_span == pytest.approx(r["pct_over_span"], rel=1e-8)
+    assert u.ci_low_pct == pytest.approx(np.expm1(r["ci_low"] * r["span"]) * 100, rel=1e-8)
+    assert u.ci_high_pct == pytest.approx(np.expm1(r["ci_high"] * r["span"]) * 100, rel=1e-8)
+    assert not u.drift and "n = 8 set-ups (48 runs)" in u.text() and "no drift shown" in u.text()
+    assert "on set-up means" in u.text() and "the unit is the set-up" in u.method and len(u.residuals) == 8
+    runs = drift_check(d, "iops", cells=["arm", "cell"])
+    assert runs.unit == "run" and runs.p == pytest.approx(ref["runs"]["p"], rel=1e-8) and runs.drift
+
+
+def test_drift_unit_falls_back_to_the_run_where_set_ups_cannot_matter(fixtures_dir):
+    """Each run its own set-up, or one set-up per cell (its effect is its cell's mean): the run-level check of
+    before, and the method says why; a missing set-up column is refused."""
+    d = pd.read_csv(fixtures_dir / "stats" / "drift_setups.csv")
+    plain = drift_check(d, "iops", cells=["arm", "cell"])
+    own = drift_check(d.assign(setup=np.arange(len(d))), "iops", cells=["arm", "cell"], setup="setup")
+    assert own.unit == "run" and own.p == plain.p and own.n == 48
+    one = d[d["setup"] == 1]  # one set-up per arm: every cell holds runs of one set-up
+    o = drift_check(one, "iops", cells=["arm", "cell"], setup=["setup", "arm"])
+    assert o.unit == "run" and "whose effect its mean absorbs" in o.method
+    with pytest.raises(StatsError, match="setup_id"):
+        drift_check(d, "iops", cells="cell", setup="setup_id")
+    with pytest.raises(StatsError, match="missing"):
+        drift_check(d.assign(setup=d["setup"].where(d.index > 0)), "iops", cells="cell", setup="setup")
+
+
+def test_drift_on_set_up_means_holds_its_level_where_runs_did_not():
+    """A small seeded version of benchmarks/bench_drift.py: no drift, set-up SD 2.5 x the run SD, 8 set-ups of 6
+    runs. Counting runs as independent shows "drift" in far more than 5% of sweeps; on set-up means it stays
+    near 5% (120 sweeps: binomial 99% bound for a true 0.05 is 0.12)."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_drift import cell
+
+    r = cell((2, 4, 2, 3), 2.5, 0.0, 120, seed=7)
+    assert r["drift_before"] > 0.2 and r["clustered_before"] > 0.5
+    assert r["drift_after"] <= 0.12

@@ -252,7 +252,13 @@ def test_findings_carry_their_numbers_and_the_analysis_confidence(quick, name):
     assert not any("SNIA PTS window" in f.sentence or "Steady state (" in f.sentence for f in res.findings)
     assert "not to PTS rounds" in steady.method
     drift = next(f for f in res.findings if f.kind == "drift")
-    assert drift.sentence.startswith("Drift check") and (drift.n, drift.unit_of_replication) == (out.completed, "runs")
+    assert drift.sentence.startswith("Drift check")
+    if res.drift.unit == "run":  # each cell's runs from one set-up: its effect is the cell's mean
+        assert (drift.n, drift.unit_of_replication) == (out.completed, "runs")
+    else:  # the set-up is the unit of the drift check, as of the verdicts
+        units = res.tables["per_run"].groupby(res.drift.unit.split(", ")).ngroups
+        assert (drift.n, drift.unit_of_replication, res.drift.runs) == (units, "set-ups", out.completed)
+        assert f"n = {units} set-ups ({out.completed} runs)" in drift.sentence
     assert res.report_findings().findings == res.findings  # one Finding type: the write-up shows them as they are
     assert [f.key for f in res.findings] == [f"{f.kind}:{i}" for i, f in enumerate(res.findings)]
     frame = res.findings_frame()

@@ -17,7 +17,7 @@ longest runtime, mean latencies are weighted by completed I/Os (``total_ios``). 
 
 Each point is the geometric mean over its repetitions, and its uncertainty band is the log-scale
 confidence interval computed by :func:`storagebench.stats.per_point` (:func:`storagebench.stats.point_means`,
-by default with the run-to-run spread pooled over the points of the figure), drawn only where a point has a
+by default from each point's own runs), drawn only where a point has a
 CI. This package draws; it computes no statistics and no tables of its own (the tables of a sweep are
 :func:`storagebench.stats.point_table`, :func:`storagebench.stats.littles_law_table` and
 :func:`storagebench.stats.littles_law_summary`).

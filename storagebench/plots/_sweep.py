@@ -61,7 +61,7 @@ def _upper(means: pd.Series, highs: pd.Series | None, room: float = 1.5) -> floa
 
 
 def _ci_note(confidence: float | None, pts: pd.DataFrame, what: str, metric: str) -> str:
-    """``"; bands: 95% CI, log scale, pooled over 12 points (24 df)"``: the method stats used, in a few words."""
+    """``"; bands: 95% CI, log scale, each point's own runs"``: the method stats used, in a few words."""
     if confidence is None:
         return ""
     check = pts.attrs.get("checks", {}).get(metric)
@@ -98,7 +98,7 @@ def iops_vs_iodepth(runs: pd.DataFrame, *, hue: str | None = "numjobs", metric: 
         As in :func:`storagebench.stats.per_point`.
     confidence : float or None
         Confidence level of the band around each line (:func:`storagebench.stats.point_means`: log
-        scale, pooled over the points); ``None`` draws no band. (``ci=``, its old name, still works with a
+        scale, each point's own runs); ``None`` draws no band. (``ci=``, its old name, still works with a
         FutureWarning.)
     ax : matplotlib.axes.Axes, optional
 

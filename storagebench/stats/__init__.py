@@ -46,12 +46,13 @@ Modules, one per concept:
     :func:`steady_state` (SNIA PTS window criteria over rounds), :func:`steady_state_timeseries` (the same
     criteria on a log's samples: within-run stability when the rounds are one-second samples of one run), :func:`fio_steadystate`.
 ``drift``
-    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test.
+    :func:`drift_check`: a common slope of the residuals in run order with its CI, and a runs test, on the
+    experimental unit (the set-up when runs share one).
 ``regime``
     :func:`cache_caveats`: random-I/O runs whose latency the device class cannot deliver ("cache, not medium").
 ``points``
     :func:`point_estimates` / :func:`point_means` (per sweep point the geometric mean over its runs with a
-    log-scale CI, the run-to-run SD pooled over the grid and the equal-spread assumption checked,
+    log-scale CI from its own runs, or with the run-to-run SD pooled over the grid by name; the equal-spread check,
     :class:`SpreadCheck`), :func:`point_percentiles` (merged json+ bins); :func:`per_point` (the same in
     the display units of :data:`storagebench.tables.METRICS`, what the figures draw) and :func:`point_table`
     (a table of it for a reader).

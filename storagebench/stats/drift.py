@@ -24,7 +24,14 @@ from ._common import as_list, check_confidence, require_columns, require_positiv
 _METHOD = ("OLS of log({metric}) on one mean per cell ({cells}) plus a common slope in {order}; the slope's t CI "
            "with {df} residual df, shown as % change from the first run to the last, exp(span x slope) - 1; and the Wald-Wolfowitz "
            "runs test of the signs of the residuals from the cell means (above/below their median) in {order} "
-           "order, normal approximation with continuity correction (statsmodels runstest_1samp)")
+           "order, normal approximation with continuity correction (statsmodels runstest_1samp); the unit is the run"
+           "{why}")
+_UNIT_METHOD = ("the unit is the set-up ({unit}), because its runs share its effect and follow each other in {order}: "
+                "per set-up the mean of its runs' log({metric}) residuals from the cell means ({cells}) and its mean "
+                "{order}; OLS of these {units} set-up means on one mean per set-up cell ({between}) plus a common "
+                "slope in mean {order}; the slope's t CI with {df} residual df, shown as % change from the first "
+                "set-up to the last, exp(span x slope) - 1; and the Wald-Wolfowitz runs test of the signs of the "
+                "set-up residuals in {order} order (statsmodels runstest_1samp)")
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,9 @@ class Drift:
     cells : tuple of str
         Columns whose combinations have a mean of their own (the treatments); the drift is what is left.
     n : int
-        Runs used.
+        Experimental units used: runs, or set-ups when ``unit`` is a set-up.
     df : int
-        Residual degrees of freedom of the slope (``n`` - cells - 1).
+        Residual degrees of freedom of the slope (``n`` - cells - 1; with set-ups, cells between set-ups).
     slope : float
         Change of ``log(metric)`` per unit of ``order``.
     pct_per_100 : float
@@ -60,8 +67,13 @@ class Drift:
         The runs test finds the residual signs clustered in run order (``runs_p < 1 - confidence``):
         neighbouring runs are more alike than chance allows, trend or not.
     residuals : pandas.DataFrame
-        ``order``, ``residual`` (log scale, from the cell means) and ``cell``, in run order (for a figure).
+        ``order``, ``residual`` (log scale, from the cell means) and ``cell``, in run order (for a figure);
+        with set-ups one row per set-up: its mean ``order``, mean residual and set-up cell.
     method : str
+    unit : str
+        ``"run"``, or the set-up column(s) joined by ``", "`` when the set-up is the unit.
+    runs : int
+        Runs behind the ``n`` units.
     """
 
     metric: str
@@ -83,6 +95,8 @@ class Drift:
     residuals: pd.DataFrame
     method: str
     clustered: bool = False
+    unit: str = "run"
+    runs: int = 0
 
     @property
     def alpha(self) -> float:
@@ -93,25 +107,31 @@ class Drift:
         """One sentence: the slope with its CI, n, the runs test and the verdict."""
         conf = f"{self.confidence:.{max(0, -int(math.floor(math.log10(1 - self.confidence))) - 2)}%}"
         what = what or self.metric
+        units = "runs" if self.unit == "run" else "set-ups"
         if not np.isfinite(self.slope):
-            return (f"Drift check ({what} vs {self.order}): not estimable with {self.n} runs in "
+            return (f"Drift check ({what} vs {self.order}): not estimable with {self.n} {units} in "
                     f"{self.n - self.df - 1 if self.df >= 0 else '?'} cells (no residual degrees of freedom).")
+        one = "run" if self.unit == "run" else "set-up"
         if not np.isfinite(self.runs_p):
             runs = "runs test not estimable"
         elif self.clustered:
             runs = (f"runs test of the residual signs p = {self.runs_p:.2g}: they cluster in run order (neighbouring "
-                    "runs are not independent)")
+                    f"{units} are not independent)")
         else:
-            runs = f"runs test of the residual signs p = {self.runs_p:.2g}: no clustering shown"
+            runs = f"runs test of the {one} residual signs p = {self.runs_p:.2g}: no clustering shown"
+            if self.unit != "run" and self.n < 10:
+                runs += f" (with {self.n} set-ups it can hardly show any)"
         def pct(x: float) -> str:
             return ("+" if x > 0 else "") + fmt_number(x) + "%"
 
         word = "drift shown" if self.drift else "no drift shown"
         # per 100 runs only where the sweep spans that many: beyond the data it is an extrapolation, not a finding
         per_100 = f"; {pct(self.pct_per_100)} per 100 runs" if self.span >= 100 else ""
-        return (f"Drift check ({what} against the run order, after each cell's mean): {pct(self.pct_over_span)} "
-                f"from the first run to the last ({conf} CI {pct(self.ci_low_pct)} to {pct(self.ci_high_pct)}"
-                f"{per_100}), n = {self.n} runs, {self.df} residual df: {word}; {runs}; alpha = {self.alpha:g}.")
+        n = f"n = {self.n} runs" if self.unit == "run" else f"n = {self.n} set-ups ({self.runs} runs)"
+        means = "" if self.unit == "run" else ", on set-up means"
+        return (f"Drift check ({what} against the run order, after each cell's mean{means}): "
+                f"{pct(self.pct_over_span)} from the first {one} to the last ({conf} CI {pct(self.ci_low_pct)} to "
+                f"{pct(self.ci_high_pct)}{per_100}), {n}, {self.df} residual df: {word}; {runs}; alpha = {self.alpha:g}.")
 
 
 def _runs_test(x: np.ndarray) -> tuple[float, float]:
@@ -122,14 +142,86 @@ def _runs_test(x: np.ndarray) -> tuple[float, float]:
     return float(z), float(p)
 
 
+def _slope_fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray, confidence: float) -> tuple[float, ...]:
+    """Common slope of ``y`` in ``x`` within the groups ``codes`` (ANCOVA): slope, lower, upper, p, df
+    (NaN and the df when there is no residual df or no spread of ``x`` within groups)."""
+    k = int(codes.max()) + 1
+    resid = y - pd.Series(y).groupby(codes).transform("mean").to_numpy()
+    xc = x - pd.Series(x).groupby(codes).transform("mean").to_numpy()
+    dof = y.size - k - 1
+    sxx = float((xc ** 2).sum())
+    if dof < 1 or sxx <= 0:
+        return math.nan, math.nan, math.nan, math.nan, dof
+    slope = float((xc * resid).sum() / sxx)
+    e = resid - slope * xc
+    se = math.sqrt(float((e ** 2).sum()) / dof / sxx)
+    t = st.t.ppf(0.5 + confidence / 2, dof)
+    p = float(2 * st.t.sf(abs(slope / se), dof)) if se > 0 else (0.0 if slope else 1.0)
+    return slope, slope - t * se, slope + t * se, p, dof
+
+
+def _label(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
+    return frame[cols].astype(str).agg("|".join, axis=1) if cols else pd.Series("all", index=frame.index)
+
+
+def _by_unit(work: pd.DataFrame, y: np.ndarray, cells_l: list[str], unit_l: list[str], order: str) -> tuple:
+    """Per set-up: mean residual of log y from the cell means, mean ``order``, and the set-up cell (the cell
+    columns constant within every set-up); and the set-up cell columns."""
+    cell_codes = pd.factorize(_label(work, cells_l))[0]
+    frame = work[list(dict.fromkeys(unit_l + cells_l))].copy()
+    frame["_r"] = y - pd.Series(y).groupby(cell_codes).transform("mean").to_numpy()
+    frame["_x"] = work[order].to_numpy(float)
+    frame["_u"] = _label(work, unit_l).to_numpy()
+    between = [c for c in cells_l if (frame.groupby("_u")[c].nunique() <= 1).all()]
+    g = frame.groupby("_u", sort=False)
+    units = pd.DataFrame({"r": g["_r"].mean(), "x": g["_x"].mean()})
+    units["cell"] = _label(g[between].first(), between) if between else "all"
+    return units.sort_values("x", kind="stable"), between
+
+
+def _setup_is_unit(work: pd.DataFrame, cells_l: list[str], unit_l: list[str]) -> bool:
+    """The set-up is the unit when some cell holds runs of several set-ups (else each set-up's effect is
+    absorbed by its cell's mean, or each run is its own set-up)."""
+    if not unit_l:
+        return False
+    u = _label(work, unit_l)
+    if u.nunique() == len(work):
+        return False
+    return bool(u.groupby(_label(work, cells_l).to_numpy()).nunique().max() > 1)
+
+
+def _pct(b: float, over: float) -> float:
+    return float(np.expm1(over * b) * 100)
+
+
+def _unit_drift(work: pd.DataFrame, y: np.ndarray, args: tuple, confidence: float) -> Drift:
+    """:func:`drift_check` on set-up means (``args``: metric, order, cells, unit columns)."""
+    metric, order, cells_l, unit_l = args
+    units, between = _by_unit(work, y, cells_l, unit_l, order)
+    codes = pd.factorize(units["cell"])[0]
+    x, r = units["x"].to_numpy(float), units["r"].to_numpy(float)
+    slope, lo, hi, p, dof = _slope_fit(r, x, codes, confidence)
+    resid = r - pd.Series(r).groupby(codes).transform("mean").to_numpy()
+    runs_z, runs_p = _runs_test(resid)
+    span = float(x.max() - x.min())
+    method = _UNIT_METHOD.format(unit=", ".join(unit_l), order=order, metric=metric, cells=", ".join(cells_l) or
+                                 "one cell", units=len(units), between=", ".join(between) or "one cell", df=dof)
+    residuals = pd.DataFrame({order: x, "residual": resid, "cell": units["cell"].to_numpy()})
+    return Drift(metric, order, tuple(cells_l), len(units), dof, slope, _pct(slope, 100), span, _pct(slope, span),
+                 _pct(lo, span), _pct(hi, span), p, runs_z, runs_p, confidence, bool(p < 1 - confidence), residuals,
+                 method, bool(runs_p < 1 - confidence), ", ".join(unit_l), len(work))
+
+
 def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], order: str = "run_order",
-                confidence: float = CONFIDENCE) -> Drift:
-    """Do the runs drift with the run order? A common slope of ``log(metric)`` in ``order``, and a runs test.
+                confidence: float = CONFIDENCE, setup: str | Sequence[str] | None = None) -> Drift:
+    """Do the runs drift with the run order? A common slope of ``log(metric)`` in ``order``, and a runs test,
+    on the experimental unit: the run, or the set-up when runs share one.
 
     Parameters
     ----------
     df : pandas.DataFrame
-        One row per run (e.g. per-run totals): ``metric`` (> 0), ``order`` and the ``cells`` columns.
+        One row per run (e.g. per-run totals): ``metric`` (> 0), ``order``, the ``cells`` columns and, when
+        given, the ``setup`` column(s).
     metric : str
         Metric column (IOPS in 1/s, latency in ns ...), analysed on the log scale.
     cells : str or list of str
@@ -140,6 +232,13 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
         Run-order column (``run_order``: 0-based position in the sweep).
     confidence : float
         Level of the slope's CI; the verdict is at ``alpha = 1 - confidence``.
+    setup : str or list of str, optional
+        Column(s) that name a set-up (``["setup", *setup factors]``). A set-up's runs follow each other and
+        share its effect, so they are not independent: when some cell holds runs of several set-ups, the
+        unit is the set-up, and the slope and the runs test are computed on one mean per set-up (its runs'
+        mean residual from the cell means, at its mean ``order``), within the cells that are constant within
+        set-ups. Without it, or when every run is its own set-up or every cell has one set-up, the unit is
+        the run (the sweep's runs are independent given their cell).
 
     Returns
     -------
@@ -148,55 +247,46 @@ def drift_check(df: pd.DataFrame, metric: str, *, cells: str | Sequence[str], or
     Raises
     ------
     StatsError
-        Missing columns, values <= 0 or NaN, NaN in ``order`` or ``cells``, fewer than 3 runs, bad
+        Missing columns, values <= 0 or NaN, NaN in ``order``, ``cells`` or ``setup``, fewer than 3 runs, bad
         ``confidence``.
 
     Notes
     -----
     The slope is the within-cell regression of an analysis of covariance (Montgomery, *Design and Analysis
-    of Experiments*, 8th ed., ch. 15) with ``order`` as the covariate; the runs test is Wald & Wolfowitz
-    (1940), Ann. Math. Stat. 11:147. Kalibera & Jones (2013, ISMM) recommend checking benchmark results
-    for such dependence on the order of execution before treating runs as independent. With fewer residual
-    degrees of freedom than 1 the result is NaN and says so.
+    of Experiments*, 8th ed., ch. 15) with ``order`` as the covariate, on the experimental unit (Hurlbert
+    1984, Ecol. Monogr. 54:187, on pseudoreplication: with the runs of a set-up counted as independent,
+    a sweep with no drift and a set-up SD equal to the run SD showed "drift" in 30% and "clustered" in 52%
+    of simulated sweeps; on set-up means 5%, ``benchmarks/bench_drift.py``); the runs test is Wald &
+    Wolfowitz (1940), Ann. Math. Stat. 11:147. Kalibera & Jones (2013, ISMM) recommend checking benchmark
+    results for such dependence on the order of execution before treating runs as independent. With
+    fewer residual degrees of freedom than 1 the result is NaN and says so.
     """
     cells_l = as_list(cells)
+    unit_l = as_list(setup) if setup is not None else []
     confidence = check_confidence(confidence)
-    require_columns(df, [metric, order, *cells_l])
+    require_columns(df, [metric, order, *cells_l, *unit_l])
     if len(df) < 3:
         raise StatsError(f"a drift check needs at least 3 runs, got {len(df)}")
     require_positive_finite(df[metric], metric)
-    for col in [order, *cells_l]:
+    for col in [order, *cells_l, *unit_l]:
         if df[col].isna().any():
             raise StatsError(f"column {col!r} has {int(df[col].isna().sum())} missing value(s)")
     work = df.sort_values(order, kind="stable").reset_index(drop=True)
     y = np.log(work[metric].to_numpy(float))
+    if _setup_is_unit(work, cells_l, unit_l):
+        return _unit_drift(work, y, (metric, order, cells_l, unit_l), confidence)
     x = work[order].to_numpy(float)
-    cell = (work[cells_l].astype(str).agg("|".join, axis=1) if cells_l else pd.Series("all", index=work.index))
+    cell = _label(work, cells_l)
     codes, _ = pd.factorize(cell)
-    k = int(codes.max()) + 1
-    n = len(y)
     resid0 = y - pd.Series(y).groupby(codes).transform("mean").to_numpy()  # from the cell means
-    xc = x - pd.Series(x).groupby(codes).transform("mean").to_numpy()     # order, centred within cells
-    dof = n - k - 1
-    sxx = float((xc ** 2).sum())
-    method = _METHOD.format(metric=metric, cells=", ".join(cells_l) or "one cell", order=order, df=dof)
+    slope, lo, hi, p, dof = _slope_fit(y, x, codes, confidence)
+    why = (" (each cell's runs come from one set-up, whose effect its mean absorbs)" if unit_l and
+           _label(work, unit_l).nunique() < len(work) else "")
+    method = _METHOD.format(metric=metric, cells=", ".join(cells_l) or "one cell", order=order, df=dof, why=why)
     runs_z, runs_p = _runs_test(resid0)
     residuals = pd.DataFrame({order: x, "residual": resid0, "cell": cell.to_numpy()})
     span = float(x.max() - x.min())
-    if dof < 1 or sxx <= 0:
-        nan = math.nan
-        return Drift(metric, order, tuple(cells_l), n, dof, nan, nan, span, nan, nan, nan, nan, runs_z, runs_p,
-                     confidence, False, residuals, method, bool(runs_p < 1 - confidence))
-    slope = float((xc * resid0).sum() / sxx)
-    e = resid0 - slope * xc
-    s2 = float((e ** 2).sum()) / dof
-    se = math.sqrt(s2 / sxx)
-    t = st.t.ppf(0.5 + confidence / 2, dof)
-    p = float(2 * st.t.sf(abs(slope / se), dof)) if se > 0 else (0.0 if slope else 1.0)
-
-    def pct(b: float, over: float) -> float:
-        return float(np.expm1(over * b) * 100)
-
-    return Drift(metric, order, tuple(cells_l), n, dof, slope, pct(slope, 100), span, pct(slope, span),
-                 pct(slope - t * se, span), pct(slope + t * se, span), p, runs_z, runs_p, confidence,
-                 bool(p < 1 - confidence), residuals, method, bool(runs_p < 1 - confidence))
+    drift = bool(np.isfinite(p) and p < 1 - confidence)
+    return Drift(metric, order, tuple(cells_l), len(y), dof, slope, _pct(slope, 100), span, _pct(slope, span),
+                 _pct(lo, span), _pct(hi, span), p, runs_z, runs_p, confidence, drift, residuals, method,
+                 bool(runs_p < 1 - confidence), "run", len(y))

@@ -454,8 +454,8 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
         Level of the CI of each level's latency.
     method : {"auto", "pooled_log", "log_t", "t"}
         CI method of :func:`storagebench.stats.point_estimates` with the load level as the point: by
-        default the geometric mean with a log-scale CI whose run-to-run SD is pooled over the levels (a
-        level with one run gets a CI when others have repetitions), per level when equal spread is rejected.
+        default the geometric mean with a log-scale CI from each level's own runs (``pooled_log`` pools the
+        run-to-run SD over the levels, and then a level with one run gets a CI when others have repetitions).
 
     Returns
     -------
@@ -477,8 +477,7 @@ def qos_max_load(df: pd.DataFrame, load: str, latency: str, limit: float, *,
     Notes
     -----
     A Student t interval of the arithmetic mean of two runs has 1 df (t = 12.7) and reaches below 0 ns;
-    on the log scale it cannot, and pooling over the levels gives it the residual df of the whole sweep
-    (:func:`storagebench.stats.point_estimates`; Student 1908).
+    on the log scale it cannot (:func:`storagebench.stats.point_estimates`; Student 1908).
     """
     require_columns(df, [load, latency])
     confidence = check_confidence(confidence)

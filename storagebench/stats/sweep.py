@@ -277,6 +277,12 @@ class SweepSummary:
                          f"SD of log IOPS {fmt_number(check.log_sd_min, 2)} to {fmt_number(check.log_sd_max, 2)}), "
                          f"so each {pct} CI rests on its point's own {n_lo if n_lo == n_hi else 'few'} runs and is "
                          "wide: rerun on a quiet host or add repetitions.")
+            elif check.method == "log_t":
+                reps += (f"Every {pct} CI is on the log scale from the point's own runs (n - 1 df), not pooled over "
+                         "the points: pooling when the CV differs between points would make the noisy points' CIs "
+                         "too narrow" + (f" ({check.test} p = {fmt_p(check.p)}, SD of log IOPS "
+                                         f"{fmt_number(check.log_sd_min, 2)} to {fmt_number(check.log_sd_max, 2)})."
+                                         if check.test else "."))
             else:
                 reps += f"Every interval is a {pct} CI from the point's own runs ({check.short()})."
         return Finding(reps, n=n_lo, unit_of_replication="fio runs per point", key="runs_per_point",
@@ -355,7 +361,7 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
     """Peak, recommended point, knees, caveats and n per point of a numjobs x iodepth sweep.
 
     The estimand of a point is the geometric mean of its runs' IOPS (and of their mean latencies), with
-    a log-scale CI that pools the run-to-run spread over the grid (:func:`storagebench.stats.point_estimates`);
+    a log-scale CI from its own runs (:func:`storagebench.stats.point_estimates`);
     the recommended point follows the one rule of :func:`storagebench.stats.recommend_parameters` (the
     cheapest load reaching 95% of the IOPS available before the p99 knee, Kneedle).
 

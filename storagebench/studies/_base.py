@@ -507,10 +507,12 @@ def common_findings(data: StudyData, *, metric: str = "iops", confidence: float 
     cells = data.factors
     drift = None
     if len(pr) >= 3:
-        drift = stats.drift_check(pr, metric, cells=cells, order="run_order", confidence=confidence)
+        setup = ["setup", *[f for f in data.study.setup_factors if f in pr.columns]]  # a set-up's identity
+        drift = stats.drift_check(pr, metric, cells=cells, order="run_order", confidence=confidence, setup=setup)
         out.append(Finding(drift.text("per-run IOPS" if metric == "iops" else metric),
                            estimate=drift.pct_over_span, ci=(drift.ci_low_pct, drift.ci_high_pct),
-                           confidence=confidence, n=drift.n, unit_of_replication="runs", unit="%",
+                           confidence=confidence, n=drift.n,
+                           unit_of_replication="runs" if drift.unit == "run" else "set-ups", unit="%",
                            method=drift.method, key="drift"))
     checked = pr["steady"].notna()
     bad = int((pr["steady"] == False).sum())  # noqa: E712
@@ -566,9 +568,13 @@ def finish(data: StudyData, *, title: str, question: str, findings: list[Finding
     if drift is not None:
         figs.setdefault("drift", lambda: drift_figure(drift))
         caps.setdefault("drift", (
-            f"Drift check: each run's {metric_words(metric)} as % from the mean of its cell ({', '.join(drift.cells)}) "
-            f"against its position in the sweep ({drift.n} runs), with the fitted common slope: "
-            f"{_pct(drift.pct_over_span)} from the first run to the last ({conf_text(confidence)} CI "
+            (f"Drift check: each run's {metric_words(metric)} as % from the mean of its cell ({', '.join(drift.cells)}) "
+             f"against its position in the sweep ({drift.n} runs)" if drift.unit == "run" else
+             f"Drift check: each set-up's mean {metric_words(metric)} as % from the mean of its cell "
+             f"({', '.join(drift.cells)}) against its mean position in the sweep ({drift.n} set-ups of "
+             f"{drift.runs} runs: the set-up is the unit)")
+            + f", with the fitted common slope: {_pct(drift.pct_over_span)} from the first "
+            f"{'run' if drift.unit == 'run' else 'set-up'} to the last ({conf_text(confidence)} CI "
             f"{_pct(drift.ci_low_pct)} to {_pct(drift.ci_high_pct)})."))
     if not data.timeseries.empty:
         figs.setdefault("steady", lambda: steady_figure(data))
@@ -666,7 +672,8 @@ def _short_name(column: str) -> str:
 
 
 def drift_figure(drift: stats.drift.Drift):
-    """Residuals (log scale, from the cell means) against the run order, with the fitted common slope.
+    """Residuals (log scale, from the cell means; per run, or per set-up when that is the unit) against the run
+    order, with the fitted common slope.
 
     Returns
     -------
@@ -679,7 +686,7 @@ def drift_figure(drift: stats.drift.Drift):
         x = np.array([r[drift.order].min(), r[drift.order].max()])
         xm = r[drift.order].mean()
         ax.plot(x, 100 * np.expm1(drift.slope * (x - xm)), color="C3",
-                label=f"{_pct(drift.pct_over_span)} first to last run")
+                label=f"{_pct(drift.pct_over_span)} first to last {'run' if drift.unit == 'run' else 'set-up'}")
         ax.legend(loc="best", fontsize="small")
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a position in the run order is a whole number
