@@ -136,19 +136,3 @@ def test_provenance_carries_the_caps_and_refuses_hostile_ones():
                  ["/dev/loop7"], {f"/dev/loop{i}": {"riops": 1} for i in range(100)}):
         with pytest.raises(SchemaError, match="set_up.caps"):
             SetUpInfo.from_json({"setup": 1, "caps": caps})
-
-
-def test_a_quick_known_answer_study_recovers_the_ratio_of_caps(require_root, fio_bin, tmp_path):
-    before = tb.leftovers()  # the module's loop device, when a test before made it
-    out = studies.run("ka_caps", out_dir=tmp_path, quick=True, fio_bin=fio_bin)
-    assert out.failed == 0 and out.completed == 6
-    (check,) = out.result.checks
-    assert check.truth == 2.0 and check.covered, check
-    assert 1.95 < check.estimate < 2.05
-    assert check.ci_high - check.ci_low < 0.2
-    prov = [json.loads(p.read_text()) for p in (out.study_dir / "raw").glob("*/provenance.json")]
-    caps = [sorted(c.values(), key=str) for c in (p["set_up"]["caps"] for p in prov)]
-    assert caps and all(c in ([{"riops": 200}], [{"riops": 400}]) for c in caps)
-    assert tb.leftovers() == before  # every build's devices and cgroup torn down
-    frame = out.result.checks_frame()
-    assert list(frame["covered"]) == [True]
