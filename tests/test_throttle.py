@@ -136,3 +136,17 @@ def test_provenance_carries_the_caps_and_refuses_hostile_ones():
                  ["/dev/loop7"], {f"/dev/loop{i}": {"riops": 1} for i in range(100)}):
         with pytest.raises(SchemaError, match="set_up.caps"):
             SetUpInfo.from_json({"setup": 1, "caps": caps})
+
+
+def test_cgroup_v2_io_max_and_no_throttle_here_is_said(tmp_path, monkeypatch):
+    """cgroup v2 cannot be made on this host (v1 blkio holds the io controller): its rule format, and what is said
+    when neither hierarchy can throttle."""
+    _throttle._set_rules(tmp_path, 2, "7:3", {"riops": 200, "wbps": 1 << 20})
+    assert (tmp_path / "io.max").read_text() == "7:3 riops=200 wiops=max rbps=max wbps=1048576\n"
+    monkeypatch.setattr(_throttle, "_V1_ROOT", tmp_path / "no-blkio")
+    monkeypatch.setattr(_throttle, "_v2_root", lambda: None)
+    with pytest.raises(TestbedError, match=r"no block-I/O throttle: .*echo \+io > /sys/fs/cgroup/cgroup.subtree_control"):
+        _throttle.hierarchy()
+    assert _throttle.leftovers() == []
+    monkeypatch.setattr(_throttle, "_v2_root", lambda: tmp_path)
+    assert _throttle.hierarchy() == (2, tmp_path)
