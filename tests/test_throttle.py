@@ -150,3 +150,33 @@ def test_cgroup_v2_io_max_and_no_throttle_here_is_said(tmp_path, monkeypatch):
     assert _throttle.leftovers() == []
     monkeypatch.setattr(_throttle, "_v2_root", lambda: tmp_path)
     assert _throttle.hierarchy() == (2, tmp_path)
+
+
+_CHILD = """
+import time
+from storagebench import testbed as tb
+with tb.loop_device("16M") as dev, tb.throttle({dev: {"riops": 100}}) as th:
+    print(dev.path, dev.backing_file, th.path, flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
+def test_a_killed_process_leaves_a_cgroup_testbed_leftovers_finds_and_removes(require_root, kill):
+    import signal
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True)
+    loop_path, backing, cgroup = proc.stdout.readline().split()
+    assert Path(cgroup).is_dir()
+    proc.send_signal(getattr(signal, kill))
+    proc.wait(timeout=60)
+    if kill == "SIGTERM":  # its own teardown ran: nothing left
+        assert not Path(cgroup).exists()
+        assert not [r for r in tb.leftovers(all_processes=True) if r["pid"] == proc.pid]
+        return
+    mine = {r["kind"]: r for r in tb.leftovers(all_processes=True) if r["pid"] == proc.pid}
+    assert set(mine) == {"cgroup", "loop"} and mine["cgroup"]["path"] == cgroup and not mine["cgroup"]["alive"]
+    removed = tb.cleanup_stale()
+    assert {cgroup, loop_path} <= {r["path"] for r in removed}
+    assert not Path(cgroup).exists() and not Path(backing).exists()
