@@ -180,3 +180,13 @@ def test_a_killed_process_leaves_a_cgroup_testbed_leftovers_finds_and_removes(re
     removed = tb.cleanup_stale()
     assert {cgroup, loop_path} <= {r["path"] for r in removed}
     assert not Path(cgroup).exists() and not Path(backing).exists()
+
+
+def test_a_plain_sweep_refuses_a_throttle_it_cannot_apply(tmp_path):
+    from storagebench import run_study
+
+    spec = {"name": "x", "target": str(tmp_path / "f"), "fixed": {"rw": "read"}, "size": "1m", "runtime": 1,
+            "throttle": {"device": {"riops": 200}}}
+    with pytest.raises(StudyError, match="throttle: caps devices a testbed builds"):
+        run_study(load_study(spec), out_dir=tmp_path)
+    assert not (tmp_path / "x").exists()  # refused before anything was written
