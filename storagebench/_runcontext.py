@@ -125,6 +125,9 @@ class RunContext:
         The sweep's progress bar.
     create_dirs : bool
         A target whose directory does not exist may be created (``--create-dirs``); otherwise it is refused.
+    cgroup : str, optional
+        The cgroup every fio process of the sweep runs in (a testbed build's throttle,
+        :func:`storagebench.testbed.throttle`): fio enters it before it executes.
     """
 
     study: Study
@@ -142,6 +145,7 @@ class RunContext:
     tally: Tally | None = None
     progress: Progress | None = None
     create_dirs: bool = False
+    cgroup: str | None = None
 
 
 def quiet_window_for(study: Study) -> float:
