@@ -213,7 +213,7 @@ def test_failing_run_is_recorded_with_fios_message(tmp_path, fio_bin):
     # stop_on_error raises fio's error, after recording it; measured runs stay
     with pytest.raises(FioError, match="Not a directory"):
         run_study(study, targets=targets, out_dir=tmp_path / "stop", fio_bin=fio_bin, progress=False,
-                  stop_on_error=True)
+                  stop_on_error=True, create_dirs=True)
     stop = StudyStore(tmp_path / "stop" / "failing")
     assert stop.completed_run_ids() <= {plan["good"]} and plan["bad"] in stop.failed_attempts()
 
