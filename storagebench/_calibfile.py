@@ -32,6 +32,7 @@ __all__ = [
     "CALIBRATION_FILE",
     "FORMAT_VERSION",
     "MAX_CALIBRATION_BYTES",
+    "AAComparison",
     "AAResult",
     "Calibration",
     "KnownCheck",
@@ -81,6 +82,19 @@ class KnownCheck:
 
 
 @dataclass(frozen=True)
+class AAComparison:
+    """One A/A comparison: the ratio B/A of the set-up geometric means, its CI and p, and whether it showed a
+    difference."""
+
+    index: int
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p: float
+    shown: bool
+
+
+@dataclass(frozen=True)
 class AAResult:
     """The A/A part of a calibration (see :func:`storagebench.calibrate.analyse_aa`).
 
@@ -95,6 +109,9 @@ class AAResult:
         Run-to-run and set-up-to-set-up coefficient of variation (fractions, 0.01 = 1 %).
     mde : float or None
         Smallest ratio detectable with the stated budget (> 1).
+    comparisons : tuple of AAComparison
+    mde_table : tuple of (int, int, float)
+        ``(set-ups per arm, runs per set-up, mde)`` for other budgets.
     """
 
     n: int
@@ -103,6 +120,8 @@ class AAResult:
     cv_run: float | None
     cv_setup: float | None
     mde: float | None
+    comparisons: tuple[AAComparison, ...] = ()
+    mde_table: tuple[tuple[int, int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,13 +202,47 @@ def _check(item: Any, path: Path, i: int) -> KnownCheck:
     return out
 
 
+def _whole(value: Any, path: Path, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**6:
+        raise _bad(path, where, f"must be a whole number from 0 to 1000000, got {str(value)[:60]!r}")
+    return value
+
+
+def _comparison(item: Any, path: Path, i: int) -> AAComparison:
+    m = _mapping(item, path, f"aa.comparisons[{i}]")
+    where = f"aa.comparisons[{i}]."
+    shown = m.get("shown")
+    if not isinstance(shown, bool):
+        raise _bad(path, where + "shown", f"must be true or false, got {str(shown)[:60]!r}")
+    return AAComparison(index=_whole(m.get("index"), path, where + "index"),
+                        ratio=_number(m.get("ratio"), path, where + "ratio", low=0.0),
+                        ci_low=_number(m.get("ci_low"), path, where + "ci_low", low=0.0),
+                        ci_high=_number(m.get("ci_high"), path, where + "ci_high", low=0.0),
+                        p=_number(m.get("p"), path, where + "p", low=0.0), shown=shown)
+
+
+def _mde_row(item: Any, path: Path, i: int) -> tuple[int, int, float]:
+    m = _mapping(item, path, f"aa.mde_table[{i}]")
+    where = f"aa.mde_table[{i}]."
+    return (_whole(m.get("setups_per_arm"), path, where + "setups_per_arm"),
+            _whole(m.get("runs_per_setup"), path, where + "runs_per_setup"),
+            _number(m.get("mde"), path, where + "mde", low=1.0))
+
+
+def _list(value: Any, path: Path, where: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 1000:
+        raise _bad(path, where, "must be a list of at most 1000 items")
+    return value
+
+
 def _aa(value: Any, path: Path) -> AAResult:
     m = _mapping(value, path, "aa")
     n = m.get("n")
     k = m.get("false_positives", 0)
     for key, v in (("n", n), ("false_positives", k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise _bad(path, f"aa.{key}", f"must be a whole number >= 0, got {str(v)[:60]!r}")
+        _whole(v, path, f"aa.{key}")
     if k > n:
         raise _bad(path, "aa.false_positives", f"must not exceed aa.n ({k} > {n})")
     rate = _number(m.get("false_positive_rate"), path, "aa.false_positive_rate", low=0.0, optional=True)
@@ -198,7 +251,11 @@ def _aa(value: Any, path: Path) -> AAResult:
     return AAResult(n=n, false_positives=k, false_positive_rate=rate,
                     cv_run=_number(m.get("cv_run"), path, "aa.cv_run", low=0.0, optional=True),
                     cv_setup=_number(m.get("cv_setup"), path, "aa.cv_setup", low=0.0, optional=True),
-                    mde=_number(m.get("mde"), path, "aa.mde", low=1.0, optional=True))
+                    mde=_number(m.get("mde"), path, "aa.mde", low=1.0, optional=True),
+                    comparisons=tuple(_comparison(c, path, i)
+                                      for i, c in enumerate(_list(m.get("comparisons"), path, "aa.comparisons"))),
+                    mde_table=tuple(_mde_row(r, path, i)
+                                    for i, r in enumerate(_list(m.get("mde_table"), path, "aa.mde_table"))))
 
 
 def read_calibration(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> Calibration:
@@ -237,8 +294,9 @@ def read_calibration(path: str | os.PathLike[str], *, root: str | os.PathLike[st
         raise _bad(p, "date", f"must be ISO 8601 UTC (2026-11-28T03:00:00Z), got {date[:60]!r}")
     host = _mapping(data.get("host"), p, "host")
     checks = data.get("checks")
-    if not isinstance(checks, list) or len(checks) > 1000:
-        raise _bad(p, "checks", "must be a list of at most 1000 checks")
+    if checks is None:
+        raise _bad(p, "checks", "is missing (a list, empty when there are no known-answer checks)")
+    checks = _list(checks, p, "checks")
     budget = _mapping(data.get("budget", {}), p, "budget")
     quick = data.get("quick", False)
     if not isinstance(quick, bool):

@@ -96,6 +96,53 @@ def testbed_cmd(
         raise typer.Exit(1)
 
 
+@_command("calibrate")
+@cli_errors(interrupted="the testbed was torn down and the runs measured so far are kept; give calibrate a new --out "
+                        "to start again")
+def calibrate_cmd(
+    *,  # typer passes every option by name
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="directory of the calibration (default results/calibration/<host>-<UTC stamp>/, where "
+                            "the write-ups of studies under results/ find the latest one of their host)")] = None,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="6 A/A comparisons of 2 blocks x 2 runs of 1 s (48 s of fio, about 2 minutes on 2 cores) "
+                        "and the quick known-answer studies")] = False,
+    comparisons: Annotated[Optional[int], typer.Option(
+        "--comparisons", min=1, max=500, help="independent A/A comparisons (default 20; 6 with --quick)")] = None,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="write OUT/report.html")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="phases and ETA on stderr")] = True,
+    fio_bin: Annotated[str, typer.Option("--fio", metavar="PATH", help="fio executable")] = "fio",
+) -> None:
+    """Calibrate this host (root: loop devices): an A/A test, its noise floor and the smallest detectable ratio,
+    and the known-answer checks; writes OUT/calibration.json and OUT/report.html.
+
+    Examples:
+
+      storagebench calibrate --quick
+
+      storagebench calibrate --out results/calibration/lab1
+    """
+    from . import calibrate as cal
+    from ._calibfile import read_calibration
+
+    path = cal.calibrate(_out_dir(out) if out is not None else None, quick=quick, comparisons=comparisons,
+                         progress=progress, fio_bin=fio_bin, report=report)
+    c = read_calibration(path)
+    typer.echo(f"calibration of {c.hostname} -> {path}")
+    typer.echo(f"A/A: {c.aa.false_positives} of {c.aa.n} comparisons showed a difference "
+               f"(false-positive rate {c.aa.false_positive_rate:.0%}); run-to-run CV {100 * (c.aa.cv_run or 0):.1f}%, "
+               f"set-up-to-set-up CV {100 * (c.aa.cv_setup or 0):.1f}%; smallest detectable ratio {c.aa.mde:.3g} with "
+               f"{c.budget['mde_setups_per_arm']:g} set-ups per arm x {c.budget['mde_runs_per_setup']:g} runs "
+               f"(power {c.budget['power']:g}, alpha {c.budget['alpha']:g})")
+    for k in c.checks:
+        typer.echo(f"known answer {k.name}: truth {k.truth:.4g}, estimate {k.estimate:.4g} "
+                   f"[{k.ci_low:.4g}, {k.ci_high:.4g}], {'covered' if k.covered else 'NOT covered'}")
+    if not c.checks:
+        typer.echo("known answer: none (this storagebench has no known-answer studies)")
+    if report:
+        typer.echo(f"report: {path.parent / 'report.html'}")
+
+
 @_command("testbed-leftovers")
 @cli_errors()
 def testbed_leftovers_cmd(

@@ -53,18 +53,18 @@ import pandas as pd
 
 from . import stats
 from . import testbed as tb
-from ._calibfile import CALIBRATION_DIR, CALIBRATION_FILE, FORMAT_VERSION
+from ._calibfile import CALIBRATION_DIR, CALIBRATION_FILE, FORMAT_VERSION, Calibration
 from ._pubsite import _atomic_write
 from ._runner import SetUp, run_study
 from ._study import SetUpUnit, Study, load_study
 from ._version import __version__
 from .errors import StatsError, StudyError, TestbedError
-from .findings import CONFIDENCE
+from .findings import CONFIDENCE, Finding, Findings, fmt_number
 from .fio.process import fio_version
-from .studies import StudyData, load_data
+from .studies import StudyData, conf_text, load_data
 
-__all__ = ["AA_SPEC", "NOTEBOOK", "AAPlan", "aa_plan", "aa_study", "analyse_aa", "calibrate", "default_out",
-           "detectable_ratio"]
+__all__ = ["AA_SPEC", "NOTEBOOK", "AAPlan", "aa_plan", "aa_study", "analyse_aa", "calibrate", "calibration_figures",
+           "calibration_findings", "default_out", "detectable_ratio", "run_aa"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 #: The write-up notebook of a calibration (parameter ``study_dir``: the calibration's directory).
@@ -429,3 +429,99 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
 
         publish_report(out, notebooks=[NOTEBOOK])
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# the write-up
+
+
+def calibration_findings(cal: Calibration) -> Findings:
+    """The findings of a calibration's write-up: the A/A false-positive rate, the noise floor, the smallest
+    detectable ratio with its budget, and one per known-answer check (text from the file: shown through the
+    HTML gate by :class:`storagebench.findings.Findings`)."""
+    aa, out = cal.aa, []
+    if aa.n:
+        fpr = aa.false_positive_rate or 0.0
+        lo, hi = _binomial_ci(aa.false_positives, aa.n, CONFIDENCE)
+        out.append(Finding(
+            f"On identical arms, {aa.false_positives} of {aa.n} independent A/A comparisons showed a difference: "
+            f"a false-positive rate of {fpr:.0%} ({conf_text(CONFIDENCE)} CI {lo:.0%} to {hi:.0%}) against the "
+            f"nominal {1 - CONFIDENCE:.0%}.", estimate=fpr, ci=(lo, hi), confidence=CONFIDENCE, n=aa.n,
+            unit_of_replication="independent A/A comparisons (disjoint set-ups)", unit="share",
+            method="paired t on the per-block log ratio of set-up geometric means; Clopper-Pearson CI", key="aa_fpr"))
+    if aa.cv_run is not None and aa.cv_setup is not None:
+        out.append(Finding(
+            f"Noise floor of this host: run-to-run CV {100 * aa.cv_run:.1f}% within a set-up, set-up-to-set-up CV "
+            f"{100 * aa.cv_setup:.1f}% (IOPS).", estimate=aa.cv_setup, unit="CV",
+            unit_of_replication="set-ups of one configuration", key="noise_floor",
+            method="REML random-intercept model of log(IOPS) (stats.fit_mixed); CV = sqrt(exp(var) - 1)"))
+    if aa.mde is not None and {"mde_setups_per_arm", "mde_runs_per_setup"} <= set(cal.budget):
+        b = cal.budget
+        out.append(Finding(
+            f"With {b['mde_setups_per_arm']:g} set-ups per arm and {b['mde_runs_per_setup']:g} runs per set-up, the "
+            f"smallest ratio this host detects is {aa.mde:.3g} (power {b.get('power', 0.8):g}, two-sided alpha "
+            f"{b.get('alpha', 0.05):g}); a smaller effect is 'not shown', not absent.", estimate=aa.mde,
+            unit="ratio", key="mde", method="paired t power (statsmodels TTestPower, noncentral t; Cohen 1988)"))
+    for i, c in enumerate(cal.checks):
+        out.append(Finding(
+            f"Known answer {c.name}: truth {fmt_number(c.truth)}, estimate {fmt_number(c.estimate)} "
+            f"({fmt_number(c.ci_low)} to {fmt_number(c.ci_high)}): the CI {'covers' if c.covered else 'MISSES'} "
+            "the truth.", estimate=c.estimate, ci=(c.ci_low, c.ci_high), unit="ratio", key=f"check:{i}",
+            method=c.rule or "the known-answer study's own rule"))
+    if not cal.checks:
+        out.append(Finding("No known-answer checks were run: this storagebench has no known-answer studies.",
+                           caveat=True, key="no_checks"))
+    return Findings(tuple(out), title=f"What can this host ({cal.hostname}) tell apart?")
+
+
+def _forest(ax, labels: list[str], est, lo, hi, *, xlabel: str, ref) -> None:
+    y = np.arange(len(labels))[::-1]
+    ax.errorbar(est, y, xerr=[np.subtract(est, lo), np.subtract(hi, est)], fmt="o", color="black", capsize=3)
+    for r in np.atleast_1d(ref):
+        ax.axvline(r, ls="--", color="grey")
+    ax.set_yticks(y, labels)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+
+
+def calibration_figures(cal: Calibration) -> dict[str, tuple[Callable[[], Any], str]]:
+    """Figure name -> (function drawing it, caption): the A/A comparisons, the smallest detectable ratio by
+    budget and, when there are any, the known-answer checks."""
+    import matplotlib.pyplot as plt
+
+    out: dict[str, tuple[Callable[[], Any], str]] = {}
+    level = conf_text(CONFIDENCE)
+    if cal.aa.comparisons:
+        def aa_fig():
+            cs = cal.aa.comparisons
+            fig, ax = plt.subplots(figsize=(7, 1.5 + 0.3 * len(cs)))
+            _forest(ax, [f"comparison {c.index}" for c in cs], [c.ratio for c in cs], [c.ci_low for c in cs],
+                    [c.ci_high for c in cs], xlabel="IOPS ratio B/A (no unit, log scale)", ref=1.0)
+            fig.tight_layout()
+            return fig
+        out["aa"] = (aa_fig, f"A/A comparisons: IOPS ratio B/A of identical arms with its {level} CI, one row per "
+                             "independent comparison; dashed: 1 (no difference).")
+    if cal.aa.mde_table:
+        def mde_fig():
+            t = pd.DataFrame(cal.aa.mde_table, columns=["setups", "runs", "mde"])
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for runs, g in t.groupby("runs"):
+                ax.plot(g["setups"], g["mde"], marker="o", label=f"{runs} run(s) per set-up")
+            ax.set_xlabel("set-ups per arm (count)")
+            ax.set_ylabel("smallest detectable IOPS ratio (no unit)")
+            ax.legend()
+            fig.tight_layout()
+            return fig
+        out["mde"] = (mde_fig, "Smallest ratio detectable by budget (power 0.8, two-sided alpha 0.05), from this "
+                               "host's variance components.")
+    if cal.checks:
+        def checks_fig():
+            cs = cal.checks
+            fig, ax = plt.subplots(figsize=(7, 1.5 + 0.3 * len(cs)))
+            _forest(ax, [c.name for c in cs], [c.estimate / c.truth for c in cs], [c.ci_low / c.truth for c in cs],
+                    [c.ci_high / c.truth for c in cs], xlabel="estimate / truth (no unit, log scale)", ref=1.0)
+            fig.tight_layout()
+            return fig
+        out["checks"] = (checks_fig, f"Known-answer checks: estimate over truth with its {level} CI; dashed: 1 "
+                                     "(the truth recovered).")
+    return out

@@ -434,7 +434,7 @@ KEYWORD_ENTRY_POINTS = {
     "publish.py": {"publish_report"},  # sb.publish_report(study_dir, notebooks, parameters, output=..., ...)
     "_pubexec.py": {"execute_notebook"},  # sb.execute_notebook(notebook, output_path, parameters, kernel_name=..., ...)
     "cli.py": {"run_cmd", "compare_cmd"},  # typer commands: typer passes every option by name
-    "_clitools.py": {"testbed_cmd", "scaling_cmd"},  # typer commands, as above
+    "_clitools.py": {"testbed_cmd", "scaling_cmd", "calibrate_cmd"},  # typer commands, as above
     "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
     "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
     "studies/_base.py": {"compare_arms", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
