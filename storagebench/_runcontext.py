@@ -120,6 +120,9 @@ class RunContext:
         The sweep's account (``None`` for one run measured outside a sweep).
     progress : Progress, optional
         The sweep's progress bar.
+    cgroup : str, optional
+        The cgroup every fio process of the sweep runs in (a testbed build's throttle,
+        :func:`storagebench.testbed.throttle`): fio enters it before it executes.
     """
 
     study: Study
@@ -136,6 +139,7 @@ class RunContext:
     stop_on_error: bool = False
     tally: Tally | None = None
     progress: Progress | None = None
+    cgroup: str | None = None
 
 
 def quiet_window_for(study: Study) -> float:

@@ -47,6 +47,7 @@ def run_fio(
     cwd: str | os.PathLike[str] | None = None,
     extra_args: Sequence[str] = (),
     record_path: str | os.PathLike[str] | None = None,
+    cgroup: str | os.PathLike[str] | None = None,
 ) -> FioRun:
     """Run ``fio --output-format=json+ --output=OUTPUT JOBFILE`` with a wall-clock limit.
 
@@ -73,6 +74,8 @@ def run_fio(
         Where to keep the run's process record while fio runs (see
         :func:`storagebench.fio.process.spawn`), so that a later sweep can stop what a killed one
         left running.
+    cgroup : path, optional
+        Run fio and its workers inside this cgroup (a testbed's throttle; :func:`storagebench.fio.process.spawn`).
 
     Returns
     -------
@@ -98,7 +101,7 @@ def run_fio(
     start = time.monotonic()
     with open(stderr_path, "wb") as err:
         fp = process.spawn(cmd, marker=os.fspath(jobfile), stdout=err, stderr=err, cwd=cwd,
-                           record_path=record_path)
+                           record_path=record_path, cgroup=cgroup)
         with fp:  # any exception (KeyboardInterrupt, SystemExit): fio and its workers are stopped
             try:
                 rc = fp.wait(timeout_s)

@@ -63,6 +63,10 @@ class SetUp:
         What a reader must know about the build.
     phases_s : mapping of str to float
         Wall time of the build's phases so far, s (e.g. ``build``, ``precondition``).
+    cgroup : str, optional
+        The build's throttle cgroup (:func:`storagebench.testbed.throttle`): every fio run on the build runs in it.
+    caps : mapping
+        Device path -> its caps under that cgroup (each run's ``provenance.json`` records them: ``set_up.caps``).
     """
 
     targets: Mapping[str, str]
@@ -70,6 +74,8 @@ class SetUp:
     devices: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
     phases_s: Mapping[str, float] = field(default_factory=dict)
+    cgroup: str | None = None
+    caps: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -354,6 +360,8 @@ def _run_unit(ctx: RunContext, unit: SetUpUnit, testbed: Callable[[SetUpUnit], A
         if not isinstance(built, SetUp):
             raise StudyError(f"testbed of study {study.name} must yield a storagebench._runner.SetUp, got "
                              f"{type(built).__name__}")
+        if built.caps and not built.cgroup:
+            raise StudyError(f"testbed of study {study.name}: caps {dict(built.caps)} without the cgroup that holds them")
         build_id = uuid.uuid4().hex[:12]
         ctx.store.append_setup(TestbedRecord(
             study=study.name, set_up_at=set_up_at, setup=unit.setup, block=unit.block, arm=dict(unit.arm),
@@ -362,7 +370,8 @@ def _run_unit(ctx: RunContext, unit: SetUpUnit, testbed: Callable[[SetUpUnit], A
             phases_s=dict(built.phases_s)))
         ctx.tally.builds.append(build_id)
         on_build = replace(ctx, targets={**(ctx.targets or {}), **built.targets},
-                           allow_devices=[*ctx.allow_devices, *built.allow_devices],
-                           set_up=SetUpInfo(setup=unit.setup, block=unit.block, arm=dict(unit.arm), build_id=build_id))
+                           allow_devices=[*ctx.allow_devices, *built.allow_devices], cgroup=built.cgroup,
+                           set_up=SetUpInfo(setup=unit.setup, block=unit.block, arm=dict(unit.arm), build_id=build_id,
+                                            caps={d: dict(c) for d, c in built.caps.items()}))
         for group in unit.groups:
             run_group(on_build, group)

@@ -269,7 +269,7 @@ def _measure(ctx: RunContext, run: _Run) -> float:
                 check_measured(doc or {}, stderr.read_text(errors="replace"), head, res.returncode)
             else:
                 run_fio(job_path, output, stderr, fio_bin=ctx.fio_exe, timeout_s=ctx.timeout_s, cwd=run.staging,
-                        record_path=run.staging / process.RECORD_NAME)
+                        record_path=run.staging / process.RECORD_NAME, cgroup=ctx.cgroup)
         finally:
             duration = time.monotonic() - t0
             _write_provenance(ctx, run, pending.result(), duration, quiet, client)

@@ -53,6 +53,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._caps import check_throttle
 from ._plan import RunPlan, RunPoint, SetUpUnit
 from ._safeyaml import dump_yaml, load_yaml, read_text_capped
 from ._specvalues import (
@@ -236,6 +237,11 @@ class Study(StudyRules, BaseModel):
         run's ``provenance.json`` records what was done (``host_steps``). Part of :attr:`spec_hash` when
         not empty: a cold cache or another scheduler is another measurement. Not with ``hosts``
         (the targets are on the servers).
+    throttle : dict
+        Block-I/O caps of the testbed's devices (a known-answer study, :func:`storagebench.studies.known_answer_names`):
+        device role (the study module's ``throttle_roles``) -> ``{riops, wiops, rbps, wbps}``, each a positive integer
+        in its range (:func:`storagebench._caps.check_caps`). Part of :attr:`spec_hash` when not empty: a cap is what
+        is measured.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -262,6 +268,7 @@ class Study(StudyRules, BaseModel):
     test_factors: dict[str, list[Any]] = Field(default_factory=dict)
     test_settings: dict[str, Any] = Field(default_factory=dict)
     host_steps: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
+    throttle: dict[str, dict[str, int]] = Field(default_factory=dict)
 
     #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
     #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
@@ -461,6 +468,11 @@ class Study(StudyRules, BaseModel):
                              f"[{', '.join(TEST_SETTINGS)}] (levels go under test_factors)")
         return v
 
+    @field_validator("throttle", mode="before")
+    @classmethod
+    def _throttle_ok(cls, v: Any) -> Any:
+        return check_throttle(v)
+
     @field_validator("host_steps", mode="before")
     @classmethod
     def _host_steps_ok(cls, v: Any) -> Any:
@@ -618,7 +630,7 @@ def _format_errors(exc: ValidationError) -> str:
             continue
         msg = str(err.get("msg", ""))
         msg = msg.removeprefix("Value error, ")
-        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps")):
+        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps", "throttle")):
             msgs.append(msg)  # our own messages carry their full key path
         elif kind == "value_error":
             msgs.append(f"{loc}: {msg}" if loc else msg)

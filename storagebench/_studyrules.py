@@ -30,7 +30,7 @@ DEFAULT_MAX_RUNS = 100_000
 #: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
 #: that every spec written before they existed keeps its hash (and its results resume).
 _DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": [],
-                                    "host_steps": []}
+                                    "host_steps": [], "throttle": {}}
 
 
 #: Columns the plan itself adds to every run (``point.json``, the ``runs`` table): not factor names.

@@ -26,9 +26,12 @@ from typing import Any
 
 import orjson
 
+from ._caps import check_caps
 from ._inputs import read_input
 from .errors import SchemaError
 
+#: Most devices of one run's ``set_up.caps`` (a testbed build caps a handful).
+MAX_CAPPED_DEVICES = 64
 #: Largest ``provenance.json`` read, bytes (a record is a few KiB).
 MAX_RECORD_BYTES = 4 * 2**20
 
@@ -277,18 +280,24 @@ class SetUpInfo:
         Levels of the study's ``setup_factors`` the build serves.
     build_id : str or None
         The build's random id, as in ``testbed.json`` (:class:`TestbedRecord`).
+    caps : dict
+        The block-I/O caps the run's fio ran under (:func:`storagebench.testbed.throttle`): device path -> ``{riops,
+        wiops, rbps, wbps}`` (those set; :func:`storagebench._caps.check_caps`). Empty: no throttle (and in files
+        written before the field existed, which read as format 1 unchanged).
     """
 
     setup: int = 1
     block: int | None = None
     arm: dict[str, Any] = field(default_factory=dict)
     build_id: str | None = None
+    caps: dict[str, dict[str, int]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready data."""
+        """JSON-ready data (``caps`` only when there are some)."""
+        caps = {"caps": {d: dict(c) for d, c in self.caps.items()}} if self.caps else {}
         return {"setup": self.setup, "block": self.block, "arm": dict(self.arm), "build_id": self.build_id,
-                **self.extra}
+                **caps, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SetUpInfo:
@@ -301,7 +310,23 @@ class SetUpInfo:
         if not isinstance(arm, Mapping):
             raise SchemaError(f"set_up.arm: must be an object, got {arm!r}")
         known["arm"] = dict(arm)
+        known["caps"] = _caps_of(known.get("caps") or {})
         return cls(**known, extra=extra)
+
+
+def _caps_of(caps: Any) -> dict[str, dict[str, int]]:
+    """``set_up.caps`` read through the one rule of a cap (:func:`storagebench._caps.check_caps`)."""
+    if not isinstance(caps, Mapping) or len(caps) > MAX_CAPPED_DEVICES:
+        raise SchemaError(f"set_up.caps: must be an object of at most {MAX_CAPPED_DEVICES} devices, got {caps!r}"[:300])
+    out = {}
+    for device, c in caps.items():
+        if not isinstance(device, str) or not device.startswith("/dev/") or len(device) > 256:
+            raise SchemaError(f"set_up.caps: a key must be a /dev path, got {device!r}"[:300])
+        try:
+            out[device] = check_caps(c, f"set_up.caps[{device!r}]")
+        except ValueError as exc:
+            raise SchemaError(str(exc)[:300]) from None
+    return out
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import _throttle
 from ._safety import check_run
 from ._store import pid_alive  # one liveness rule for stale staging dirs and stale testbeds
 from ._testbedbase import (
@@ -64,7 +65,10 @@ __all__ = [
     "parse_size",
     "precondition",
     "PRECONDITION_LOOPS",
+    "throttle",
+    "Throttle",
 ]
+Throttle = _throttle.Throttle
 
 #: filesystems :func:`filesystem` can make
 FSTYPES = ("ext4", "xfs", "btrfs")
@@ -275,13 +279,10 @@ def _ours(device: str) -> bool:
     return False
 
 
-def _require_ours(devices: Sequence[str], what: str) -> None:
+def _require_ours(devices: Sequence[str], what: str, act: str = "make a filesystem on") -> None:
     for d in devices:
         if not _ours(d):
-            raise TestbedError(
-                f"{what}: refusing to make a filesystem on {d}: it is not a loop or zram device this "
-                "testbed created"
-            )
+            raise TestbedError(f"{what}: refusing to {act} {d}: it is not a loop or zram device this testbed created")
 
 
 def _umount(mountpoint: str) -> None:
@@ -403,6 +404,18 @@ def btrfs_raid0(devices: Sequence[str | LoopDevice], *, mount_options: str | Non
     if len(paths) < 2:
         raise TestbedError(f"btrfs_raid0 needs at least 2 devices, got {len(paths)}")
     return _mounted(paths, "btrfs", "raid0", mount_options)
+
+
+def throttle(caps_by_device):
+    """Cap devices this testbed created (loop, zram) with the block-I/O throttle: a context manager yielding a
+    :class:`storagebench._throttle.Throttle`, whose cgroup fio must run in (``SetUp(cgroup=...)``); removed on exit.
+
+    ``caps_by_device``: device path or :class:`LoopDevice`/:class:`ZramDevice` -> caps (``{"riops": 200}``). Raises
+    :class:`TestbedError` for a device we did not create, bad caps or no throttle here (:mod:`storagebench._throttle`).
+    """
+    paths = {getattr(d, "path", d): c for d, c in caps_by_device.items()}
+    _require_ours(list(paths), "throttle", "cap")
+    return _throttle.throttle(paths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,7 +542,7 @@ _PID_RE = re.compile(rf"{PREFIX}-(\d+)-")
 
 
 def leftovers(*, all_processes: bool = False) -> list[dict]:
-    """Loop devices, mounts and zram devices of ours that are still present.
+    """Loop devices, mounts, zram devices and throttle cgroups of ours that are still present.
 
     Parameters
     ----------
@@ -540,7 +553,7 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
     Returns
     -------
     list of dict
-        ``{"kind": "loop"|"mount"|"zram", "path": ..., "pid": ..., "alive": ...}``; an empty
+        ``{"kind": "loop"|"mount"|"zram"|"cgroup", "path": ..., "pid": ..., "alive": ...}``; an empty
         list means nothing is left.
     """
     found: dict[tuple[str, str], dict] = {}
@@ -566,6 +579,8 @@ def leftovers(*, all_processes: bool = False) -> list[dict]:
         if (rec.get("kind") == "zram" and re.fullmatch(r"/dev/zram\d+", rec["path"])
                 and rec["path"] == f"/dev/zram{rec.get('id')}" and Path(f"/sys/block/zram{rec.get('id')}").exists()):
             add("zram", rec["path"], int(rec.get("pid", -1)))
+    for rec in _throttle.leftovers():
+        add(rec["kind"], rec["path"], rec["pid"])
     return sorted(found.values(), key=lambda r: (r["kind"], r["path"]))
 
 
@@ -581,6 +596,9 @@ def cleanup_stale() -> list[dict]:
         _umount(r["path"])
         with contextlib.suppress(OSError):
             os.rmdir(r["path"])
+        removed.append(r)
+    for r in (x for x in stale if x["kind"] == "cgroup"):  # before the devices its rules name
+        _throttle.remove_cgroup(r["path"])
         removed.append(r)
     for r in (x for x in stale if x["kind"] == "zram"):
         _zram_remove(int(r["path"].removeprefix("/dev/zram")))

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._recorded import boot_id
-from ..errors import FioNotFoundError
+from ..errors import FioError, FioNotFoundError
 from ._output import FATAL_PATTERNS as FATAL_PATTERNS  # reached here too, as before
 from ._output import fatal_lines, fio_message, zero_io_jobs
 from ._proc import (
@@ -137,6 +137,24 @@ def _prctl():
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     if _PRCTL:
         _PRCTL(1, 9)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
+
+
+def _enter_cgroup(procs: str, then: Any):
+    """The pre-exec step that moves the child into the cgroup whose ``cgroup.procs`` is ``procs``, then runs
+    ``then`` (the parent-death signal) if given; an error there makes :class:`subprocess.Popen` raise."""
+    if not os.path.isfile(procs):
+        raise FioError(f"cannot run fio in the cgroup of {procs}: it is not there")
+
+    def enter() -> None:  # pragma: no cover - runs in the child between fork and exec
+        fd = os.open(procs, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+        if then is not None:
+            then()
+
+    return enter
 
 
 _SETPRIV: list[str] | None = None
@@ -413,6 +431,7 @@ def spawn(
     record_path: str | os.PathLike[str] | None = None,
     die_with_parent: bool = True,
     exe_name: str | None = None,
+    cgroup: str | os.PathLike[str] | None = None,
 ) -> FioProcess:
     """Start fio in a session (and process group) of its own, tied to this process.
 
@@ -439,6 +458,10 @@ def spawn(
     exe_name : str, optional
         Name of fio's executable when ``cmd[0]`` is a wrapper that execs it (``ip netns exec``);
         default ``os.path.basename(cmd[0])``.
+    cgroup : path, optional
+        A cgroup directory (a throttle's, :func:`storagebench.testbed.throttle`): fio enters it between fork and
+        exec (writes ``0`` to its ``cgroup.procs``), so fio and every worker it forks run inside it from their
+        first I/O. If it cannot be entered, fio is not started.
 
     Returns
     -------
@@ -459,9 +482,11 @@ def spawn(
     # fio's binary, when argv[0] is fio itself (not a wrapper such as ``ip netns exec``): what every kill checks
     exe_path = shutil.which(argv[0]) if os.path.basename(argv[0]) == exe_name else None
     exe_id = None if exe_path is None else exe_identity(exe_path)
-    token = _WATCHDOG.register(marker, exe_name, exe_id) if die_with_parent else None  # before fio exists: no gap
     prefix = _pdeathsig_prefix() if die_with_parent else []
     preexec = _die_with_parent if die_with_parent and not prefix and _prctl() else None
+    if cgroup is not None:
+        preexec = _enter_cgroup(os.path.join(os.fspath(cgroup), "cgroup.procs"), preexec)
+    token = _WATCHDOG.register(marker, exe_name, exe_id) if die_with_parent else None  # before fio exists: no gap
     try:
         popen = subprocess.Popen([*prefix, *argv], stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
                                  cwd=cwd, start_new_session=True, preexec_fn=preexec)

@@ -23,6 +23,15 @@ The protocol: a study module defines
     Returns a :class:`TestbedResult` from a :class:`StudyData` (:func:`load_data`). Keyword-only
     parameters with defaults are the study's analysis parameters (``storagebench testbed NAME -p
     key=value``, the notebook's ``params``).
+``throttle_roles`` (optional)
+    The device roles the spec's ``throttle:`` may cap (:attr:`storagebench._study.Study.throttle`); the testbed
+    caps those devices with :func:`storagebench.testbed.throttle` and yields its cgroup and caps in the
+    :class:`SetUp` (``cgroup``, ``caps``), so every fio process runs inside the cgroup.
+``known_answer(data, result, *, confidence)`` (optional)
+    The :class:`KnownAnswerCheck` s of a known-answer run: the truth from the spec's caps by a stated rule, the
+    estimate and CI of ``result``. A module that has it and a spec ``ka_<name>.yaml`` beside its own gets a second
+    registry entry ``ka_<name>`` (:func:`known_answer_names`): the same testbed and analysis on capped devices, and
+    its result carries the checks. A module named ``ka_...`` is a known-answer study of its own.
 ``check_parameters(**parameters)`` (optional)
     Raises :class:`~storagebench.errors.StatsError` for parameter values ``analyse`` would refuse, so that
     they are refused before anything is built or measured.
@@ -72,6 +81,7 @@ from typing import Any
 import pandas as pd
 
 from .. import testbed as tb
+from .._caps import check_roles
 from .._runner import SetUp, SweepResult, run_study
 from .._store import StudyStore
 from .._study import SetUpUnit, Study, load_study
@@ -94,10 +104,11 @@ from ._base import (
     tost_plans,
     unit_values,
 )
+from ._results import KnownAnswerCheck
 
 __all__ = [
     # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
-    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "compare_arms", "unit_values",
+    "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "KnownAnswerCheck", "compare_arms", "unit_values",
     "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
     "region_bytes",
     # the registry
@@ -108,6 +119,7 @@ __all__ = [
     "TestbedStudy",
     "TestbedOutcome",
     "names",
+    "known_answer_names",
     "get",
     "run",
     "analyse",
@@ -126,6 +138,9 @@ STUDY_PATH_ENV = "STORAGEBENCH_STUDY_PATH"
 #: Entry-point group of study modules in installed packages.
 ENTRY_POINT_GROUP = "storagebench.studies"
 _PROTOCOL = ("name", "title", "question", "testbed", "analyse")
+#: Name of a known-answer study: ``ka_<study>`` (the variant of a study whose module has ``known_answer``, spec
+#: ``ka_<study>.yaml`` beside its own) or a module of its own so named.
+KNOWN_ANSWER_PREFIX = "ka_"
 
 
 @dataclass(frozen=True)
@@ -141,6 +156,9 @@ class TestbedStudy:
         ``<name>.yaml``.
     source : str
         Where it was found: ``"package"``, ``"path"`` (``STORAGEBENCH_STUDY_PATH``) or ``"entry point"``.
+    known_answer : bool
+        A known-answer study: its spec caps the testbed's devices (``throttle:``) and its module's
+        ``known_answer`` gives the checks of :attr:`TestbedResult.checks`.
     """
 
     __test__ = False  # not a pytest test class
@@ -149,6 +167,7 @@ class TestbedStudy:
     module: ModuleType
     spec_path: Path
     source: str
+    known_answer: bool = False
 
     @property
     def title(self) -> str:
@@ -171,6 +190,13 @@ class TestbedStudy:
         study = load_study(self.spec_path)
         if study.name != self.name:
             raise StudyError(f"{self.spec_path}: name must be {self.name!r} (the module's name), got {study.name!r}")
+        roles = tuple(getattr(self.module, "throttle_roles", ()))
+        try:
+            check_roles(study.throttle, roles, f"{self.spec_path}: throttle")
+        except ValueError as exc:
+            raise StudyError(str(exc)) from None
+        if self.known_answer and not study.throttle:
+            raise StudyError(f"{self.spec_path}: a known-answer study needs a throttle: section (caps of {list(roles)})")
         return study.test_variant() if quick else study
 
     def parameters(self) -> dict[str, Any]:
@@ -288,14 +314,32 @@ def discover() -> dict[str, TestbedStudy]:
             if out[name].module is module:
                 continue
             raise StudyError(f"two testbed study modules are named {name!r}: {where[name]} and {origin}")
-        out[name] = TestbedStudy(name=name, module=module, spec_path=_spec_beside(module, name), source=source)
+        spec = _spec_beside(module, name)
+        ka = callable(getattr(module, "known_answer", None))
+        out[name] = TestbedStudy(name=name, module=module, spec_path=spec, source=source,
+                                 known_answer=ka and name.startswith(KNOWN_ANSWER_PREFIX))
         where[name] = origin
+        variant = KNOWN_ANSWER_PREFIX + name
+        if ka and not name.startswith(KNOWN_ANSWER_PREFIX) and (spec.parent / f"{variant}.yaml").exists():
+            if variant in out:
+                raise StudyError(f"two testbed studies are named {variant!r}: {where[variant]} and {origin}")
+            out[variant] = TestbedStudy(name=variant, module=module, spec_path=spec.parent / f"{variant}.yaml",
+                                        source=source, known_answer=True)
+            where[variant] = f"{origin} (known-answer variant)"
     return dict(sorted(out.items()))
 
 
 def names() -> tuple[str, ...]:
     """The names of the testbed studies found (:func:`discover`), sorted."""
     return tuple(discover())
+
+
+def known_answer_names() -> list[str]:
+    """The known-answer studies (:attr:`TestbedStudy.known_answer`), sorted: each caps its devices (``throttle:``),
+    so the truth of its question follows from the caps by a stated rule, and its :class:`TestbedResult` carries
+    :class:`KnownAnswerCheck` s (``checks``). Run and analyse them as any testbed study (:func:`run`, :func:`analyse`).
+    """
+    return [n for n, ts in discover().items() if ts.known_answer]
 
 
 def get(name: str) -> TestbedStudy:
@@ -499,7 +543,13 @@ def analyse(name: str, study_dir: str | os.PathLike[str], *, confidence: float =
     ts = get(name)
     ts.check_parameters(params, confidence)
     data = load_data(name, study_dir)
-    return ts.module.analyse(data, confidence=confidence, **params)
+    result = ts.module.analyse(data, confidence=confidence, **params)
+    if not ts.known_answer:
+        return result
+    checks = tuple(ts.module.known_answer(data, result, confidence=confidence))
+    if not all(isinstance(c, KnownAnswerCheck) for c in checks):
+        raise StudyError(f"known_answer of study {name} must give KnownAnswerCheck s")
+    return dataclasses.replace(result, checks=checks)
 
 
 def _count(n: int, noun: str) -> str:

@@ -29,6 +29,58 @@ FINDINGS_COLUMNS = ("kind", "sentence", "estimate", "ci_low", "ci_high", "confid
 
 
 @dataclass(frozen=True)
+class KnownAnswerCheck:
+    """One known answer of a known-answer study: the truth its caps give, what the whole chain estimated.
+
+    Attributes
+    ----------
+    name : str
+        What is checked (``"width 4 / width 1 IOPS"``, ``"ext4 / raw IOPS, 4k"`` ...).
+    truth : float
+        The value the caps give by :attr:`rule` (a ratio, or IOPS).
+    estimate : float
+        The study's estimate (the same scale as ``truth``).
+    ci_low, ci_high : float
+        Its confidence interval at the study's ``confidence`` (NaN when not estimable).
+    covered : bool
+        ``ci_low <= truth <= ci_high``.
+    rule : str
+        How the truth follows from the caps, in words.
+    tost_margin : float or None
+        Where equivalence is shown: the margin of the TOST test, a fraction (0.01 = within 1%).
+    tost_p : float or None
+        Its p-value (the larger of the two one-sided p-values); equivalence shown when ``< 1 - confidence``.
+    overhead : float or None
+        A measured overhead the truth depends on (a fraction), when there is one: stated, never hidden in
+        :attr:`truth`.
+    """
+
+    name: str
+    truth: float
+    estimate: float
+    ci_low: float
+    ci_high: float
+    covered: bool
+    rule: str
+    tost_margin: float | None = None
+    tost_p: float | None = None
+    overhead: float | None = None
+
+    @classmethod
+    def of(cls, name: str, truth: float, estimate: float, ci: tuple[float, float], rule: str,
+           **extra: Any) -> KnownAnswerCheck:
+        """A check with :attr:`covered` computed from ``ci`` (``False`` for a CI that is not finite)."""
+        lo, hi = float(ci[0]), float(ci[1])
+        covered = bool(math.isfinite(lo) and math.isfinite(hi) and lo <= truth <= hi)
+        return cls(name=name, truth=float(truth), estimate=float(estimate), ci_low=lo, ci_high=hi,
+                   covered=covered, rule=rule, **extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (``calibration.json``'s ``checks[]``)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class StudyData:
     """A testbed study directory, read once: tables, per-run checks and set-up records.
 
@@ -127,6 +179,9 @@ class TestbedResult:
         Runs analysed, runs the SNIA PTS window did not find steady (or too short to test), runs
         with a "cache, not medium" caveat.
     caveats : tuple of str
+    checks : tuple of KnownAnswerCheck
+        The known answers of a known-answer study (:func:`storagebench.studies.known_answer_names`); empty
+        for the others.
     """
 
     __test__ = False  # not a pytest test class
@@ -146,6 +201,12 @@ class TestbedResult:
     runs_cache_not_medium: int
     caveats: tuple[str, ...] = ()
     captions: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    checks: tuple[KnownAnswerCheck, ...] = ()
+
+    def checks_frame(self) -> pd.DataFrame:
+        """One row per known-answer check (:class:`KnownAnswerCheck`'s fields; no rows for an ordinary study)."""
+        cols = [f.name for f in dataclasses.fields(KnownAnswerCheck)]
+        return pd.DataFrame([c.to_dict() for c in self.checks], columns=cols)
 
     @property
     def alpha(self) -> float:
