@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fio:
         from storagebench import studies
 
-        names = [s for s in args.studies.split(",") if s] or list(getattr(studies, "known_answer_names", list)())
+        names = [s for s in args.studies.split(",") if s] or studies.known_answer_names()
         reps = args.reps or 20
         with tempfile.TemporaryDirectory(prefix="sb-validity-", dir="/var/tmp") as tmp:
             aa = fio_aa(args.aa_comparisons, Path(tmp))

@@ -226,7 +226,8 @@ def _components(pr: pd.DataFrame) -> dict[str, Any]:
     with contextlib.suppress(StatsError):  # unbalanced (a failed run): the REML fit stands alone
         vc = stats.variance_components(df.assign(repetition=df["repetition"].astype(int)), ["unit", "repetition"],
                                        "log_iops")
-        out["kalibera_jones"] = {"var_setup": max(0.0, vc.t2[0]), "var_run": vc.t2[1], "method": vc.method}
+        # T^2 of the set-up level as estimated: negative by chance when the set-ups differ less than their runs
+        out["kalibera_jones"] = {"var_setup": vc.t2[0], "var_run": vc.t2[1], "method": vc.method}
     return out
 
 
@@ -324,21 +325,24 @@ def _host(fio_bin: str) -> dict[str, Any]:
 
 
 def _known_answer(out: Path, *, quick: bool, confidence: float, progress: bool, fio_bin: str) -> tuple[list, dict]:
-    """Run every known-answer study and collect its checks; ``({}, note)`` when this storagebench has none."""
+    """Run every known-answer study (:func:`storagebench.studies.known_answer_names`) and collect its checks."""
     from . import studies
 
-    names_of = getattr(studies, "known_answer_names", None)
-    if names_of is None:
+    names = studies.known_answer_names()
+    if not names:
         return [], {"note": "this storagebench has no known-answer studies (storagebench.studies.known_answer_names)"}
     checks, dirs = [], {}
-    for i, name in enumerate(names_of(), 1):
-        _say(progress, f"calibrate: known-answer study {i}: {name}")
+    for i, name in enumerate(names, 1):
+        _say(progress, f"calibrate: known-answer study {i} of {len(names)}: {name}")
         res = studies.run(name, out_dir=out / "known", quick=quick, progress=progress, fio_bin=fio_bin,
                           confidence=confidence)
         dirs[name] = os.path.relpath(res.study_dir, out)
-        checks += [{"study": name, "name": c.name, "truth": c.truth, "estimate": c.estimate, "ci_low": c.ci_low,
-                    "ci_high": c.ci_high, "covered": bool(c.covered), "rule": c.rule} for c in res.result.checks]
-    return checks, {"study_dirs": dirs}
+        for c in res.result.checks:
+            extra = {k: getattr(c, k) for k in ("tost_margin", "tost_p", "overhead") if getattr(c, k, None) is not None}
+            checks.append({"study": name, "name": c.name, "truth": c.truth, "estimate": c.estimate,
+                           "ci_low": c.ci_low, "ci_high": c.ci_high, "covered": bool(c.covered), "rule": c.rule,
+                           **extra})
+    return checks, {"studies": names, "study_dirs": dirs}
 
 
 def _say(progress: bool, text: str) -> None:
