@@ -478,11 +478,12 @@ def calibration_findings(cal: Calibration) -> Findings:
     return Findings(tuple(out), title=f"What can this host ({cal.hostname}) tell apart?")
 
 
-def _forest(ax, labels: list[str], est, lo, hi, *, xlabel: str, ref) -> None:
+def _forest(ax, rows: list[tuple[str, float, float, float]], xlabel: str) -> None:
+    """A forest of (label, estimate, CI low, CI high) on a log axis, dashed at 1."""
+    labels, est, lo, hi = (list(c) for c in zip(*rows, strict=True))
     y = np.arange(len(labels))[::-1]
     ax.errorbar(est, y, xerr=[np.subtract(est, lo), np.subtract(hi, est)], fmt="o", color="black", capsize=3)
-    for r in np.atleast_1d(ref):
-        ax.axvline(r, ls="--", color="grey")
+    ax.axvline(1.0, ls="--", color="grey")
     ax.set_yticks(y, labels)
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)
@@ -499,8 +500,8 @@ def calibration_figures(cal: Calibration) -> dict[str, tuple[Callable[[], Any], 
         def aa_fig():
             cs = cal.aa.comparisons
             fig, ax = plt.subplots(figsize=(7, 1.5 + 0.3 * len(cs)))
-            _forest(ax, [f"comparison {c.index}" for c in cs], [c.ratio for c in cs], [c.ci_low for c in cs],
-                    [c.ci_high for c in cs], xlabel="IOPS ratio B/A (no unit, log scale)", ref=1.0)
+            _forest(ax, [(f"comparison {c.index}", c.ratio, c.ci_low, c.ci_high) for c in cs],
+                    "IOPS ratio B/A (no unit, log scale)")
             fig.tight_layout()
             return fig
         out["aa"] = (aa_fig, f"A/A comparisons: IOPS ratio B/A of identical arms with its {level} CI, one row per "
@@ -522,8 +523,8 @@ def calibration_figures(cal: Calibration) -> dict[str, tuple[Callable[[], Any], 
         def checks_fig():
             cs = cal.checks
             fig, ax = plt.subplots(figsize=(7, 1.5 + 0.3 * len(cs)))
-            _forest(ax, [c.name for c in cs], [c.estimate / c.truth for c in cs], [c.ci_low / c.truth for c in cs],
-                    [c.ci_high / c.truth for c in cs], xlabel="estimate / truth (no unit, log scale)", ref=1.0)
+            _forest(ax, [(c.name, c.estimate / c.truth, c.ci_low / c.truth, c.ci_high / c.truth) for c in cs],
+                    "estimate / truth (no unit, log scale)")
             fig.tight_layout()
             return fig
         out["checks"] = (checks_fig, f"Known-answer checks: estimate over truth with its {level} CI; dashed: 1 "
