@@ -91,6 +91,8 @@ from ..records import TestbedRecord
 from ._base import (
     StudyData,
     TestbedResult,
+    capped,
+    caps_text,
     check_study_name,
     compare_arms,
     conf_text,
@@ -110,7 +112,7 @@ __all__ = [
     # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
     "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "KnownAnswerCheck", "compare_arms", "unit_values",
     "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
-    "region_bytes",
+    "region_bytes", "capped", "caps_text",
     # the registry
     "SPEC_DIR",
     "NOTEBOOK",

@@ -29,7 +29,10 @@ from matplotlib.ticker import (
 )
 
 from .. import stats
+from .. import testbed as tb
+from .._caps import caps_text
 from .._inputs import completed_runs, open_input
+from .._runner import SetUp
 from .._store import StudyStore
 from .._study import Study, load_study
 from ..errors import StatsError, StudyError
@@ -40,7 +43,7 @@ from ..runlevel import per_run
 from ..schema import MAX_TABLE_BYTES
 from ..tables import metric_words
 from ..testbed import parse_size
-from ._results import FINDINGS_COLUMNS, StudyData, TestbedResult, conf_text  # noqa: F401
+from ._results import FINDINGS_COLUMNS, KnownAnswerCheck, StudyData, TestbedResult, conf_text  # noqa: F401
 
 __all__ = [
     "Finding",
@@ -58,6 +61,9 @@ __all__ = [
     "plain_log_axis",
     "region_bytes",
     "loop_size",
+    "capped",
+    "caps_text",
+    "KnownAnswerCheck",
 ]
 
 #: Round of the per-second IOPS log (fio ``log_avg_msec=1000``), s.
@@ -70,6 +76,41 @@ _LOG_PARTS = ("host", "job", "log_index", "direction")
 
 # ---------------------------------------------------------------------------------------------
 # sizes
+
+
+def capped(stack: contextlib.ExitStack, study: Study, setup: SetUp, devices_by_role: Mapping[str, Sequence[Any]]) -> SetUp:
+    """``setup`` with the spec's caps (``throttle:``) on its devices: one throttle (:func:`storagebench.testbed.throttle`)
+    entered on ``stack``, whose cgroup every fio run of the build runs in.
+
+    Parameters
+    ----------
+    stack : contextlib.ExitStack
+        The build's stack: the throttle is removed with the build (before its devices).
+    study : Study
+        Its ``throttle`` maps a device role to caps; roles it does not name are not capped.
+    setup : SetUp
+        The build.
+    devices_by_role : mapping
+        Role -> the devices (paths, :class:`storagebench.testbed.LoopDevice` or ``ZramDevice``) that role names.
+
+    Returns
+    -------
+    SetUp
+        With ``cgroup``, ``caps``, the throttle's record among ``devices`` and a note; ``setup`` itself when the spec
+        caps nothing.
+    """
+    caps = {getattr(d, "path", d): study.throttle[role] for role, devs in devices_by_role.items()
+            if role in study.throttle for d in devs}
+    if not caps:
+        return setup
+    th = stack.enter_context(tb.throttle(caps))
+    words = "; ".join(f"{role}: {caps_text(study.throttle[role])} per device" for role in devices_by_role
+                      if role in study.throttle)
+    note = (f"known answer: the devices are capped by the kernel's block-I/O throttle (cgroup v{th.version}; {words}); "
+            "fio and its workers run in that cgroup. A cap is a token bucket, not a disk: no service time, seek or "
+            "queue in the device (docs/testbed.md)")
+    return dataclasses.replace(setup, cgroup=th.path, caps=th.caps, devices=(*setup.devices, th.to_dict()),
+                               notes=(*setup.notes, note))
 
 
 def region_bytes(study: Study) -> int:

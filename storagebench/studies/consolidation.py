@@ -16,16 +16,20 @@ import matplotlib.pyplot as plt  # plots, imported here anyway, draws with pyplo
 import numpy as np
 import pandas as pd
 
+from storagebench import stats
 from storagebench import testbed as tb
 from storagebench._histogram import merge_histograms, percentiles_from_bins
 from storagebench.errors import StudyError
 from storagebench.findings import CONFIDENCE
 from storagebench.studies import (  # the kit for study authors
+    KnownAnswerCheck,
     SetUp,
     SetUpUnit,
     Study,
     StudyData,
     TestbedResult,
+    capped,
+    caps_text,
     compare_arms,
     conf_text,
     finish,
@@ -47,6 +51,10 @@ _METRICS = {"iops": ("better shared", "worse shared"), "clat_p90_ns": ("worse sh
             "clat_p99_ns": ("worse shared", "better shared")}
 
 
+#: The spec's ``throttle:`` may cap ``device``: then the layouts are raw capped devices (ka_consolidation).
+throttle_roles = ("device",)
+
+
 def _levels(study: Study, factor: str) -> list:
     return [lv["name"] if isinstance(lv, dict) else lv for lv in study.factors[factor]]
 
@@ -63,6 +71,10 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
     names = [(w["name"], w.get("target", w["name"])) for w in workloads]
     size = loop_size(study)
     layout = layouts[0]
+    if study.throttle:
+        with _capped_testbed(study, layout, names, size) as built:
+            yield built
+        return
     with contextlib.ExitStack() as stack:
         devs = stack.enter_context(tb.loop_devices(2 * len(names), size))
         targets, devices = {}, [{**d.to_dict(), "role": layout} for d in devs]
@@ -83,6 +95,45 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
                        "sparse files on one local disk (--direct-io=on): the study measures sharing queues and "
                        "stripes, not spindles")
         yield SetUp(targets=targets, devices=tuple(devices), notes=notes)
+
+
+@contextlib.contextmanager
+def _capped_testbed(study: Study, layout: str, names: list[tuple[str, str]], size: int) -> Iterator[SetUp]:
+    """The known-answer layouts: ``isolated`` gives each workload a raw loop device of its own, ``shared`` puts every
+    workload on one; each device capped by the spec's ``throttle: device``."""
+    with contextlib.ExitStack() as stack:
+        devs = stack.enter_context(tb.loop_devices(len(names) if layout == BASELINE else 1, size))
+        targets = {target: devs[i if layout == BASELINE else 0].path for i, (_, target) in enumerate(names)}
+        note = (f"{layout}: " + (f"each workload ({', '.join(w for w, _ in names)}) on a raw {size >> 20} MiB loop "
+                                 "device of its own" if layout == BASELINE else
+                                 f"every workload on one raw {size >> 20} MiB loop device"))
+        built = SetUp(targets=targets, allow_devices=tuple(d.path for d in devs),
+                      devices=tuple({**d.to_dict(), "role": layout} for d in devs), notes=(note,))
+        yield capped(stack, study, built, {"device": devs})
+
+
+def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = CONFIDENCE) -> list[KnownAnswerCheck]:
+    """Shared / isolated IOPS per workload when every device is capped at C: truth 1 / (workloads on the shared
+    device), 0.5 for two identical workloads (the throttle serves one queue per cgroup and device in order)."""
+    caps = data.study.throttle["device"]
+    k = len(data.study.factors[WORKLOAD])
+    v = result.verdicts[result.verdicts["metric"] == "iops"]
+    checks = [KnownAnswerCheck.of(
+        f"shared / isolated IOPS, {r[WORKLOAD]}", 1 / k, r["ratio"], (r["ci_low"], r["ci_high"]),
+        f"isolated: each of the {k} identical workloads alone on a device capped at {caps_text(caps)}; shared: all "
+        f"on one such device, whose token bucket they share evenly: truth 1/{k}") for _, r in v.iterrows()]
+    # the total of the workloads needs no fairness between them: k devices' tokens against one device's
+    u = unit_values(data, "iops", [ARM, WORKLOAD])
+    keys = [c for c in (ARM, "setup", "block") if c in u.columns]
+    total = u.groupby(keys, sort=True, dropna=False)["iops"].sum().reset_index()
+    d = data.design()
+    t = stats.compare(total, ARM, BASELINE, "iops", pair_on=d.get("pair_on"), unit=d.get("unit"),
+                      confidence=confidence).rows[0]
+    checks.append(KnownAnswerCheck.of(
+        "shared / isolated IOPS, all workloads together", 1 / k, t.ratio, (t.ci_low, t.ci_high),
+        f"isolated: {k} devices each capped at {caps_text(caps)}; shared: one such device: the workloads together "
+        f"get 1/{k} of the tokens, however the one device splits them: truth 1/{k}"))
+    return checks
 
 
 def pooled_percentiles(data: StudyData, by: Sequence[str], percentiles: Sequence[float] = (90.0, 99.0)) -> pd.DataFrame:

@@ -20,14 +20,17 @@ import pandas as pd
 
 from storagebench import stats
 from storagebench import testbed as tb
-from storagebench.errors import StatsError, TestbedError
-from storagebench.findings import CONFIDENCE, Finding
+from storagebench.errors import StatsError, StudyError, TestbedError
+from storagebench.findings import CONFIDENCE, Finding, fmt_number
 from storagebench.studies import (  # the kit for study authors
+    KnownAnswerCheck,
     SetUp,
     SetUpUnit,
     Study,
     StudyData,
     TestbedResult,
+    capped,
+    caps_text,
     compare_arms,
     conf_text,
     finish,
@@ -43,6 +46,8 @@ question = ("By how much is the fast device faster at each load, and up to which
             "completion-latency limit?")
 
 ARM, BASELINE, LOAD = "device", "slow", "load"
+#: The spec's ``throttle:`` may cap the ``slow`` and the ``fast`` device (ka_fast_vs_slow).
+throttle_roles = (BASELINE, "fast")
 #: Default QoS limit: p99 completion latency, ms.
 DEFAULT_QOS_P99_MS = 5.0
 
@@ -53,7 +58,7 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
     levels = [unit.arm[ARM]] if ARM in unit.arm else [lv["name"] if isinstance(lv, dict) else lv
                                                       for lv in study.factors[ARM]]
     size = loop_size(study)
-    targets, devices, notes = {}, [], []
+    targets, devices, notes, by_role = {}, [], [], {}
     with contextlib.ExitStack() as stack:
         for level in levels:
             if level == BASELINE:
@@ -70,9 +75,10 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
                     notes.append(f"fast: zram could not be had ({exc}); a loop device over a file on tmpfs "
                                  "(/dev/shm) instead, i.e. RAM copied through the loop driver")
             targets[level] = dev.path
+            by_role[BASELINE if level == BASELINE else "fast"] = [dev]
             devices.append({**dev.to_dict(), "role": level})
-        yield SetUp(targets=targets, allow_devices=tuple(targets.values()), devices=tuple(devices),
-                    notes=tuple(notes))
+        yield capped(stack, study, SetUp(targets=targets, allow_devices=tuple(targets.values()), devices=tuple(devices),
+                                         notes=tuple(notes)), by_role)
 
 
 def check_parameters(*, qos_p99_ms: float) -> None:
@@ -202,3 +208,25 @@ def _scores_figure(scores: pd.DataFrame, qos_p99_ms: float):
     return fig
 
 
+
+
+def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = CONFIDENCE) -> list[KnownAnswerCheck]:
+    """Fast / slow IOPS per load when both devices are capped (the fast one far below what it does uncapped): truth
+    = the ratio of their caps.
+
+    Raises
+    ------
+    StudyError
+        The spec does not cap both devices with a common key.
+    """
+    caps = data.study.throttle
+    fast, slow = caps.get("fast", {}), caps.get(BASELINE, {})
+    key = next((k for k in ("riops", "wiops", "rbps", "wbps") if k in fast and k in slow), None)
+    if key is None:
+        raise StudyError(f"study {data.name}: a known answer needs throttle: caps of both slow and fast with a "
+                         f"common key, got {caps}")
+    truth = fast[key] / slow[key]
+    return [KnownAnswerCheck.of(
+        f"fast / slow IOPS, load {r[LOAD]}", truth, r["ratio"], (r["ci_low"], r["ci_high"]),
+        f"fast (zram) capped at {caps_text(fast)}, slow (loop) at {caps_text(slow)}, both below what the device does "
+        f"uncapped at every load: truth = the ratio of the caps, {fmt_number(truth)}") for _, r in result.verdicts.iterrows()]

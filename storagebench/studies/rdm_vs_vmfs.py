@@ -23,11 +23,14 @@ from storagebench import testbed as tb
 from storagebench.errors import StatsError
 from storagebench.findings import CONFIDENCE, Finding, fmt_number
 from storagebench.studies import (  # the kit for study authors
+    KnownAnswerCheck,
     SetUp,
     SetUpUnit,
     Study,
     StudyData,
     TestbedResult,
+    capped,
+    caps_text,
     compare_arms,
     conf_text,
     finish,
@@ -45,6 +48,8 @@ question = ("Is a file on ext4 or xfs within 1% of the raw block device it sits 
 
 #: The factor whose levels are the arms (one testbed build each) and the baseline level.
 ARM, BASELINE = "datastore", "raw"
+#: The spec's ``throttle:`` may cap ``device``: every loop device of the build (ka_rdm_vs_vmfs).
+throttle_roles = ("device",)
 
 
 @contextlib.contextmanager
@@ -54,10 +59,11 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
     levels = [unit.arm[ARM]] if ARM in unit.arm else [lv["name"] if isinstance(lv, dict) else lv
                                                       for lv in study.factors[ARM]]
     size = loop_size(study)
-    targets, allow, devices = {}, [], []
+    targets, allow, devices, loops = {}, [], [], []
     with contextlib.ExitStack() as stack:
         for level in levels:
             dev = stack.enter_context(tb.loop_device(size))
+            loops.append(dev)
             devices.append({**dev.to_dict(), "role": level})
             if level == BASELINE:
                 targets[level] = dev.path
@@ -69,7 +75,8 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
         note = (f"{', '.join(levels)}: a fresh {size >> 20} MiB loop device over a sparse file on the local disk "
                 "(losetup --direct-io=on: the loop driver reads and writes its backing file with O_DIRECT); raw = "
                 "the device itself, ext4/xfs = a file on that filesystem made on it")
-        yield SetUp(targets=targets, allow_devices=tuple(allow), devices=tuple(devices), notes=(note,))
+        yield capped(stack, study, SetUp(targets=targets, allow_devices=tuple(allow), devices=tuple(devices),
+                                         notes=(note,)), {"device": loops})
 
 
 def check_parameters(*, margin: float, power: float) -> None:
@@ -104,6 +111,7 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE, margin: float = 
     table, v, findings = compare_arms(data, ARM, BASELINE, "iops", by=["mix", "bs_bytes"], up="faster",
                                       down="slower", confidence=confidence, margin=margin)
     v["p_equivalence"] = [r.p_equivalence for r in table.rows]
+    v["margin"] = margin
     plan = tost_plans(data, ARM, BASELINE, "iops", by=["mix", "bs_bytes"], margin=margin, confidence=confidence,
                       power=power)
     v = v.merge(plan, on=["mix", "bs_bytes", "level"], how="left")
@@ -184,3 +192,19 @@ def _iops_vs_size(units):
     axes[0][-1].legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = CONFIDENCE) -> list[KnownAnswerCheck]:
+    """A file on a filesystem over a device capped at C against the device itself: truth 1.0 at every point.
+
+    Per (datastore, mix, I/O size) the verdict's ratio and CI against 1, with the TOST for "within ``margin``"
+    (``tost_margin``, ``tost_p``: equivalence shown when ``tost_p < 1 - confidence``).
+    """
+    caps = data.study.throttle["device"]
+    return [KnownAnswerCheck.of(
+        f"{r['level']} / raw IOPS, {r['mix']}, {int(r['bs_bytes']) // 1024} KiB", 1.0, r["ratio"],
+        (r["ci_low"], r["ci_high"]),
+        f"the raw device and the device under the filesystem are each capped at {caps_text(caps)}, and the "
+        "filesystem adds no I/O of its own to a preallocated file's reads: truth 1.0",
+        tost_margin=float(r["margin"]), tost_p=float(r["p_equivalence"]))
+        for _, r in result.verdicts.iterrows()]

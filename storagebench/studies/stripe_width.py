@@ -17,14 +17,19 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+import numpy as np
+
 from storagebench import testbed as tb
 from storagebench.findings import CONFIDENCE
 from storagebench.studies import (  # the kit for study authors
+    KnownAnswerCheck,
     SetUp,
     SetUpUnit,
     Study,
     StudyData,
     TestbedResult,
+    capped,
+    caps_text,
     compare_arms,
     conf_text,
     finish,
@@ -38,6 +43,8 @@ title = "Stripe width 1 vs 4 on btrfs (seed 002)"
 question = "Does striping over four devices change IOPS, pattern by pattern, compared with one device of the same capacity?"
 
 ARM = "stripe_width"
+#: The spec's ``throttle:`` may cap ``device``: every loop device of the build (ka_stripe_width).
+throttle_roles = ("device",)
 
 
 def _width(level) -> int:
@@ -52,17 +59,19 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
     target_of = {(lv["name"] if isinstance(lv, dict) else lv): (lv.get("target") if isinstance(lv, dict) else None)
                  for lv in study.factors[ARM]}
     size = loop_size(study)
-    targets, devices, notes = {}, [], []
+    targets, devices, notes, loops = {}, [], [], []
     with contextlib.ExitStack() as stack:
         for level in levels:
             width = _width(level)
             if width == 1:
                 one = stack.enter_context(tb.loop_device(4 * size))
+                loops.append(one)
                 fs = stack.enter_context(tb.filesystem(one, "btrfs"))
                 devices += [{**one.to_dict(), "role": f"width {width}"}, {**fs.to_dict(), "role": f"width {width}"}]
                 notes.append(f"width 1: btrfs (single profile) on one fresh {4 * size >> 20} MiB loop device")
             else:
                 devs = stack.enter_context(tb.loop_devices(width, 4 * size // width))
+                loops += devs
                 fs = stack.enter_context(tb.btrfs_raid0(devs))
                 devices += [{**d.to_dict(), "role": f"width {width}"} for d in devs]
                 devices.append({**fs.to_dict(), "role": f"width {width}"})
@@ -71,7 +80,8 @@ def testbed(study: Study, unit: SetUpUnit) -> Iterator[SetUp]:
             targets[target_of.get(level) or str(level)] = os.path.join(fs.mountpoint, "stripe.dat")
         notes.append("all loop devices are sparse files on the same local disk with --direct-io=on: striping adds "
                      "queues and parallel submission, not spindles")
-        yield SetUp(targets=targets, devices=tuple(devices), notes=tuple(notes))
+        yield capped(stack, study, SetUp(targets=targets, devices=tuple(devices), notes=tuple(notes)),
+                     {"device": loops})
 
 
 def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult:
@@ -95,3 +105,26 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
                            "dashed: 1 (no difference).")}
     return finish(data, title=title, question=question, findings=findings, verdicts=v, tables={"units": units},
                   figures=figures, confidence=confidence, captions=captions)
+
+
+def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = CONFIDENCE) -> list[KnownAnswerCheck]:
+    """Width w over width 1 when every device is capped at C: truth w (w devices of C against one of C).
+
+    Per pattern, the verdict's ratio and CI against ``w``; the raid's overhead is measured beside it, not
+    subtracted: ``overhead`` = 1 - (IOPS of width w / (w x C)) / (IOPS of width 1 / C) from the set-up geometric
+    means (the share of the w-fold token rate that striping did not turn into IOPS).
+    """
+    caps = data.study.throttle["device"]
+    units = unit_values(data, "iops", [ARM, "pattern"])
+    out = []
+    for _, r in result.verdicts.iterrows():
+        w1, w = _width(r["baseline"]), _width(r["level"])
+        g = units[units["pattern"] == r["pattern"]]
+        gm = {int(k): float(np.exp(np.log(v["iops"]).mean())) for k, v in g.groupby(ARM)}
+        overhead = (1 - (gm[w] / w) / (gm[w1] / w1)) if w in gm and w1 in gm else None
+        out.append(KnownAnswerCheck.of(
+            f"width {w} / width {w1} IOPS, {r['pattern']}", w / w1, r["ratio"], (r["ci_low"], r["ci_high"]),
+            f"every loop device capped at {caps_text(caps)}: width {w} has {w} x the token rate of width {w1}; "
+            "truth = the ratio of the widths (the raid's overhead measured beside it, not subtracted)",
+            overhead=overhead))
+    return out
