@@ -242,22 +242,26 @@ def simulation_table(results: list[dict]) -> str:
 # fio: the known-answer studies and the A/A
 
 
-def fio_known(reps: int, names: list[str], root: Path) -> list[dict]:
-    """Each known-answer study ``reps`` times at quick settings, a fresh results root each time."""
+def fio_known(reps: int, names: list[str], root: Path, save) -> list[dict]:
+    """Each known-answer study ``reps`` times at quick settings, a fresh results root each time; the studies
+    interleaved (repetition 1 of every study, then 2 ...) and ``save(rows)`` called after each, so that a run stopped
+    early keeps what it measured, evenly over the studies."""
     from storagebench import studies
 
-    rows = []
-    for name in names:
-        for rep in range(reps):
+    rows: list[dict] = []
+    for rep in range(reps):
+        for name in names:
             out = root / f"{name}-{rep}"
             t0 = time.monotonic()
             res = studies.run(name, out_dir=out, quick=True, progress=False)
+            wall = round(time.monotonic() - t0, 1)
             for c in res.result.checks:
                 rows.append({"study": name, "rep": rep, "check": c.name, "truth": c.truth, "estimate": c.estimate,
                              "ci_low": c.ci_low, "ci_high": c.ci_high, "covered": bool(c.covered),
-                             "wall_s": round(time.monotonic() - t0, 1)})
+                             "overhead": getattr(c, "overhead", None), "wall_s": wall})
             shutil.rmtree(out, ignore_errors=True)
-            print(f"{name} {rep + 1}/{reps}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+            save(rows)
+            print(f"{name} {rep + 1}/{reps}: {wall:.0f} s", file=sys.stderr, flush=True)
     return rows
 
 
@@ -300,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=",".join(CASES), help=f"simulated cases, comma-separated: {', '.join(CASES)}")
     ap.add_argument("--studies", default="", help="known-answer studies (default: all of known_answer_names())")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 1000 simulated, 20 with fio)")
-    ap.add_argument("--aa-comparisons", type=int, default=20, help="independent A/A comparisons (--fio)")
+    ap.add_argument("--aa-comparisons", type=int, default=20,
+                    help="independent A/A comparisons (--fio; 0: no A/A)")
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -330,21 +335,28 @@ def main(argv: list[str] | None = None) -> int:
 
         names = [s for s in args.studies.split(",") if s] or studies.known_answer_names()
         reps = args.reps or 20
-        with tempfile.TemporaryDirectory(prefix="sb-validity-", dir="/var/tmp") as tmp:
-            aa = fio_aa(args.aa_comparisons, Path(tmp))
-            rows = fio_known(reps, names, Path(tmp))
-        text, summary = known_table(rows)
-        print(f"## Known-answer studies ({reps} repetitions each, quick settings)\n\n{text}\n")
-        fp = aa["false_positive"]
-        print(f"## A/A\n\nfalse-positive rate {_fmt(fp)} over {aa['false_positive']['n']} independent comparisons; "
-              f"run-to-run CV {100 * aa['cv_run']:.1f}%, set-up-to-set-up CV {100 * aa['cv_setup']:.1f}%, smallest "
-              f"detectable ratio {aa['mde']:.3g} with {aa['mde_budget']['mde_setups_per_arm']} set-ups x "
-              f"{aa['mde_budget']['mde_runs_per_setup']} runs per arm\n")
         path = (args.json.with_name(args.json.stem + "_fio.json") if args.json and args.simulate else args.json) or \
             ROOT / "benchmarks" / "data" / "validity_fio.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**meta, "reps": reps, "studies": names, "known_answer": summary, "runs": rows,
-                                    "aa": aa}, indent=1, default=float) + "\n")
+        doc: dict = {**meta, "reps_planned": reps, "studies": names}
+
+        def save(rows: list[dict]) -> None:
+            doc["known_answer"] = known_table(rows)[1]
+            doc["runs"] = rows
+            path.write_text(json.dumps(doc, indent=1, default=float) + "\n")
+
+        with tempfile.TemporaryDirectory(prefix="sb-validity-", dir="/var/tmp") as tmp:
+            if args.aa_comparisons:
+                doc["aa"] = fio_aa(args.aa_comparisons, Path(tmp))
+                save([])
+                aa = doc["aa"]
+                print(f"## A/A\n\nfalse-positive rate {_fmt(aa['false_positive'])} over independent comparisons; "
+                      f"run-to-run CV {100 * aa['cv_run']:.1f}%, set-up-to-set-up CV {100 * aa['cv_setup']:.1f}%, "
+                      f"smallest detectable ratio {aa['mde']:.3g} with {aa['mde_budget']['mde_setups_per_arm']} "
+                      f"set-ups x {aa['mde_budget']['mde_runs_per_setup']} runs per arm\n", flush=True)
+            rows = fio_known(reps, names, Path(tmp), save)
+        text, _ = known_table(rows)
+        print(f"## Known-answer studies ({reps} repetitions each, quick settings)\n\n{text}\n")
         print(f"written {path}", file=sys.stderr)
     return 0
 

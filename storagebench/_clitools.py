@@ -97,8 +97,8 @@ def testbed_cmd(
 
 
 @_command("calibrate")
-@cli_errors(interrupted="the testbed was torn down and the runs measured so far are kept; give calibrate a new --out "
-                        "to start again")
+@cli_errors(interrupted="the testbed was torn down and the runs measured so far are kept; rerun the same command "
+                        "(the same --out) to resume")
 def calibrate_cmd(
     *,  # typer passes every option by name
     out: Annotated[Optional[Path], typer.Option(

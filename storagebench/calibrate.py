@@ -412,6 +412,7 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
     if (out / CALIBRATION_FILE).exists():
         raise StudyError(f"{out / CALIBRATION_FILE} exists: give calibrate a new --out directory")
     out.mkdir(parents=True, exist_ok=True)
+    _say(progress, f"calibrate: into {out} (interrupted, the same --out resumes)")
     host = _host(fio_bin)
     aa, aa_dir = run_aa(out, plan, progress=progress, fio_bin=fio_bin, confidence=CONFIDENCE)
     checks, known = _known_answer(out, quick=quick, confidence=CONFIDENCE, progress=progress, fio_bin=fio_bin)
