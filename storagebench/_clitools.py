@@ -105,10 +105,13 @@ def calibrate_cmd(
         "--out", "-o", help="directory of the calibration (default results/calibration/<host>-<UTC stamp>/, where "
                             "the write-ups of studies under results/ find the latest one of their host)")] = None,
     quick: Annotated[bool, typer.Option(
-        "--quick", help="6 A/A comparisons of 2 blocks x 2 runs of 1 s (48 s of fio, about 2 minutes on 2 cores) "
-                        "and the quick known-answer studies")] = False,
+        "--quick", help="6 A/A comparisons of 2 blocks x 2 runs of 1 s (48 s of fio) and the quick known-answer "
+                        "studies (38 runs of 2-3 s): about 6 minutes on 2 cores")] = False,
     comparisons: Annotated[Optional[int], typer.Option(
         "--comparisons", min=1, max=500, help="independent A/A comparisons (default 20; 6 with --quick)")] = None,
+    known: Annotated[Optional[List[str]], typer.Option(
+        "--known", metavar="STUDY", help="run only this known-answer study (repeatable; default every one, "
+                                         "storagebench testbed --list names them: ka_...)")] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="write OUT/report.html")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="phases and ETA on stderr")] = True,
     fio_bin: Annotated[str, typer.Option("--fio", metavar="PATH", help="fio executable")] = "fio",
@@ -121,12 +124,14 @@ def calibrate_cmd(
       storagebench calibrate --quick
 
       storagebench calibrate --out results/calibration/lab1
+
+      storagebench calibrate --quick --known ka_caps --known ka_stripe_width
     """
     from . import calibrate as cal
     from ._calibfile import read_calibration
 
     path = cal.calibrate(_out_dir(out) if out is not None else None, quick=quick, comparisons=comparisons,
-                         progress=progress, fio_bin=fio_bin, report=report)
+                         known=known, progress=progress, fio_bin=fio_bin, report=report)
     c = read_calibration(path)
     typer.echo(f"calibration of {c.hostname} -> {path}")
     typer.echo(f"A/A: {c.aa.false_positives} of {c.aa.n} comparisons showed a difference "

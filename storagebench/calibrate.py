@@ -41,7 +41,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -324,18 +324,17 @@ def _host(fio_bin: str) -> dict[str, Any]:
             "fio_version": fio_version(fio_bin), "root": os.geteuid() == 0}
 
 
-def _known_answer(out: Path, *, quick: bool, confidence: float, progress: bool, fio_bin: str) -> tuple[list, dict]:
-    """Run every known-answer study (:func:`storagebench.studies.known_answer_names`) and collect its checks."""
+def _known_answer(out: Path, names: list[str], *, quick: bool, progress: bool, fio_bin: str) -> tuple[list, dict]:
+    """Run the known-answer studies ``names`` and collect their checks."""
     from . import studies
 
-    names = studies.known_answer_names()
     if not names:
         return [], {"note": "this storagebench has no known-answer studies (storagebench.studies.known_answer_names)"}
     checks, dirs = [], {}
     for i, name in enumerate(names, 1):
         _say(progress, f"calibrate: known-answer study {i} of {len(names)}: {name}")
         res = studies.run(name, out_dir=out / "known", quick=quick, progress=progress, fio_bin=fio_bin,
-                          confidence=confidence)
+                          confidence=CONFIDENCE)
         dirs[name] = os.path.relpath(res.study_dir, out)
         for c in res.result.checks:
             extra = {k: getattr(c, k) for k in ("tost_margin", "tost_p", "overhead") if getattr(c, k, None) is not None}
@@ -343,6 +342,18 @@ def _known_answer(out: Path, *, quick: bool, confidence: float, progress: bool, 
                            "ci_low": c.ci_low, "ci_high": c.ci_high, "covered": bool(c.covered), "rule": c.rule,
                            **extra})
     return checks, {"studies": names, "study_dirs": dirs}
+
+
+def _known_names(known: Sequence[str] | None) -> list[str]:
+    from . import studies
+
+    every = studies.known_answer_names()
+    if known is None:
+        return every
+    unknown = [n for n in known if n not in every]
+    if unknown:
+        raise StudyError(f"known-answer study must be one of {every}, got {unknown}")
+    return list(dict.fromkeys(known))
 
 
 def _say(progress: bool, text: str) -> None:
@@ -375,7 +386,8 @@ def run_aa(out: Path, plan: AAPlan, *, progress: bool = False, fio_bin: str = "f
 
 
 def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False, comparisons: int | None = None,
-              progress: bool = False, fio_bin: str = "fio", report: bool = True) -> Path:
+              known: Sequence[str] | None = None, progress: bool = False, fio_bin: str = "fio",
+              report: bool = True) -> Path:
     """Calibrate this host: the A/A part, the known-answer checks, ``calibration.json`` and the write-up.
 
     Parameters
@@ -387,6 +399,9 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
         The quick A/A (:data:`PLANS`) and the quick known-answer studies.
     comparisons : int, optional
         Number of A/A comparisons (default the plan's).
+    known : sequence of str, optional
+        The known-answer studies to run; default every one (:func:`storagebench.studies.known_answer_names`);
+        ``[]``: none.
     progress : bool
         Phases and the runner's progress bar (ETA) on stderr.
     fio_bin : str
@@ -402,12 +417,14 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
     Raises
     ------
     StudyError
-        ``out`` already holds a calibration, or bad ``comparisons``.
+        ``out`` already holds a calibration, bad ``comparisons``, or a ``known`` study that is not a known-answer
+        study (the message lists them): all before anything is measured.
     TestbedError, UnsafeTargetError, FioError
         From the builds and runs.
     """
     t0 = time.monotonic()
     plan = aa_plan(quick, comparisons=comparisons)
+    names = _known_names(known)
     out = Path(out) if out is not None else default_out()
     if (out / CALIBRATION_FILE).exists():
         raise StudyError(f"{out / CALIBRATION_FILE} exists: give calibrate a new --out directory")
@@ -415,7 +432,7 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
     _say(progress, f"calibrate: into {out} (interrupted, the same --out resumes)")
     host = _host(fio_bin)
     aa, aa_dir = run_aa(out, plan, progress=progress, fio_bin=fio_bin, confidence=CONFIDENCE)
-    checks, known = _known_answer(out, quick=quick, confidence=CONFIDENCE, progress=progress, fio_bin=fio_bin)
+    checks, known_runs = _known_answer(out, names, quick=quick, progress=progress, fio_bin=fio_bin)
     doc = {
         "format_version": FORMAT_VERSION, "kind": "storagebench calibration",
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
@@ -425,7 +442,7 @@ def calibrate(out: str | os.PathLike[str] | None = None, *, quick: bool = False,
                    "aa_setups": plan.setups, "aa_fio_seconds": plan.fio_seconds,
                    "wall_s": round(time.monotonic() - t0, 1)},
         "configuration": {**AA_SPEC["fixed"], "size": plan.size, "runtime_s": plan.runtime_s},
-        "checks": checks, "known_answer": known, "aa": aa, "aa_study_dir": os.path.relpath(aa_dir, out),
+        "checks": checks, "known_answer": known_runs, "aa": aa, "aa_study_dir": os.path.relpath(aa_dir, out),
     }
     path = out / CALIBRATION_FILE
     _atomic_write(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode())

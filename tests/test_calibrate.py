@@ -54,7 +54,7 @@ def calibrated(tmp_path_factory, require_root, fio_bin):
         pytest.skip(str(exc))
     root = tmp_path_factory.mktemp("calib") / "results"
     out = root / "calibration" / "vm-1"
-    path = calibrate.calibrate(out, quick=True, comparisons=2, fio_bin=fio_bin, report=False)
+    path = calibrate.calibrate(out, quick=True, comparisons=2, known=[], fio_bin=fio_bin, report=False)
     return path, json.loads(path.read_text())
 
 
@@ -150,7 +150,10 @@ def test_detectable_ratio_refuses_budgets_it_cannot_plan():
 def test_calibrate_refuses_an_out_that_holds_one(calibrated):
     path, _ = calibrated
     with pytest.raises(StudyError, match="exists: give calibrate a new --out"):
-        calibrate.calibrate(path.parent, quick=True, comparisons=1, report=False)
+        calibrate.calibrate(path.parent, quick=True, comparisons=1, known=[], report=False)
+    with pytest.raises(StudyError, match=r"known-answer study must be one of \[.*\], got \['stripe_width'\]"):
+        calibrate.calibrate(path.parent / "new", quick=True, known=["stripe_width"], report=False)
+    assert not (path.parent / "new").exists()  # refused before anything was made
     with pytest.raises(StudyError, match="comparisons must be a whole number from 1 to 500"):
         calibrate.aa_plan(True, comparisons=0)
 
@@ -305,14 +308,17 @@ def test_the_calibration_write_up_escapes_a_hostile_file(tmp_path):
 @pytest.mark.slow
 @pytest.mark.notebook
 def test_cli_calibrate_quick_for_real(tmp_path, require_root, fio_bin):
-    """``storagebench calibrate --quick``: 48 runs of 1 s on 24 loop devices and the write-up (about 2.5 minutes)."""
+    """``storagebench calibrate --quick`` with one known-answer study (ka_caps: two capped devices, truth the ratio
+    of their caps): 48 A/A runs of 1 s on 24 loop devices, ka_caps' runs and the write-up (about 3 minutes)."""
     out = tmp_path / "results" / "calibration" / "here"
-    res = subprocess.run([sys.executable, "-m", "storagebench", "calibrate", "--quick", "--out", str(out),
-                          "--fio", fio_bin], capture_output=True, text=True, timeout=900,
+    res = subprocess.run([sys.executable, "-m", "storagebench", "calibrate", "--quick", "--known", "ka_caps", "--out",
+                          str(out), "--fio", fio_bin], capture_output=True, text=True, timeout=900,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stderr[-3000:]
     assert "A/A: " in res.stdout and "smallest detectable ratio" in res.stdout
     assert "ETA" in res.stderr and "calibrate: A/A, 24 set-ups x 2 runs of 1 s (48 s of fio" in res.stderr
     cal = read_calibration(out / CALIBRATION_FILE)
     assert cal.aa.n == 6 and (out / "report.html").exists()
+    assert cal.checks and all(c.covered == (c.ci_low <= c.truth <= c.ci_high) for c in cal.checks)
+    assert f"known answer {cal.checks[0].name}: truth" in res.stdout
     assert _html.page_problems((out / "report.html").read_text()) == []
