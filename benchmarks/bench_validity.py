@@ -83,7 +83,13 @@ def _rate(k: int, n: int) -> dict:
 
 
 def sim_drift(reps: int, rng: np.random.Generator) -> list[dict]:
-    """No drift; 2 arms x 4 set-ups x 3 consecutive runs, set-ups in random order; set-up SD = k x run SD."""
+    """No drift; 2 arms x 4 set-ups x 3 consecutive runs, set-ups in random order; set-up SD = k x run SD.
+
+    The set-up column is passed by name when the installed ``drift_check`` takes one (``unit``, ``units``, ``setup``
+    or ``groups``); without it, whatever the function does with a ``setup`` column of the table is measured."""
+    params = inspect.signature(stats.drift_check).parameters
+    unit_kw = next((k for k in ("unit", "units", "setup", "groups") if k in params), None)
+    kw = {unit_kw: "setup"} if unit_kw else {}
     out = []
     for ratio in (1.0, 2.5):
         shown = clustered = 0
@@ -97,10 +103,10 @@ def sim_drift(reps: int, rng: np.random.Generator) -> list[dict]:
                     rows.append({"arm": arms[s], "setup": int(s), "repetition": r, "run_order": pos,
                                  "iops": float(np.exp(10 + u + rng.normal(0, 0.05)))})
                     pos += 1
-            d = stats.drift_check(pd.DataFrame(rows), "iops", cells="arm")
+            d = stats.drift_check(pd.DataFrame(rows), "iops", cells="arm", **kw)
             shown += bool(d.drift)
             clustered += bool(d.clustered)
-        out.append({"case": "drift", "setup_sd_over_run_sd": ratio, "reps": reps,
+        out.append({"case": "drift", "setup_sd_over_run_sd": ratio, "reps": reps, "unit_argument": unit_kw,
                     "drift_shown": _rate(shown, reps), "clustered": _rate(clustered, reps),
                     "target": "drift type-I <= 0.06"})
     return out
