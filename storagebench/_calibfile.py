@@ -54,6 +54,8 @@ MAX_CALIBRATION_BYTES = 4 * 2**20
 MAX_CALIBRATIONS = 1000
 #: Longest text field (a check's name, a host name, a version) accepted, characters.
 MAX_TEXT = 256
+#: Longest rule of a known-answer check (how its truth follows from the caps), characters.
+MAX_RULE = 4000
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
 
@@ -186,6 +188,14 @@ def _mapping(value: Any, path: Path, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _rule(value: Any, path: Path, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_RULE or any(ord(c) < 32 and c not in "\t\n" for c in value):
+        raise _bad(path, where, f"must be text of at most {MAX_RULE} characters, got {str(value)[:60]!r}")
+    return value
+
+
 def _check(item: Any, path: Path, i: int) -> KnownCheck:
     m = _mapping(item, path, f"checks[{i}]")
     where = f"checks[{i}]."
@@ -194,7 +204,7 @@ def _check(item: Any, path: Path, i: int) -> KnownCheck:
                      estimate=_number(m.get("estimate"), path, where + "estimate", low=0.0),
                      ci_low=_number(m.get("ci_low"), path, where + "ci_low", low=0.0),
                      ci_high=_number(m.get("ci_high"), path, where + "ci_high", low=0.0),
-                     covered=m.get("covered"), rule=str(m.get("rule") or "")[:2000])
+                     covered=m.get("covered"), rule=_rule(m.get("rule"), path, where + "rule"))
     if not isinstance(out.covered, bool):
         raise _bad(path, where + "covered", f"must be true or false, got {str(out.covered)[:60]!r}")
     if out.ci_low > out.ci_high:

@@ -44,7 +44,9 @@ EXAMPLE = ROOT / "tests" / "fixtures" / "calibration" / "example" / CALIBRATION_
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory, require_root, fio_bin):
-    """One real A/A calibration (2 comparisons of the quick design: 16 runs of 1 s on 8 loop devices), no report."""
+    """One real ``storagebench calibrate --quick --comparisons 2 --known ka_caps``: 16 A/A runs of 1 s on 8 loop
+    devices, the known-answer study ka_caps (two capped devices, truth the ratio of their caps) and the write-up;
+    about 100 s on a busy 2-core host."""
     from storagebench import testbed as tb
     from storagebench.errors import TestbedError
 
@@ -52,14 +54,19 @@ def calibrated(tmp_path_factory, require_root, fio_bin):
         tb.require_testbed()
     except TestbedError as exc:
         pytest.skip(str(exc))
-    root = tmp_path_factory.mktemp("calib") / "results"
-    out = root / "calibration" / "vm-1"
-    path = calibrate.calibrate(out, quick=True, comparisons=2, known=[], fio_bin=fio_bin, report=False)
-    return path, json.loads(path.read_text())
+    out = tmp_path_factory.mktemp("calib") / "results" / "calibration" / "vm-1"
+    res = subprocess.run([sys.executable, "-m", "storagebench", "calibrate", "--quick", "--comparisons", "2", "--known",
+                          "ka_caps", "--out", str(out), "--fio", fio_bin], capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    path = out / CALIBRATION_FILE
+    return path, json.loads(path.read_text()), res
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
 def test_calibration_json_has_the_keys_and_types(calibrated):
-    path, doc = calibrated
+    path, doc, _ = calibrated
     assert path.name == "calibration.json" and not any(p.name.startswith(".") for p in path.parent.iterdir())
     for key in ("checks", "aa", "host", "date", "storagebench_version", "budget"):
         assert key in doc, key
@@ -90,8 +97,10 @@ def _paired_ratio(runs: pd.DataFrame, blocks: list[int]) -> tuple[float, float, 
     return math.exp(d.mean()), math.exp(d.mean() - t * se), math.exp(d.mean() + t * se)
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
 def test_aa_on_identical_arms_recomputed_from_the_runs(calibrated):
-    path, doc = calibrated
+    path, doc, _ = calibrated
     sdir = path.parent / doc["aa_study_dir"]
     runs = pd.read_parquet(sdir / "tidy" / "runs.parquet")
     per_run = runs.groupby("run_id", as_index=False).agg(iops=("iops", "sum"), arm=("arm", "first"),
@@ -127,8 +136,10 @@ def _mde_by_noncentral_t(var_setup: float, var_run: float, setups: int, runs: in
     return math.exp(d * math.sqrt(2 * (var_setup + var_run / runs)))
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
 def test_mde_is_the_noncentral_t_answer_for_the_stated_budget(calibrated):
-    _, doc = calibrated
+    _, doc, _ = calibrated
     comp = doc["aa"]["components"]
     assert doc["aa"]["mde"] == pytest.approx(_mde_by_noncentral_t(comp["var_setup"], comp["var_run"], 5, 3), rel=1e-4)
     row = next(r for r in doc["aa"]["mde_table"] if r["setups_per_arm"] == 10 and r["runs_per_setup"] == 1)
@@ -147,8 +158,10 @@ def test_detectable_ratio_refuses_budgets_it_cannot_plan():
     assert calibrate.detectable_ratio(0.0, 0.0, setups=5, runs=3) == 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
 def test_calibrate_refuses_an_out_that_holds_one(calibrated):
-    path, _ = calibrated
+    path, _, _ = calibrated
     with pytest.raises(StudyError, match="exists: give calibrate a new --out"):
         calibrate.calibrate(path.parent, quick=True, comparisons=1, known=[], report=False)
     with pytest.raises(StudyError, match=r"known-answer study must be one of \[.*\], got \['stripe_width'\]"):
@@ -202,6 +215,8 @@ def test_the_latest_calibration_of_the_host_is_found(tmp_path):
     (lambda d: d.__setitem__("checks", [{"name": "x", "truth": 2, "estimate": 2, "ci_low": 1, "ci_high": 3,
                                          "covered": 1}]), "checks[0].covered"),
     (lambda d: d["host"].__setitem__("hostname", "a" * 300), "host.hostname"),
+    (lambda d: d.__setitem__("checks", [{"name": "x", "truth": 2, "estimate": 2, "ci_low": 1, "ci_high": 3,
+                                         "covered": True, "rule": {"a": 1}}]), "checks[0].rule"),
     (lambda d: d.__setitem__("date", "<script>"), "date"),
     (lambda d: d.__setitem__("format_version", 99), "format_version"),
     (lambda d: d.pop("checks"), "checks"),
@@ -307,18 +322,16 @@ def test_the_calibration_write_up_escapes_a_hostile_file(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.notebook
-def test_cli_calibrate_quick_for_real(tmp_path, require_root, fio_bin):
-    """``storagebench calibrate --quick`` with one known-answer study (ka_caps: two capped devices, truth the ratio
-    of their caps): 48 A/A runs of 1 s on 24 loop devices, ka_caps' runs and the write-up (about 3 minutes)."""
-    out = tmp_path / "results" / "calibration" / "here"
-    res = subprocess.run([sys.executable, "-m", "storagebench", "calibrate", "--quick", "--known", "ka_caps", "--out",
-                          str(out), "--fio", fio_bin], capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert res.returncode == 0, res.stderr[-3000:]
+def test_cli_output_progress_checks_and_write_up(calibrated):
+    path, doc, res = calibrated
+    out = path.parent
     assert "A/A: " in res.stdout and "smallest detectable ratio" in res.stdout
-    assert "ETA" in res.stderr and "calibrate: A/A, 24 set-ups x 2 runs of 1 s (48 s of fio" in res.stderr
-    cal = read_calibration(out / CALIBRATION_FILE)
-    assert cal.aa.n == 6 and (out / "report.html").exists()
+    assert "ETA" in res.stderr and "calibrate: A/A, 8 set-ups x 2 runs of 1 s (16 s of fio" in res.stderr
+    assert "calibrate: known-answer study 1 of 1: ka_caps" in res.stderr
+    cal = read_calibration(path)
+    assert cal.aa.n == 2 and (out / "report.html").exists()
     assert cal.checks and all(c.covered == (c.ci_low <= c.truth <= c.ci_high) for c in cal.checks)
+    assert all(c["study"] == "ka_caps" for c in doc["checks"]) and doc["known_answer"]["studies"] == ["ka_caps"]
     assert f"known answer {cal.checks[0].name}: truth" in res.stdout
-    assert _html.page_problems((out / "report.html").read_text()) == []
+    page = (out / "report.html").read_text()
+    assert _html.page_problems(page) == [] and page.count("<figure") == 3 and "Known answer" in page
