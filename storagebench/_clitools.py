@@ -88,6 +88,12 @@ def testbed_cmd(
         typer.echo(f"- {f.sentence}")
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
         typer.echo(f"\nverdicts:\n{res.result.verdict_summary().to_string(index=False)}")
+    if res.result.checks:  # a known-answer study: the truth its caps give against the estimate
+        typer.echo("\nknown answers (truth, estimate [CI], covered):")
+        for c in res.result.checks:
+            typer.echo(f"- {c.name}: truth {c.truth:.4g}, estimate {c.estimate:.4g} [{c.ci_low:.4g}, {c.ci_high:.4g}], "
+                       f"{'covered' if c.covered else 'NOT covered'}"
+                       + (f"; TOST within {c.tost_margin:.0%}: p = {c.tost_p:.2g}" if c.tost_margin is not None else ""))
     if report:
         html = sb.publish_report(res.study_dir, notebooks=[studies.NOTEBOOK],
                               parameters={"study": study, "confidence": confidence, "params": params})

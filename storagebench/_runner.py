@@ -282,6 +282,10 @@ def run_study(
             f"study {study.name}: setups: {study.setups} builds each arm's testbed afresh {study.setups} times, "
             "so it needs a testbed that can build it (storagebench testbed NAME, or run_study(..., testbed=...)); "
             "a plain sweep on one target has one set-up: remove setups or set it to 1")
+    if study.throttle and testbed is None:
+        raise StudyError(
+            f"study {study.name}: throttle: caps devices a testbed builds (storagebench testbed NAME, or "
+            "run_study(..., testbed=...)); a plain sweep makes no device to cap: remove throttle")
     fio_exe = find_fio(fio_bin)
     plan = study.expand()
     _check_hosts(study, plan)

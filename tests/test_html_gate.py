@@ -312,6 +312,25 @@ def test_findings_figures_collapsed_and_tables_escape_every_value(payload):
         FigureHTML(1, "c", "a", "", 'image/png" onerror="alert(1)', b"", 1, 1)._repr_html_()
 
 
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_the_known_answer_checks_table_escapes_every_value(payload):
+    """A known-answer check's name and rule carry level names from the results tree (issue 20): through the
+    table gate they are text."""
+    from storagebench.studies import KnownAnswerCheck
+    from storagebench.studies._results import TestbedResult
+
+    checks = (KnownAnswerCheck.of(payload, 2.0, 2.01, (1.99, 2.03), payload, tost_margin=0.01, tost_p=0.02),
+              KnownAnswerCheck.of(payload * 2, 0.5, 0.49, (float("nan"), 0.6), payload))
+    res = TestbedResult(name=payload, title=payload, question=payload, findings=(), verdicts=pd.DataFrame(),
+                        tables={}, figures={}, confidence=0.95, unit=payload, drift=None, runs=0, runs_not_steady=0,
+                        runs_cache_not_medium=0, checks=checks)
+    part = res.checks_table().to_html()
+    assert _html.page_problems(_html.secure_page(_page(part)).replace(str(_html.CSP_META), "", 0)) == [], part
+    assert payload.replace("\x00", "") in stdhtml.unescape(re.sub(r"<[^>]+>", "", part)).replace("\x00", "") \
+        or "\x00" in payload or "\n" in payload
+    assert [c.covered for c in checks] == [True, False]  # a CI that is not finite covers nothing
+
+
 def test_collapsed_text_is_text_and_html_is_made_by_show_html():
     from storagebench import show
 

@@ -134,6 +134,10 @@ def _hostile_testbed(target: Path) -> None:
                     dev[key] = HOSTILE_LINE
             if "devices" in dev:
                 dev["devices"] = [HOSTILE_LINE]
+        # a throttle's record (issue 20): hostile device paths and cgroup, caps that are no caps
+        r.setdefault("devices", []).append({"kind": "throttle", "cgroup": HOSTILE_LINE, "cgroup_version": HOSTILE_LINE,
+                                            "caps": {HOSTILE_LINE: {"riops": 200}, "/dev/loop9": {HOSTILE_LINE: 1}},
+                                            "devnos": {HOSTILE_LINE: HOSTILE_LINE}})
 
     def edit(d):
         record(d["latest"])

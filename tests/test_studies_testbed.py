@@ -31,8 +31,9 @@ from storagebench.stats.regime import ROTATIONAL_FLOOR_NS
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-#: The testbed studies of the package, found by the registry (a new one is tested without an edit here).
-BUILT_IN = tuple(n for n in studies.names() if studies.get(n).source == "package")
+#: The testbed studies of the package, found by the registry (a new one is tested without an edit here); the
+#: known-answer variants run the same modules and are tested below and in test_throttle.py, one of them whole.
+BUILT_IN = tuple(n for n in studies.names() if studies.get(n).source == "package" and not studies.get(n).known_answer)
 
 
 @pytest.fixture(autouse=True)
@@ -405,3 +406,21 @@ def test_publish_report_and_cli(quick, tmp_path):
     form = runner.invoke(app, ["testbed", "fast_vs_slow", "--out", str(tmp_path), "-p", "qos"])
     assert form.exit_code == 2 and "KEY=VALUE" in form.output
     assert not (tmp_path / "fast_vs_slow").exists()  # nothing was built or measured for a bad call
+
+
+def test_a_quick_known_answer_study_recovers_the_truth_and_its_write_up_shows_it(quick):
+    """ka_caps --quick: two raw loop devices capped at 200 and 400 read IOPS; estimand the high/low ratio of the
+    set-up geometric means (unit: the set-up, paired on blocks), truth 2. The check's CI covers it, every run's
+    provenance carries its device's cap, and the one write-up shows the check."""
+    out = quick("ka_caps")
+    assert out.failed == 0 and out.completed == 6
+    (check,) = out.result.checks
+    assert check.truth == 2.0 and check.covered and 1.95 < check.estimate < 2.05, check
+    assert check.ci_high - check.ci_low < 0.2
+    prov = [json.loads(p.read_text()) for p in (out.study_dir / "raw").glob("*/provenance.json")]
+    caps = sorted(str(sorted(p["set_up"]["caps"].values(), key=str)) for p in prov)
+    assert caps == ["[{'riops': 200}]"] * 3 + ["[{'riops': 400}]"] * 3
+    ns = _run_notebook_cells("ka_caps", out.study_dir, {})
+    assert ns["result"].checks == out.result.checks
+    shown = ns["result"].checks_table().data
+    assert list(shown["CI covers the truth"]) == [True] and "ratio of the caps" in shown["rule of the truth"].iloc[0]

@@ -471,6 +471,10 @@ def spawn(
     ------
     FioNotFoundError
         ``cmd[0]`` cannot be executed.
+    FioError
+        ``cgroup`` has no ``cgroup.procs`` (nothing was started).
+    subprocess.SubprocessError
+        The child could not enter ``cgroup`` (fio was not executed).
     OSError
         ``record_path`` cannot be written (fio has been stopped).
     """

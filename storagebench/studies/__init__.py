@@ -81,7 +81,7 @@ from typing import Any
 import pandas as pd
 
 from .. import testbed as tb
-from .._caps import check_roles
+from .._caps import check_caps, check_roles
 from .._runner import SetUp, SweepResult, run_study
 from .._store import StudyStore
 from .._study import SetUpUnit, Study, load_study
@@ -592,6 +592,20 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
     return text
 
 
+def _caps_words(record: Mapping[str, Any]) -> str:
+    """The caps of a throttle record of ``testbed.json``, each read through the one rule of a cap."""
+    caps = record.get("caps")
+    if not isinstance(caps, Mapping):
+        return "caps not recorded"
+    out = []
+    for device, c in list(caps.items())[:64]:
+        try:
+            out.append(f"`{device}` at {caps_text(check_caps(c))}")
+        except ValueError:
+            out.append(f"`{device}` at caps that are not valid caps")
+    return ", ".join(out) or "no device capped"
+
+
 def describe_testbed(study_dir: str | os.PathLike[str]) -> str:
     """Markdown: what each build of the testbed really was (``testbed.json``), in a few lines.
 
@@ -629,5 +643,7 @@ def describe_testbed(study_dir: str | os.PathLike[str]) -> str:
                              f"{d.get('comp_algorithm') or '?'} compression")
             elif kind == "filesystem":
                 lines.append(f"  - {d['fstype']} ({d.get('profile')}) over {', '.join(d['devices'])}")
+            elif kind == "throttle":
+                lines.append(f"  - block-I/O throttle (cgroup v{d.get('cgroup_version') if d.get('cgroup_version') in (1, 2) else '?'}): {_caps_words(d)}")
         lines.append("  - targets: " + ", ".join(f"{k} = `{v}`" for k, v in last.targets.items()))
     return "\n".join(lines)

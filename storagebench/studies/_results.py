@@ -208,6 +208,22 @@ class TestbedResult:
         cols = [f.name for f in dataclasses.fields(KnownAnswerCheck)]
         return pd.DataFrame([c.to_dict() for c in self.checks], columns=cols)
 
+    def checks_table(self, digits: int = 4):
+        """The known-answer checks for a reader (:func:`storagebench.tables.table`): what is checked, the truth, the
+        estimate with its CI in one column, whether the CI covers the truth, the TOST margin and p where shown, a
+        measured overhead where there is one, and the rule of the truth.
+
+        Returns
+        -------
+        pandas.io.formats.style.Styler
+        """
+        frame = self.checks_frame()
+        keep = [c for c in ("tost_margin", "tost_p", "overhead") if frame[c].notna().any()]
+        frame = frame[["name", "truth", "estimate", "ci_low", "ci_high", "covered", *keep, "rule"]]
+        return table(frame.astype({c: float for c in keep}), digits=digits, confidence=self.confidence,
+                     labels={"name": "check", "covered": "CI covers the truth", "tost_margin": "TOST margin",
+                             "tost_p": "TOST p", "overhead": "measured overhead", "rule": "rule of the truth"})
+
     @property
     def alpha(self) -> float:
         """``1 - confidence``."""

@@ -122,9 +122,15 @@ def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = 
         g = units[units["pattern"] == r["pattern"]]
         gm = {int(k): float(np.exp(np.log(v["iops"]).mean())) for k, v in g.groupby(ARM)}
         overhead = (1 - (gm[w] / w) / (gm[w1] / w1)) if w in gm and w1 in gm else None
+        pr = data.per_run[data.per_run["pattern"] == r["pattern"]]
+        reads = "rw" in pr.columns and set(pr["rw"].astype(str)) <= {"randread", "read"}
+        cap = caps.get("riops") if reads else None  # IOPS against a read cap: the share of the tokens used
+        measured = (f"; measured: width {w} at {gm[w] / (w * cap):.1%} of {w} x {cap}, width {w1} at "
+                    f"{gm[w1] / (w1 * cap):.1%} of {w1} x {cap} (overhead = 1 - their ratio)"
+                    if cap and overhead is not None else "")
         out.append(KnownAnswerCheck.of(
             f"width {w} / width {w1} IOPS, {r['pattern']}", w / w1, r["ratio"], (r["ci_low"], r["ci_high"]),
             f"every loop device capped at {caps_text(caps)}: width {w} has {w} x the token rate of width {w1}; "
-            "truth = the ratio of the widths (the raid's overhead measured beside it, not subtracted)",
+            f"truth = the ratio of the widths (the raid's overhead measured beside it, not subtracted){measured}",
             overhead=overhead))
     return out
