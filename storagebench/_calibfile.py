@@ -66,8 +66,10 @@ class KnownCheck:
     Attributes
     ----------
     name : str
-    truth, estimate, ci_low, ci_high : float
-        Ratios (no unit).
+    truth : float
+        Ratio (no unit).
+    estimate, ci_low, ci_high : float or None
+        Ratios (no unit); None when not estimable (``null`` in the file: e.g. no spread between set-ups gives no CI).
     covered : bool
         ``ci_low <= truth <= ci_high``.
     rule : str
@@ -76,9 +78,9 @@ class KnownCheck:
 
     name: str
     truth: float
-    estimate: float
-    ci_low: float
-    ci_high: float
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
     covered: bool
     rule: str = ""
 
@@ -201,13 +203,16 @@ def _check(item: Any, path: Path, i: int) -> KnownCheck:
     where = f"checks[{i}]."
     out = KnownCheck(name=_text(m.get("name"), path, where + "name"),
                      truth=_number(m.get("truth"), path, where + "truth", low=0.0),
-                     estimate=_number(m.get("estimate"), path, where + "estimate", low=0.0),
-                     ci_low=_number(m.get("ci_low"), path, where + "ci_low", low=0.0),
-                     ci_high=_number(m.get("ci_high"), path, where + "ci_high", low=0.0),
+                     estimate=_number(m.get("estimate"), path, where + "estimate", low=0.0, optional=True),
+                     ci_low=_number(m.get("ci_low"), path, where + "ci_low", low=0.0, optional=True),
+                     ci_high=_number(m.get("ci_high"), path, where + "ci_high", low=0.0, optional=True),
                      covered=m.get("covered"), rule=_rule(m.get("rule"), path, where + "rule"))
     if not isinstance(out.covered, bool):
         raise _bad(path, where + "covered", f"must be true or false, got {str(out.covered)[:60]!r}")
-    if out.ci_low > out.ci_high:
+    if out.ci_low is None or out.ci_high is None:
+        if out.covered:
+            raise _bad(path, where + "covered", "must be false when the CI is not estimable (ci_low or ci_high null)")
+    elif out.ci_low > out.ci_high:
         raise _bad(path, where + "ci_low", f"must not exceed ci_high ({out.ci_low:g} > {out.ci_high:g})")
     return out
 

@@ -149,8 +149,10 @@ def calibrate_cmd(
                f"{c.budget['mde_setups_per_arm']:g} set-ups per arm x {c.budget['mde_runs_per_setup']:g} runs "
                f"(power {c.budget['power']:g}, alpha {c.budget['alpha']:g})")
     for k in c.checks:
-        typer.echo(f"known answer {k.name}: truth {k.truth:.4g}, estimate {k.estimate:.4g} "
-                   f"[{k.ci_low:.4g}, {k.ci_high:.4g}], {'covered' if k.covered else 'NOT covered'}")
+        est = "not estimable" if k.estimate is None else f"{k.estimate:.4g}"
+        ci = (f"[{k.ci_low:.4g}, {k.ci_high:.4g}], {'covered' if k.covered else 'NOT covered'}"
+              if k.ci_low is not None and k.ci_high is not None else "no CI (not estimable), not covered")
+        typer.echo(f"known answer {k.name}: truth {k.truth:.4g}, estimate {est} {ci}")
     if not c.checks:
         typer.echo("known answer: none (this storagebench has no known-answer studies)")
     if report:

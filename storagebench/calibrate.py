@@ -485,10 +485,14 @@ def calibration_findings(cal: Calibration) -> Findings:
             f"{b.get('alpha', 0.05):g}); a smaller effect is 'not shown', not absent.", estimate=aa.mde,
             unit="ratio", key="mde", method="paired t power (statsmodels TTestPower, noncentral t; Cohen 1988)"))
     for i, c in enumerate(cal.checks):
+        has_ci = c.ci_low is not None and c.ci_high is not None
+        verdict = (f"({fmt_number(c.ci_low)} to {fmt_number(c.ci_high)}): the CI "
+                   f"{'covers' if c.covered else 'MISSES'} the truth" if has_ci else
+                   "with no CI (not estimable: no spread between the set-ups), so nothing covers the truth")
         out.append(Finding(
-            f"Known answer {c.name}: truth {fmt_number(c.truth)}, estimate {fmt_number(c.estimate)} "
-            f"({fmt_number(c.ci_low)} to {fmt_number(c.ci_high)}): the CI {'covers' if c.covered else 'MISSES'} "
-            "the truth.", estimate=c.estimate, ci=(c.ci_low, c.ci_high), unit="ratio", key=f"check:{i}",
+            f"Known answer {c.name}: truth {fmt_number(c.truth)}, estimate "
+            f"{'not estimable' if c.estimate is None else fmt_number(c.estimate)} {verdict}.", estimate=c.estimate,
+            ci=(c.ci_low, c.ci_high) if has_ci else None, unit="ratio", key=f"check:{i}",
             method=c.rule or "the known-answer study's own rule"))
     if not cal.checks:
         out.append(Finding("No known-answer checks were run: this storagebench has no known-answer studies.",
@@ -537,14 +541,16 @@ def calibration_figures(cal: Calibration) -> dict[str, tuple[Callable[[], Any], 
             return fig
         out["mde"] = (mde_fig, "Smallest ratio detectable by budget (power 0.8, two-sided alpha 0.05), from this "
                                "host's variance components.")
-    if cal.checks:
+    if any(c.ci_low is not None and c.ci_high is not None and c.estimate is not None for c in cal.checks):
         def checks_fig():
-            cs = cal.checks
+            cs = [c for c in cal.checks if c.ci_low is not None and c.ci_high is not None and c.estimate is not None]
             fig, ax = plt.subplots(figsize=(7, 1.5 + 0.3 * len(cs)))
             _forest(ax, [(c.name, c.estimate / c.truth, c.ci_low / c.truth, c.ci_high / c.truth) for c in cs],
                     "estimate / truth (no unit, log scale)")
             fig.tight_layout()
             return fig
+        left = sum(c.ci_low is None or c.ci_high is None or c.estimate is None for c in cal.checks)
         out["checks"] = (checks_fig, f"Known-answer checks: estimate over truth with its {level} CI; dashed: 1 "
-                                     "(the truth recovered).")
+                                     "(the truth recovered)" + (f"; {left} check(s) without a CI left out." if left
+                                                                else "."))
     return out

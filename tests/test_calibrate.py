@@ -81,7 +81,8 @@ def test_calibration_json_has_the_keys_and_types(calibrated):
     assert isinstance(doc["checks"], list)
     for c in doc["checks"]:
         assert {"name", "truth", "estimate", "ci_low", "ci_high", "covered"} <= set(c)
-        assert isinstance(c["covered"], bool) and c["covered"] == (c["ci_low"] <= c["truth"] <= c["ci_high"])
+        assert isinstance(c["covered"], bool)
+        assert c["covered"] == (c["ci_low"] is not None and c["ci_low"] <= c["truth"] <= c["ci_high"])
     assert doc["host"]["hostname"] == os.uname().nodename
     cal = read_calibration(path)  # the one reader takes what the writer wrote
     assert cal.aa.n == 2 and len(cal.aa.comparisons) == 2 and cal.quick is True
@@ -220,6 +221,8 @@ def test_the_latest_calibration_of_the_host_is_found(tmp_path):
     (lambda d: d.__setitem__("date", "<script>"), "date"),
     (lambda d: d.__setitem__("format_version", 99), "format_version"),
     (lambda d: d.pop("checks"), "checks"),
+    (lambda d: d.__setitem__("checks", [{"name": "x", "truth": 5, "estimate": 5, "ci_low": None, "ci_high": None,
+                                         "covered": True}]), "checks[0].covered"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_bad_field_is_refused_naming_it_and_never_cited(tmp_path, edit, field):
     doc = _example()
@@ -229,6 +232,24 @@ def test_a_bad_field_is_refused_naming_it_and_never_cited(tmp_path, edit, field)
         read_calibration(path)
     found, refused = find_calibrations(tmp_path / "results", "vm")
     assert found == [] and len(refused) == 1 and field.split("[")[0] in refused[0]
+
+
+def test_a_check_without_a_ci_is_read_shown_and_not_covered(tmp_path):
+    """A known-answer study whose set-ups do not differ at all has no CI (null in the file): read, shown as not
+    estimable, never as covered, and left out of the figure."""
+    doc = _example()
+    doc["checks"] = [{"name": "fast / slow", "truth": 5.0, "estimate": 5.0, "ci_low": None, "ci_high": None,
+                      "covered": False},
+                     {"name": "high / low", "truth": 2.0, "estimate": 2.01, "ci_low": 1.9, "ci_high": 2.1,
+                      "covered": True}]
+    cal = read_calibration(_write(tmp_path / "c", doc))
+    assert cal.checks[0].ci_low is None and cal.checks[0].covered is False
+    text = " ".join(f.sentence for f in calibrate.calibration_findings(cal))
+    assert "fast / slow: truth 5, estimate 5 with no CI (not estimable" in text
+    assert "1 of 2 known-answer checks covered" in citation(cal)
+    figs = calibrate.calibration_figures(cal)
+    assert "1 check(s) without a CI left out" in figs["checks"][1]
+    figs["checks"][0]()
 
 
 def test_files_that_are_not_regular_or_leave_the_tree_are_refused(tmp_path):
@@ -330,7 +351,8 @@ def test_cli_output_progress_checks_and_write_up(calibrated):
     assert "calibrate: known-answer study 1 of 1: ka_caps" in res.stderr
     cal = read_calibration(path)
     assert cal.aa.n == 2 and (out / "report.html").exists()
-    assert cal.checks and all(c.covered == (c.ci_low <= c.truth <= c.ci_high) for c in cal.checks)
+    assert cal.checks and all(c.covered == (c.ci_low is not None and c.ci_low <= c.truth <= c.ci_high)
+                              for c in cal.checks)
     assert all(c["study"] == "ka_caps" for c in doc["checks"]) and doc["known_answer"]["studies"] == ["ka_caps"]
     assert f"known answer {cal.checks[0].name}: truth" in res.stdout
     page = (out / "report.html").read_text()
