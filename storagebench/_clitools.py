@@ -102,6 +102,63 @@ def testbed_cmd(
         raise typer.Exit(1)
 
 
+@_command("calibrate")
+@cli_errors(interrupted="the testbed was torn down and the runs measured so far are kept; rerun the same command "
+                        "(the same --out) to resume")
+def calibrate_cmd(
+    *,  # typer passes every option by name
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="directory of the calibration (default results/calibration/<host>-<UTC stamp>/, where "
+                            "the write-ups of studies under results/ find the latest one of their host)")] = None,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="6 A/A comparisons of 2 blocks x 2 runs of 1 s (48 s of fio) and the quick known-answer "
+                        "studies (38 runs of 2-3 s): about 6 minutes on 2 cores")] = False,
+    comparisons: Annotated[Optional[int], typer.Option(
+        "--comparisons", min=1, max=500, help="independent A/A comparisons (default 20; 6 with --quick)")] = None,
+    known: Annotated[Optional[List[str]], typer.Option(
+        "--known", metavar="STUDY", help="run only this known-answer study (repeatable; default every one, "
+                                         "storagebench testbed --list names them: ka_...)")] = None,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="write OUT/report.html")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="phases and ETA on stderr")] = True,
+    fio_bin: Annotated[str, typer.Option("--fio", metavar="PATH", help="fio executable")] = "fio",
+) -> None:
+    """Calibrate this host (root: loop devices): an A/A test, its noise floor and the smallest detectable ratio,
+    and the known-answer checks; writes OUT/calibration.json and OUT/report.html.
+
+    The A/A by default: 20 independent comparisons of 3 blocks x 3 runs of 2 s (120 set-ups, 720 s of fio, about
+    25 minutes with the builds); --quick: 6 of 2 blocks x 2 runs of 1 s (48 s of fio).
+
+    Examples:
+
+      storagebench calibrate --quick
+
+      storagebench calibrate --out results/calibration/lab1
+
+      storagebench calibrate --quick --known ka_caps --known ka_stripe_width
+    """
+    from . import calibrate as cal
+    from ._calibfile import read_calibration
+
+    path = cal.calibrate(_out_dir(out) if out is not None else None, quick=quick, comparisons=comparisons,
+                         known=known, progress=progress, fio_bin=fio_bin, report=report)
+    c = read_calibration(path)
+    typer.echo(f"calibration of {c.hostname} -> {path}")
+    typer.echo(f"A/A: {c.aa.false_positives} of {c.aa.n} comparisons showed a difference "
+               f"(false-positive rate {c.aa.false_positive_rate:.0%}); run-to-run CV {100 * (c.aa.cv_run or 0):.1f}%, "
+               f"set-up-to-set-up CV {100 * (c.aa.cv_setup or 0):.1f}%; smallest detectable ratio {c.aa.mde:.3g} with "
+               f"{c.budget['mde_setups_per_arm']:g} set-ups per arm x {c.budget['mde_runs_per_setup']:g} runs "
+               f"(power {c.budget['power']:g}, alpha {c.budget['alpha']:g})")
+    for k in c.checks:
+        est = "not estimable" if k.estimate is None else f"{k.estimate:.4g}"
+        ci = (f"[{k.ci_low:.4g}, {k.ci_high:.4g}], {'covered' if k.covered else 'NOT covered'}"
+              if k.ci_low is not None and k.ci_high is not None else "no CI (not estimable), not covered")
+        typer.echo(f"known answer {k.name}: truth {k.truth:.4g}, estimate {est} {ci}")
+    if not c.checks:
+        typer.echo("known answer: none (this storagebench has no known-answer studies)")
+    if report:
+        typer.echo(f"report: {path.parent / 'report.html'}")
+
+
 @_command("testbed-leftovers")
 @cli_errors()
 def testbed_leftovers_cmd(

@@ -210,9 +210,10 @@ def _pop_title(cells) -> str | None:
 
 
 def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None, *,
-               meta: str = "", banner: str | None = None) -> tuple[str, Any]:
+               meta: str = "", banner: str | None = None, calibration: Sequence[str] = ()) -> tuple[str, Any]:
     """The HTML of a write-up and its findings: see :func:`notebooks_to_html`; ``banner`` (text, escaped) is shown
-    above everything but the title (a partial study: :func:`partial_banner`).
+    above everything but the title (a partial study: :func:`partial_banner`); each ``calibration`` sentence (text,
+    escaped: :func:`storagebench.publish.calibration_citations`) is a paragraph after the findings.
 
     Returns
     -------
@@ -266,6 +267,11 @@ def build_page(notebooks: Sequence[str | os.PathLike], title: str | None = None,
         cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": all_findings._repr_html_(),
                                                                       "text/plain": all_findings.text()})]
         head.append(cell)
+    for text in calibration:  # from calibration.json: escaped (markupsafe), never formatted into HTML as it is
+        cal_cell = nbformat.v4.new_code_cell("")
+        cal_cell.outputs = [nbformat.v4.new_output("display_data", data={
+            "text/html": str(html('<p class="sb-calibration">{}</p>', text)), "text/plain": text})]
+        head.append(cal_cell)
     merged.cells = head + [c for c in merged.cells if c is not None]
     _markdown_outputs_to_html(merged)
     merged.metadata.pop("widgets", None)  # widget state is written as <script> elements: a write-up has no widgets

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from ._calibfile import citation, find_calibrations
 from ._params import check_parameters, parameter_type_ok
 from ._pubexec import (  # noqa: F401
     DEFAULT_IOPUB_TIMEOUT_S,
@@ -291,6 +292,21 @@ def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, actio
             "Findings, figures, tables and counts cover only those runs.")
 
 
+def calibration_citations(study_dir: Path, hosts: Sequence[str]) -> tuple[list[str], list[dict[str, str]]]:
+    """The latest calibration of each host of a study (:func:`storagebench._calibfile.find_calibrations` under the
+    results root, the study directory's parent): the sentences that cite them, and their files and dates for
+    ``report.json``. A host without a calibration gets no sentence; a calibration that fails its checks is never
+    cited. The sentences hold values from the files: the page shows them through the HTML gate."""
+    texts, files = [], []
+    for host in hosts:
+        found, _ = find_calibrations(study_dir.parent, host)
+        if found:
+            texts.append(citation(found[0], relative_to=study_dir))
+            files.append({"hostname": found[0].hostname, "date": found[0].date,
+                          "path": os.path.relpath(found[0].path, study_dir)})
+    return texts, files
+
+
 def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.PathLike] | None = None,
                    parameters: Mapping[str, Any] | None = None, *, output: str | os.PathLike | None = None,
                    kernel_name: str | None = None, execution_timeout: float | None = None,
@@ -387,9 +403,10 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
     prov = _provenance_summary(sdir)
     meta = f"Published {now:%Y-%m-%d %H:%M} UTC with storagebench {__version__} from " + \
         ", ".join(p.name for p in paths) + (f". Data: {prov['summary']}." if prov.get("summary") else ".")
+    cited, cited_files = calibration_citations(sdir, prov.get("hosts", []))
     try:
         page, findings = build_page(executed, title, meta=meta,
-                                    banner=" ".join(b for b in (banner, memory) if b) or None)
+                                    banner=" ".join(b for b in (banner, memory) if b) or None, calibration=cited)
     except PublishError:
         raise
     except Exception as exc:  # nbconvert template / conversion errors
@@ -401,7 +418,7 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         "report": html_path.name, "storagebench_version": __version__, "notebooks": [p.name for p in paths],
         "parameters": {k: _relative(v, html_path.parent) for k, v in given.items()},
         "findings": findings.to_dict()["findings"], "question": findings.title, "provenance": prov,
-        **({"partial": banner} if banner else {}),
+        **({"partial": banner} if banner else {}), **({"calibration": cited_files} if cited_files else {}),
     }
     _atomic_write(html_path, page)
     _atomic_write(sidecar_path(html_path), orjson.dumps(sidecar, option=orjson.OPT_INDENT_2).decode())

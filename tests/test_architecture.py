@@ -434,7 +434,7 @@ KEYWORD_ENTRY_POINTS = {
     "publish.py": {"publish_report"},  # sb.publish_report(study_dir, notebooks, parameters, output=..., ...)
     "_pubexec.py": {"execute_notebook"},  # sb.execute_notebook(notebook, output_path, parameters, kernel_name=..., ...)
     "cli.py": {"run_cmd", "compare_cmd"},  # typer commands: typer passes every option by name
-    "_clitools.py": {"testbed_cmd", "scaling_cmd"},  # typer commands, as above
+    "_clitools.py": {"testbed_cmd", "scaling_cmd", "calibrate_cmd"},  # typer commands, as above
     "stats/comparison.py": {"compare"},  # stats.compare(df, factor, baseline, metric, by=..., pair_on=..., ...)
     "stats/saturation.py": {"find_knee", "recommend_parameters"},  # find_knee(df, x, y, curve=..., ...)
     "studies/_base.py": {"compare_arms", "compare_question", "tost_plans", "finish"},  # compare_arms(data, factor, baseline, metric, by=...)
@@ -445,7 +445,8 @@ KEYWORD_ENTRY_POINTS = {
     "aggregate.py": {"scaling_summary", "scaling_findings"},  # scaling_findings(summary, saturation, x=..., ...)
     "stats/claims.py": {"claim_verdicts"},  # stats.claims.claim_verdicts(claims, comparison, unit=..., ...)
     "stats/equivalence.py": {"tost_plan", "tost_sample_size"},  # stats.tost_plan(cv, margin, ratio, alpha, power, df=..., ...)
-    "stats/models.py": {"fit_mixed"},  # stats.fit_mixed(df, formula, groups=..., ...)
+    "stats/models.py": {"fit_mixed"},
+    "calibrate.py": {"calibrate"},  # calibrate.calibrate(out, quick=..., comparisons=..., known=..., report=...)  # stats.fit_mixed(df, formula, groups=..., ...)
     "stats/ratio.py": {"ratio_bca"},  # ratio_bca(x_other, x_base, confidence, n_boot, rng, estimand=..., paired=...)
     "stats/steady.py": {"steady_state_timeseries"},  # stats.steady_state_timeseries(ts, metric=..., window=..., ...)
     "stats/verdicts.py": {"verdict", "verdict_findings", "verdict_summary", "interaction"},  # stats.verdict(t, unit=...)
