@@ -37,6 +37,7 @@ from ._runfio import FioRun, run_fio
 from ._rungroups import run_group
 from ._runone import run_point
 from ._runresume import Resumed, kept_hint, resume, set_aside_unit, skipped_runs, unit_is_complete
+from ._runrounds import run_rounds
 from ._runwrite import WRITE_ERRNOS, inside, not_writable
 from ._store import StudyStore
 from ._study import RunPlan, SetUpUnit, Study, load_study
@@ -276,6 +277,9 @@ def run_study(
             f"study {study.name}: setups: {study.setups} builds each arm's testbed afresh {study.setups} times, "
             "so it needs a testbed that can build it (storagebench testbed NAME, or run_study(..., testbed=...)); "
             "a plain sweep on one target has one set-up: remove setups or set it to 1")
+    if study.precision is not None and testbed is not None:
+        raise StudyError(f"study {study.name}: precision (adaptive rounds) runs on one target; a testbed build "
+                         "per set-up is not supported with it yet: use a fixed repetitions: N")
     fio_exe = find_fio(fio_bin)
     plan = study.expand()
     _check_hosts(study, plan)
@@ -325,7 +329,9 @@ def _sweep(ctx: RunContext, plan: RunPlan, resumed: Resumed, testbed: Callable |
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-runner")
     ctx = replace(ctx, pool=pool, progress=bar)
     try:
-        for unit in plan.units():
+        if ctx.study.precision is not None:  # adaptive: rounds of the unfinished points (_runrounds)
+            run_rounds(ctx, plan)
+        for unit in plan.units() if ctx.study.precision is None else ():
             if unit_is_complete(ctx, unit):
                 continue
             if testbed is None:

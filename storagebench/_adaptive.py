@@ -1,0 +1,178 @@
+"""The decisions of an adaptive sweep (``precision:``): a pure function of the completed runs' values and the rule.
+
+Round ``r`` of a sweep measures repetition ``r`` of every point still going (so a run's round is its
+``repetition``: no column of its own). Before round ``r``, :func:`decide` reads the values of repetitions
+``< r`` and says, per point, whether it is finished and why. Nothing else enters (no clock, no random
+state), so a killed sweep resumed from its ``raw/`` makes the same decisions on the same data, and the
+decisions of a finished sweep can be replayed from its tables (``tests/test_adaptive.py``).
+
+Rules (:mod:`storagebench._precision` has the keys):
+
+* **a point's CI width** (``ci_rel_half_width``): the fixed-width sequential CI of Chow & Robbins (1965),
+  looks from ``min_repetitions`` on (:func:`storagebench.stats.sequential.point_stops`);
+* **a comparison** (``compare``): each level vs the factor's first level at each combination of the other
+  factors; looks at n = ``min_repetitions`` .. ``max_repetitions`` runs per arm, each test at the nominal
+  level of the Lan-DeMets O'Brien-Fleming-type boundary for information fraction n / ``max_repetitions``
+  (:func:`storagebench.stats.sequential.comparison_decision`);
+* a point is finished when its CI target is reached (if asked) and every comparison it is an arm of is
+  decided (if asked), or when it has ``max_repetitions`` runs (its budget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.stats as st
+
+from ._plan import canonical_json
+from .stats.sequential import comparison_decision, point_stops, rel_half_width, spending_bounds
+
+__all__ = ["Comparison", "Decisions", "comparisons", "decide", "nominal_levels", "point_key"]
+
+
+def point_key(factors: Mapping[str, Any]) -> str:
+    """The identity of a point: the canonical JSON of its factor levels."""
+    return canonical_json(dict(factors)).decode()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison of ``precision.compare``: ``other`` vs ``baseline`` (point keys) at the levels ``at``."""
+
+    factor: str
+    baseline: str
+    other: str
+    level: Any
+    at: tuple[tuple[str, Any], ...]
+
+    def label(self) -> str:
+        """``stripe_width=4 vs 1 at bs=4k``."""
+        at = ", ".join(f"{k}={v}" for k, v in self.at)
+        base = dict(_items(self.baseline))[self.factor]
+        return f"{self.factor}={self.level} vs {base}" + (f" at {at}" if at else "")
+
+
+def _items(key: str) -> list[tuple[str, Any]]:
+    import orjson
+
+    return list(orjson.loads(key).items())
+
+
+def comparisons(points: Sequence[Mapping[str, Any]], factor: str, levels: Sequence[Any]) -> tuple[Comparison, ...]:
+    """Each level of ``factor`` after the first vs the first, at every combination of the other factors.
+
+    Parameters
+    ----------
+    points : sequence of mapping
+        The factor levels of each point of the plan (each once).
+    factor : str
+    levels : sequence
+        The level labels of ``factor`` in spec order (the first is the baseline).
+    """
+    by_rest: dict[str, dict[Any, str]] = {}
+    for f in points:
+        rest = {k: v for k, v in f.items() if k != factor}
+        by_rest.setdefault(point_key(rest), {})[f[factor]] = point_key(f)
+    out = []
+    for rest, arms in by_rest.items():
+        if levels[0] not in arms:
+            continue
+        out += [Comparison(factor, arms[levels[0]], arms[lv], lv, tuple(_items(rest))) for lv in levels[1:] if lv in arms]
+    return tuple(out)
+
+
+def nominal_levels(precision: Mapping[str, Any]) -> dict[int, tuple[float, float]]:
+    """n -> (two-sided, one-sided) nominal p threshold of the look at n runs per arm.
+
+    The boundaries are Lan-DeMets O'Brien-Fleming-type at fractions n / max_repetitions,
+    n = min_repetitions .. max_repetitions: two-sided at ``alpha`` (``alpha / 2`` a side) for "different",
+    one-sided at ``alpha`` for each one-sided test of the equivalence decisions (TOST at level alpha).
+    """
+    lo, hi, alpha = precision["min_repetitions"], precision["max_repetitions"], precision.get("alpha", 0.05)
+    ns = np.arange(lo, hi + 1)
+    b2 = spending_bounds(ns / hi, alpha / 2, two_sided=True)
+    b1 = spending_bounds(ns / hi, alpha, two_sided=False)
+    return {int(n): (float(2 * st.norm.sf(x2)), float(st.norm.sf(x1))) for n, x2, x1 in zip(ns, b2, b1, strict=True)}
+
+
+@dataclass
+class Decisions:
+    """The state of an adaptive sweep before a round.
+
+    Attributes
+    ----------
+    finished : dict of str to str
+        Point key -> why it is finished (``"target"``, ``"decided"``, ``"budget"``).
+    n : dict of str to int
+        Point key -> runs it has (of the repetitions read).
+    half_width : dict of str to float
+        Point key -> relative CI half-width reached with its runs.
+    verdicts : dict of str to dict
+        Comparison label -> ``{"decision": ..., "n": ...}`` (decision None: not decided).
+    """
+
+    finished: dict[str, str] = field(default_factory=dict)
+    n: dict[str, int] = field(default_factory=dict)
+    half_width: dict[str, float] = field(default_factory=dict)
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _series(values: Mapping[int, float], before: int) -> np.ndarray:
+    return np.array([values[r] for r in sorted(values) if r < before], dtype=float)
+
+
+def _verdict(comp: Comparison, data: Mapping[str, np.ndarray], precision: Mapping[str, Any],
+             nominal: Mapping[int, tuple[float, float]]) -> dict[str, Any]:
+    x, y = data[comp.other], data[comp.baseline]
+    for n in range(precision["min_repetitions"], min(x.size, y.size) + 1):
+        word = comparison_decision(x[:n], y[:n], nominal[n], precision.get("equivalence_margin"),
+                                   precision.get("detect_ratio"))
+        if word is not None:
+            return {"decision": word, "n": n}
+    return {"decision": None, "n": int(min(x.size, y.size))}
+
+
+def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[Comparison],
+           values: Mapping[str, Mapping[int, float]], before: int) -> Decisions:
+    """Which points are finished before round ``before``, from the values of repetitions ``< before``.
+
+    Parameters
+    ----------
+    precision : mapping
+        The study's checked ``precision`` (:func:`storagebench._precision.check_precision`).
+    points : sequence of str
+        Point keys of the plan (:func:`point_key`).
+    comps : sequence of Comparison
+        The comparisons of ``precision.compare`` (:func:`comparisons`), or empty.
+    values : mapping
+        Point key -> repetition -> the metric of that completed run (missing: not complete or failed).
+    before : int
+        The round about to run (1-based); only repetitions ``< before`` are read.
+
+    Returns
+    -------
+    Decisions
+    """
+    data = {p: _series(values.get(p, {}), before) for p in points}
+    out = Decisions(n={p: int(v.size) for p, v in data.items()})
+    conf = precision.get("confidence", 0.95)
+    target = precision.get("ci_rel_half_width")
+    open_arms: set[str] = set()
+    if comps:
+        nominal = nominal_levels(precision)
+        for c in comps:
+            v = _verdict(c, data, precision, nominal)
+            out.verdicts[c.label()] = v
+            if v["decision"] is None:
+                open_arms.update((c.baseline, c.other))
+    for p, v in data.items():
+        out.half_width[p] = rel_half_width(v, conf)
+        reached = target is None or point_stops(v, target, precision["min_repetitions"], conf) is not None
+        if v.size >= precision["max_repetitions"]:
+            out.finished[p] = "budget"
+        elif reached and p not in open_arms and v.size >= precision["min_repetitions"]:
+            out.finished[p] = "target" if target is not None else "decided"
+    return out
