@@ -20,6 +20,7 @@ Rules (:mod:`storagebench._precision` has the keys):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +29,16 @@ import numpy as np
 import scipy.stats as st
 
 from ._plan import canonical_json
-from .stats.sequential import comparison_decision, point_stops, rel_half_width, spending_bounds
+from .stats.sequential import (
+    comparison_decision,
+    log_half_width,
+    point_stops,
+    rel_half_width,
+    spending_bounds,
+)
 
-__all__ = ["Comparison", "Decisions", "comparisons", "decide", "nominal_levels", "point_key"]
+__all__ = ["Comparison", "Decisions", "comparisons", "decide", "nominal_levels", "point_key", "expected_repetitions",
+           "time_to_answer", "time_text"]
 
 
 def point_key(factors: Mapping[str, Any]) -> str:
@@ -176,3 +184,97 @@ def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[
         elif reached and p not in open_arms and v.size >= precision["min_repetitions"]:
             out.finished[p] = "target" if target is not None else "decided"
     return out
+
+
+def expected_repetitions(cv: float, precision: dict[str, Any]) -> int:
+    """Runs per point the rule is expected to use at a run-to-run ``cv``: the t-based sample size.
+
+    For ``ci_rel_half_width`` w: the smallest n whose guarded interval at the assumed SD is that narrow,
+    :func:`storagebench.stats.sequential.log_half_width` ``(s, n) <= log(1 + w)``, ``s = sqrt(log(1 + cv^2))``
+    (the log-scale SD of a lognormal with that CV). For ``compare``: the
+    two-sample n of a two-sided Welch test at ``alpha`` with 80 % power to detect ``detect_ratio``
+    (or the margin, or 1.2), ``n = 2 (z_{1-a/2} + z_{0.8})^2 s^2 / log(d)^2``, times 1.1 for the
+    group-sequential design's inflation (O'Brien-Fleming, Jennison & Turnbull 2000, Table 2.4: R ~ 1.02-1.03,
+    rounded up). Clipped to [min_repetitions, max_repetitions].
+    """
+    lo, hi = precision["min_repetitions"], precision["max_repetitions"]
+    s = math.sqrt(math.log1p(cv * cv))
+    need = lo
+    if "ci_rel_half_width" in precision:
+        w, c = math.log1p(precision["ci_rel_half_width"]), precision["confidence"]
+        need = next((n for n in range(max(2, lo), hi + 1) if log_half_width(s, n, c) <= w), hi)
+    if "compare" in precision:
+        d = precision.get("detect_ratio") or (1 + precision["equivalence_margin"]
+                                              if "equivalence_margin" in precision else 1.2)
+        z = st.norm.ppf(1 - precision["alpha"] / 2) + st.norm.ppf(0.8)
+        need = max(need, math.ceil(1.1 * 2 * z * z * s * s / math.log(d) ** 2))
+    return int(min(max(need, lo), hi))
+
+
+def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
+    """The fio time a study takes: runs x (runtime + ramp_time), fixed, or expected and maximum under ``precision``.
+
+    Parameters
+    ----------
+    study : storagebench.Study
+    cv : float, optional
+        Run-to-run CV for the expected time; default ``precision.assumed_cv``, else 0.05 (stated).
+
+    Returns
+    -------
+    dict
+        ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
+        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``.
+    """
+    points = study.n_runs // (study.plan_repetitions * study.setups) * study.setups
+    run_s = float(study.runtime + study.ramp_time)
+    out: dict[str, Any] = {"points": points, "run_s": run_s}
+    p = study.precision
+    if p is None:
+        out.update(fixed_runs=study.n_runs, fixed_s=study.n_runs * run_s)
+        return out
+    src = "given" if cv is not None else ("precision.assumed_cv" if "assumed_cv" in p else "default 0.05")
+    cv = cv if cv is not None else p.get("assumed_cv", 0.05)
+    n = expected_repetitions(cv, p)
+    out.update(min_runs=points * p["min_repetitions"], expected_runs=points * n, expected_s=points * n * run_s,
+               max_runs=points * p["max_repetitions"], max_s=points * p["max_repetitions"] * run_s,
+               assumed_cv=cv, cv_source=src, expected_repetitions=n)
+    return out
+
+
+def _hms(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def time_text(study: Any, cv: float | None = None) -> list[str]:
+    """The lines of ``storagebench run --dry-run``: the plan and the fio time it takes (:func:`time_to_answer`).
+
+    Parameters
+    ----------
+    study : storagebench.Study
+    cv : float, optional
+        Run-to-run CV assumed for the expected time (default as :func:`time_to_answer`).
+
+    Returns
+    -------
+    list of str
+    """
+    t = time_to_answer(study, cv)
+    run = f"{t['run_s']:g} s per run (runtime {study.runtime:g} s + ramp_time {study.ramp_time:g} s)"
+    lines = [f"study {study.name}: {t['points']} point(s), {run}"]
+    if study.precision is None:
+        lines.append(f"fixed: {study.repetitions} repetition(s) per point = {t['fixed_runs']} runs, "
+                     f"fio time {_hms(t['fixed_s'])}")
+    else:
+        p = study.precision
+        lines += [f"adaptive (precision): {p['min_repetitions']} to {p['max_repetitions']} repetitions per point",
+                  f"  expected: {t['expected_repetitions']} per point = {t['expected_runs']} runs, fio time "
+                  f"{_hms(t['expected_s'])} (at a run-to-run CV of {t['assumed_cv']:g}, {t['cv_source']})",
+                  f"  at least: {t['min_runs']} runs, fio time {_hms(t['min_runs'] * t['run_s'])}",
+                  f"  at most:  {t['max_runs']} runs, fio time {_hms(t['max_s'])} (max_repetitions)"]
+    if study.setups > 1:
+        lines.append(f"plus {study.setups} testbed build(s) per arm, not counted (their time depends on the testbed)")
+    return lines

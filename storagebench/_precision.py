@@ -33,7 +33,7 @@ from ._specvalues import whole
 from .errors import shown
 from .schema import names as schema_names
 
-__all__ = ["KEYS", "check_precision", "check_precision_design", "expected_repetitions", "time_to_answer"]
+__all__ = ["KEYS", "check_precision", "check_precision_design"]
 
 #: The keys of ``precision:`` and what each holds.
 KEYS: dict[str, str] = {
@@ -166,61 +166,3 @@ def check_precision_design(study: Any) -> None:
     if study.setups > 1 or study.concurrent:
         raise ValueError("precision: adaptive rounds run one point at a time on one build; they do not support "
                          "setups > 1 or concurrent yet (use a fixed repetitions: N)")
-
-
-def expected_repetitions(cv: float, precision: dict[str, Any]) -> int:
-    """Runs per point the rule is expected to use at a run-to-run ``cv``: the t-based sample size.
-
-    For ``ci_rel_half_width`` w: the smallest n with ``t_{n-1, (1+c)/2} s / sqrt(n) <= log(1 + w)``,
-    ``s = sqrt(log(1 + cv^2))`` (the log-scale SD of a lognormal with that CV). For ``compare``: the
-    two-sample n of a two-sided Welch test at ``alpha`` with 80 % power to detect ``detect_ratio``
-    (or the margin, or 1.2), ``n = 2 (z_{1-a/2} + z_{0.8})^2 s^2 / log(d)^2``, times 1.1 for the
-    group-sequential design's inflation (O'Brien-Fleming, Jennison & Turnbull 2000, Table 2.4: R ~ 1.02-1.03,
-    rounded up). Clipped to [min_repetitions, max_repetitions].
-    """
-    import scipy.stats as st
-
-    lo, hi = precision["min_repetitions"], precision["max_repetitions"]
-    s = math.sqrt(math.log1p(cv * cv))
-    need = lo
-    if "ci_rel_half_width" in precision:
-        w, c = math.log1p(precision["ci_rel_half_width"]), precision["confidence"]
-        need = next((n for n in range(max(2, lo), hi + 1) if st.t.ppf(0.5 + c / 2, n - 1) * s / math.sqrt(n) <= w),
-                    hi)
-    if "compare" in precision:
-        d = precision.get("detect_ratio") or (1 + precision["equivalence_margin"]
-                                              if "equivalence_margin" in precision else 1.2)
-        z = st.norm.ppf(1 - precision["alpha"] / 2) + st.norm.ppf(0.8)
-        need = max(need, math.ceil(1.1 * 2 * z * z * s * s / math.log(d) ** 2))
-    return int(min(max(need, lo), hi))
-
-
-def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
-    """The fio time a study takes: runs x (runtime + ramp_time), fixed, or expected and maximum under ``precision``.
-
-    Parameters
-    ----------
-    study : storagebench.Study
-    cv : float, optional
-        Run-to-run CV for the expected time; default ``precision.assumed_cv``, else 0.05 (stated).
-
-    Returns
-    -------
-    dict
-        ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
-        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``.
-    """
-    points = study.n_runs // (study.plan_repetitions * study.setups) * study.setups
-    run_s = float(study.runtime + study.ramp_time)
-    out: dict[str, Any] = {"points": points, "run_s": run_s}
-    p = study.precision
-    if p is None:
-        out.update(fixed_runs=study.n_runs, fixed_s=study.n_runs * run_s)
-        return out
-    src = "given" if cv is not None else ("precision.assumed_cv" if "assumed_cv" in p else "default 0.05")
-    cv = cv if cv is not None else p.get("assumed_cv", 0.05)
-    n = expected_repetitions(cv, p)
-    out.update(min_runs=points * p["min_repetitions"], expected_runs=points * n, expected_s=points * n * run_s,
-               max_runs=points * p["max_repetitions"], max_s=points * p["max_repetitions"] * run_s,
-               assumed_cv=cv, cv_source=src, expected_repetitions=n)
-    return out

@@ -26,6 +26,7 @@ import typer
 # commands that use them.
 import storagebench as sb
 
+from ._adaptive import time_text
 from ._cliutil import (  # noqa: F401
     _MARKUP_TAG,
     _METAVARS,
@@ -86,6 +87,12 @@ def run_cmd(
     quiet_window: Annotated[Optional[float], typer.Option(
         "--quiet-window", help="sample window of the target device's I/O counters before each run, s "
         "(default: 1% of runtime + ramp_time, 0.02 to 0.5 s)")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print the plan and the fio time it takes (fixed, or expected and most under "
+        "precision:), run nothing")] = False,
+    assumed_cv: Annotated[Optional[float], typer.Option(
+        "--assumed-cv", min=0.0001, max=10.0, help="with --dry-run: run-to-run CV for the expected time under "
+        "precision: (default precision.assumed_cv, else 0.05)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
 
@@ -96,6 +103,11 @@ def run_cmd(
       storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
     """
     spec = sb.load_study(study, max_runs=max_runs)
+    if dry_run:
+        spec.check_max_runs()
+        for line in time_text(spec, assumed_cv):
+            typer.echo(line)
+        return
     res = sb.run_study(spec, target=target, out_dir=_out_dir(out), timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
                     wait_quiet_s=wait_quiet, quiet_window_s=quiet_window)
