@@ -29,6 +29,7 @@ import numpy as np
 import scipy.stats as st
 
 from ._plan import canonical_json
+from .findings import CONFIDENCE
 from .stats.sequential import (
     comparison_decision,
     log_half_width,
@@ -166,7 +167,7 @@ def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[
     """
     data = {p: _series(values.get(p, {}), before) for p in points}
     out = Decisions(n={p: int(v.size) for p, v in data.items()})
-    conf = precision.get("confidence", 0.95)
+    conf = precision.get("confidence", CONFIDENCE)
     target = precision.get("ci_rel_half_width")
     open_arms: set[str] = set()
     if comps:

@@ -13,7 +13,7 @@ Keys (:data:`KEYS`):
   role="metric")``, that is positive: not ``error``/``partial``); default ``iops``;
 * ``ci_rel_half_width``: a point stops when the CI of its geometric mean is at most this wide on each
   side (0.03: +-3 %), a fraction in (0, 1);
-* ``confidence``: of that CI, default 0.95;
+* ``confidence``: of that CI, default :data:`storagebench.findings.CONFIDENCE`;
 * ``min_repetitions`` (default 3, at least 2) and ``max_repetitions`` (default 30, at least
   ``min_repetitions``, at most :data:`MAX_REPETITIONS`);
 * ``compare``: a factor of the study; each of its levels is compared with its first level at every
@@ -31,6 +31,7 @@ from typing import Any
 
 from ._specvalues import whole
 from .errors import shown
+from .findings import CONFIDENCE
 from .schema import names as schema_names
 
 __all__ = ["KEYS", "check_precision", "check_precision_design"]
@@ -39,7 +40,7 @@ __all__ = ["KEYS", "check_precision", "check_precision_design"]
 KEYS: dict[str, str] = {
     "metric": "the run-level metric the rule reads (default iops)",
     "ci_rel_half_width": "stop a point when its CI is at most this fraction wide on each side (0.03: +-3 %)",
-    "confidence": "confidence of that CI (default 0.95)",
+    "confidence": f"confidence of that CI (default {CONFIDENCE:g})",
     "min_repetitions": "first look (default 3, at least 2)",
     "max_repetitions": "budget per point (default 30)",
     "compare": "a factor: stop when each level's comparison with the first level is decided",
@@ -104,7 +105,7 @@ def check_precision(value: Any) -> dict[str, Any] | None:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"precision.metric: {shown(out['metric'])} is not a metric of the runs table{hint}; "
                          f"must be one of [{', '.join(_metrics())}]")
-    for key, low, high, default in (("ci_rel_half_width", 0.0, 1.0, None), ("confidence", 0.5, 1.0, 0.95),
+    for key, low, high, default in (("ci_rel_half_width", 0.0, 1.0, None), ("confidence", 0.5, 1.0, CONFIDENCE),
                                     ("alpha", 0.0, 0.5, 0.05), ("equivalence_margin", 0.0, 1.0, None),
                                     ("detect_ratio", 1.0, 100.0, None), ("assumed_cv", 0.0, 10.0, None)):
         if value.get(key) is not None or default is not None:

@@ -23,10 +23,11 @@ import numpy as np
 import scipy.stats as st
 
 from ..errors import StatsError
+from ..findings import CONFIDENCE
 from .ratio import ratio_ci, ratio_tost
 
 #: Grid points per continuation interval of the numerical integration (Simpson's rule; odd).
-_GRID = 1201
+_GRID = 401
 #: Below this an increment of alpha is nothing to spend: that look cannot stop (boundary +inf).
 _TINY = 1e-13
 
@@ -73,7 +74,8 @@ def _cross(grid: np.ndarray, dens: np.ndarray, sd: float, c: float, two_sided: b
 def _next_density(grid: np.ndarray, dens: np.ndarray, sd: float, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """The density of the continuing paths at the next look on a grid of ``(lo, hi)``, Simpson weights folded in."""
     new = np.linspace(lo, hi, _GRID)
-    f = st.norm.pdf((new[:, None] - grid[None, :]) / sd) / sd @ dens
+    z = (new[:, None] - grid[None, :]) / sd
+    f = np.exp(-0.5 * z * z) @ dens / (sd * math.sqrt(2.0 * math.pi))
     return new, f * _simpson_weights(_GRID, new[1] - new[0])
 
 
@@ -215,7 +217,7 @@ def obf_constant(k: int, alpha: float = 0.05) -> np.ndarray:
 SIGMA_GUARD = 0.3
 
 
-def rel_half_width(values, confidence: float = 0.95, guard: float | None = SIGMA_GUARD) -> float:
+def rel_half_width(values, confidence: float = CONFIDENCE, guard: float | None = SIGMA_GUARD) -> float:
     """Relative half-width of the guarded CI of a geometric mean, on log values.
 
     ``exp(t_{n-1} s_g / sqrt(n)) - 1`` with ``s_g = s sqrt((n - 1) / chi2_{guard, n-1})``, the upper
@@ -240,7 +242,7 @@ def rel_half_width(values, confidence: float = 0.95, guard: float | None = SIGMA
     return math.expm1(log_half_width(float(np.std(np.log(y), ddof=1)), y.size, confidence, guard))
 
 
-def log_half_width(sd: float, n: int, confidence: float = 0.95, guard: float | None = SIGMA_GUARD) -> float:
+def log_half_width(sd: float, n: int, confidence: float = CONFIDENCE, guard: float | None = SIGMA_GUARD) -> float:
     """Half-width on the log scale of the guarded t interval of :func:`rel_half_width`: ``t_{n-1} s_g / sqrt(n)``.
 
     Parameters
@@ -258,7 +260,7 @@ def log_half_width(sd: float, n: int, confidence: float = 0.95, guard: float | N
     return float(st.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n))
 
 
-def point_stops(values, target: float, min_n: int, confidence: float = 0.95) -> int | None:
+def point_stops(values, target: float, min_n: int, confidence: float = CONFIDENCE) -> int | None:
     """The repetition after which a point's fixed-width sequential CI stops, or None (keep going).
 
     Looks at n = ``min_n``, ``min_n + 1``, ... ``len(values)``: stops at the first n whose guarded CI of the
