@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from typing import Any
 
 from ._specvalues import whole
@@ -34,7 +35,7 @@ from .errors import shown
 from .findings import CONFIDENCE
 from .schema import names as schema_names
 
-__all__ = ["KEYS", "check_precision", "check_precision_design"]
+__all__ = ["KEYS", "PRECISION_FILE", "check_precision", "check_precision_design", "read_precision", "rule_words"]
 
 #: The keys of ``precision:`` and what each holds.
 KEYS: dict[str, str] = {
@@ -167,3 +168,115 @@ def check_precision_design(study: Any) -> None:
     if study.setups > 1 or study.concurrent:
         raise ValueError("precision: adaptive rounds run one point at a time on one build; they do not support "
                          "setups > 1 or concurrent yet (use a fixed repetitions: N)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the record of an adaptive sweep, read back for the write-up
+
+#: The record an adaptive sweep writes in its study directory (:mod:`storagebench._runrounds`).
+PRECISION_FILE = "precision.json"
+#: Largest ``precision.json`` read, bytes (a few hundred bytes a point).
+MAX_PRECISION_BYTES = 16 * 2**20
+#: Why a point stopped, as the record says and as the write-up words it.
+STOPPED = {"target": "target reached", "decided": "comparison decided", "budget": "budget spent (max_repetitions)",
+           "not finished": "not finished (the sweep stopped)"}
+#: The verdicts of a comparison and their words.
+VERDICTS = {"different": "different", "equivalent": "equivalent within the margin",
+            "not_equivalent": "outside the margin", "smaller_than_detect": "no difference as large as detect_ratio",
+            None: "not decided within max_repetitions"}
+
+
+def _bad(path: Any, what: str, value: Any) -> Exception:
+    from .errors import SchemaError
+
+    return SchemaError(f"{path}: {what}, got {shown(value)}")
+
+
+def _point_row(p: Any, path: Any) -> dict[str, Any]:
+    if not isinstance(p, dict) or not isinstance(p.get("factors"), dict):
+        raise _bad(path, "each point must be a mapping with factors", p)
+    factors = p["factors"]
+    if any(not isinstance(v, (str, int, float, bool)) or not isinstance(k, str) for k, v in factors.items()):
+        raise _bad(path, "factor levels must be scalars", factors)
+    reps, stopped, hw = p.get("repetitions"), p.get("stopped"), p.get("ci_rel_half_width")
+    if isinstance(reps, bool) or not isinstance(reps, int) or not 0 <= reps <= MAX_REPETITIONS:
+        raise _bad(path, f"repetitions must be an integer from 0 to {MAX_REPETITIONS}", reps)
+    if stopped not in STOPPED:
+        raise _bad(path, f"stopped must be one of {list(STOPPED)}", stopped)
+    if hw is not None and (isinstance(hw, bool) or not isinstance(hw, (int, float)) or not math.isfinite(hw) or hw < 0):
+        raise _bad(path, "ci_rel_half_width must be a finite number >= 0 or null", hw)
+    return {**factors, "runs": reps, "stopped": STOPPED[stopped], "ci_rel_half_width": hw}
+
+
+def _comparison_row(c: Any, path: Any) -> dict[str, Any]:
+    if not isinstance(c, dict) or not isinstance(c.get("comparison"), str) or c.get("decision") not in VERDICTS:
+        raise _bad(path, f"each comparison must name itself and a decision of {list(VERDICTS)}", c)
+    n = c.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPETITIONS:
+        raise _bad(path, "a comparison's n must be an integer", n)
+    return {"comparison": c["comparison"][:300], "verdict": VERDICTS[c["decision"]], "runs_per_arm": n}
+
+
+def read_precision(study_dir: Any) -> dict[str, Any] | None:
+    """An adaptive sweep's ``precision.json``, read typed and bounded; None when the study is not adaptive.
+
+    Parameters
+    ----------
+    study_dir : path-like
+        ``results/<study>/``.
+
+    Returns
+    -------
+    dict or None
+        ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``points`` and ``comparisons``
+        (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
+
+    Raises
+    ------
+    SchemaError
+        The file is not a regular file of at most :data:`MAX_PRECISION_BYTES`, not JSON, or a field is not what
+        the runner writes (named with its value).
+    """
+    import orjson
+
+    from ._inputs import read_input
+    from .errors import SchemaError
+
+    path = os.path.join(os.fspath(study_dir), PRECISION_FILE)
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = orjson.loads(read_input(path, max_bytes=MAX_PRECISION_BYTES, what="precision record",
+                                       error=SchemaError))
+    except orjson.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list) \
+            or not isinstance(data.get("comparisons", []), list):
+        raise _bad(path, "must be a mapping with points and comparisons lists", data)
+    try:
+        rule = check_precision(data.get("rule"))
+    except ValueError as exc:
+        raise SchemaError(f"{path}: rule: {exc}") from None
+    if rule is None:
+        raise _bad(path, "rule is missing", data.get("rule"))
+    return {"rule": rule, "points": [_point_row(p, path) for p in data["points"]],
+            "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
+
+
+def rule_words(rule: dict[str, Any]) -> str:
+    """The stopping rule in a sentence (the values formatted from the checked rule)."""
+    parts = []
+    if "ci_rel_half_width" in rule:
+        parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "
+                     f"was within ±{rule['ci_rel_half_width']:.1%} (a fixed-width sequential interval, Chow & Robbins "
+                     "1965, with the run-to-run SD taken at its upper 70% confidence bound so that it covers at small "
+                     "n)")
+    if "compare" in rule:
+        extra = (f", or equivalence within ±{rule['equivalence_margin']:.1%}" if "equivalence_margin" in rule else "")
+        extra += (f", or no difference of ×{rule['detect_ratio']:g}" if "detect_ratio" in rule else "")
+        parts.append(f"until each comparison of {rule['compare']} with its first level was decided: a difference"
+                     f"{extra}, each tested at the nominal level of a Lan-DeMets O'Brien-Fleming boundary "
+                     f"(two-sided alpha {rule['alpha']:g})")
+    return (f"Each point was measured in rounds (one run of every unfinished point per round, in a seeded random "
+            f"order), from {rule['min_repetitions']} runs, " + " and ".join(parts)
+            + f", or until it had {rule['max_repetitions']} runs (its budget).")

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ._adaptive import Decisions, comparisons, decide, point_key
+from ._precision import PRECISION_FILE
 from ._runcontext import RunContext
 from ._rungroups import run_group
 from ._specvalues import level_label
@@ -32,8 +33,6 @@ from .runlevel import per_run
 
 __all__ = ["PRECISION_FILE", "run_rounds", "read_values", "replay"]
 
-#: The record of an adaptive sweep's decisions, in the study's directory.
-PRECISION_FILE = "precision.json"
 
 
 def read_values(raw_dir: Path, run_ids, metric: str) -> dict[str, float]:

@@ -298,3 +298,53 @@ def test_adaptive_sweep_with_real_values_replays(tmp_path, fio_bin):
     rec = json.loads((res.root / PRECISION_FILE).read_text())
     assert sum(p["repetitions"] for p in rec["points"]) == len(ids)
     assert all(2 <= p["repetitions"] <= 4 and p["stopped"] in ("target", "budget") for p in rec["points"])
+
+
+# ---- the write-up: precision.json read typed, every value through the HTML gate ------------------------
+
+def _record(tmp_path: Path, **over) -> Path:
+    study = tmp_path / "st"
+    study.mkdir(exist_ok=True)
+    rec = {"study": "st", "rule": {"metric": "iops", "ci_rel_half_width": 0.03, "min_repetitions": 3,
+                                   "max_repetitions": 10, "compare": "stripe"},
+           "points": [{"factors": {"stripe": "<script>alert(1)</script>"}, "repetitions": 4, "stopped": "target",
+                       "ci_rel_half_width": 0.021, "run_ids": ["a"]},
+                      {"factors": {"stripe": "1"}, "repetitions": 10, "stopped": "budget",
+                       "ci_rel_half_width": 0.05, "run_ids": []}],
+           "comparisons": [{"comparison": "stripe=<img src=x onerror=alert(2)> vs 1", "decision": "different",
+                            "n": 4}]}
+    rec.update(over)
+    (study / "precision.json").write_text(json.dumps(rec))
+    return study
+
+
+def test_precision_section_states_rule_runs_and_precision_with_values_escaped(tmp_path):
+    from storagebench import show
+    from storagebench.show import _html_of
+
+    parts = show.precision_section(_record(tmp_path))
+    page = "\n".join(str(_html_of(p)) for p in parts).replace("\\", "")  # Markdown's escapes
+    assert "Chow" in page and "Lan-DeMets" in page and "or until it had 10 runs" in page
+    assert "2 points used 14 runs in all (at most 20): 4 to 10 runs per point" in page
+    assert "±2.1% to ±5.0% (target ±3.0%)" in page
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert show.precision_section(tmp_path) is None  # not an adaptive study: nothing to say
+
+
+@pytest.mark.parametrize("over, words", [
+    ({"rule": {"ci_rel_half_widht": 0.03}}, "did you mean 'ci_rel_half_width'"),
+    ({"points": [{"factors": {"a": 1}, "repetitions": -1, "stopped": "target"}]}, "repetitions must be an integer"),
+    ({"points": [{"factors": {"a": [1]}, "repetitions": 1, "stopped": "target"}]}, "factor levels must be scalars"),
+    ({"points": [{"factors": {"a": 1}, "repetitions": 1, "stopped": "<b>x</b>"}]}, "stopped must be one of"),
+    ({"points": [{"factors": {"a": 1}, "repetitions": 1, "stopped": "target", "ci_rel_half_width": "NaN"}]},
+     "ci_rel_half_width must be a finite number"),
+    ({"comparisons": [{"comparison": "x", "decision": "maybe", "n": 3}]}, "a decision of"),
+    ({"points": {}}, "must be a mapping with points and comparisons lists"),
+])
+def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
+    from storagebench._precision import read_precision
+    from storagebench.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="precision.json") as exc:
+        read_precision(_record(tmp_path, **over))
+    assert words in str(exc.value)
