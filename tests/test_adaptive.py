@@ -348,3 +348,36 @@ def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
     with pytest.raises(SchemaError, match="precision.json") as exc:
         read_precision(_record(tmp_path, **over))
     assert words in str(exc.value)
+
+
+def _hostile_record(tmp_path: Path, payload: str) -> Path:
+    return _record(tmp_path, points=[
+        {"factors": {payload: payload}, "repetitions": 3, "stopped": "target", "ci_rel_half_width": 0.02},
+        {"factors": {payload: "b"}, "repetitions": 5, "stopped": "budget", "ci_rel_half_width": None}],
+        comparisons=[{"comparison": payload, "decision": None, "n": 5}])
+
+
+def test_hostile_values_in_precision_json_reach_the_page_only_as_text(tmp_path):
+    """The hostile-value suite's payloads planted in every string field of precision.json a reader sees (factor
+    names, levels, comparison labels): every part of the section renders to a page with no problem, the payload
+    shown as text. (The rule is checked by the spec's own gate; a planted rule value is refused above.)"""
+    from test_html_gate import PAYLOADS, _page
+
+    from storagebench import _html, show
+
+    for i, payload in enumerate(PAYLOADS):
+        (tmp_path / str(i)).mkdir()
+        parts = show.precision_section(_hostile_record(tmp_path / str(i), payload))
+        for part in parts:
+            html = str(_html.render_markdown(part._repr_markdown_())) if hasattr(part, "_repr_markdown_") \
+                else part.to_html()
+            assert _html.page_problems(_html.secure_page(_page(html)).replace(str(_html.CSP_META), "", 0)) == [], html
+        shown = part.to_html()
+        assert payload.replace("\x00", "") in stdhtml_unescape(shown) or "\x00" in payload or "\n" in payload
+
+
+def stdhtml_unescape(fragment: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("\x00", "")
