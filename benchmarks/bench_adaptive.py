@@ -36,6 +36,7 @@ Usage::
     .venv/bin/python benchmarks/bench_adaptive.py                  # simulation, ~2-4 min
     .venv/bin/python benchmarks/bench_adaptive.py --sets 4000 --comp-sets 4000
     .venv/bin/python benchmarks/bench_adaptive.py --demo --target-dir /var/tmp   # + real fio, ~5 min
+    .venv/bin/python benchmarks/bench_adaptive.py --demo --no-sim                # the demo grid only
 """
 
 from __future__ import annotations
@@ -232,7 +233,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--demo", action="store_true", help="also run the demo grid on this host (real fio)")
     ap.add_argument("--target-dir", default="/var/tmp", help="--demo: where its results and file go")
+    ap.add_argument("--no-sim", action="store_true", help="skip the simulation (with --demo: the demo grid only)")
     args = ap.parse_args()
+    if args.no_sim:
+        if args.demo:
+            print("## demo grid on this host (runtime 1 s, 12 points)\n")
+            print(demo(args).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 20)
     t0 = time.monotonic()
