@@ -200,7 +200,8 @@ def demo(args: argparse.Namespace) -> pd.DataFrame:
                      "half_width_median": np.median(hws), "half_width_max": np.max(hws),
                      "wall_s": wall_fixed * n / 10})
     adaptive = load_study({k: v for k, v in {**base, "name": "demo-adaptive", "precision": {
-        "ci_rel_half_width": 0.05, "min_repetitions": 3, "max_repetitions": 10}}.items() if k != "repetitions"})
+        "ci_rel_half_width": args.demo_width, "min_repetitions": 3, "max_repetitions": 10}}.items()
+        if k != "repetitions"})
     t0 = time.monotonic()
     res = run_study(adaptive, target=target, out_dir=out, progress=False)
     wall = time.monotonic() - t0
@@ -208,7 +209,7 @@ def demo(args: argparse.Namespace) -> pd.DataFrame:
 
     rec = json.loads((res.root / "precision.json").read_text())
     hws = [p["ci_rel_half_width"] for p in rec["points"]]
-    rows.append({"design": "adaptive (W 5%, 3..10)", "runs": len(res.completed), "fio_s": len(res.completed) * 1.0,
+    rows.append({"design": f"adaptive (W {args.demo_width:.0%}, 3..10)", "runs": len(res.completed), "fio_s": len(res.completed) * 1.0,
                  "half_width_median": np.median(hws), "half_width_max": np.max(hws), "wall_s": wall,
                  "stopped": ", ".join(f"{k} {v}" for k, v in pd.Series([p["stopped"] for p in rec["points"]])
                                       .value_counts().items())})
@@ -233,6 +234,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--demo", action="store_true", help="also run the demo grid on this host (real fio)")
     ap.add_argument("--target-dir", default="/var/tmp", help="--demo: where its results and file go")
+    ap.add_argument("--demo-width", type=float, default=0.05, help="--demo: the adaptive sweep's ci_rel_half_width")
     ap.add_argument("--no-sim", action="store_true", help="skip the simulation (with --demo: the demo grid only)")
     args = ap.parse_args()
     if args.no_sim:
