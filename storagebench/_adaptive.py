@@ -227,7 +227,7 @@ def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
         ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
         ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``.
     """
-    points = study.n_runs // (study.plan_repetitions * study.setups) * study.setups
+    points = study.n_runs // (study.plan_repetitions * study.setups)
     run_s = float(study.runtime + study.ramp_time)
     out: dict[str, Any] = {"points": points, "run_s": run_s}
     p = study.precision

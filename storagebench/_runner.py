@@ -258,6 +258,11 @@ def run_study(
     exception, named in ``tests/test_architecture.py``); inside, they become one frozen
     :class:`storagebench._runcontext.RunContext` that every step of the sweep takes.
 
+    A study with ``precision:`` is measured in rounds (:func:`storagebench._runrounds.run_rounds`): round r is
+    repetition r of every point not finished yet, in a seeded order, and the decisions are made again before
+    each round from the runs complete in ``raw/`` (a pure function of their values and the rule), so a killed
+    adaptive sweep resumes with the same decisions; ``precision.json`` records them. Not with ``testbed``.
+
     Resume is exact at every level of the design:
 
     * a run is complete or absent (``raw/<run_id>/`` appears in one rename);
