@@ -10,8 +10,10 @@ a study's ``precision:`` key (a point's CI width, a comparison's verdict).
   (:data:`SIGMA_GUARD`).
 * :func:`comparison_decision`: a comparison's verdict at one look, tested at the boundary's nominal level.
 
-No well-kept Python library offers Lan-DeMets boundaries (R has gsDesign and ldbounds), so they are
-implemented here from the papers and checked against published tables (``tests/test_sequential.py``).
+The references are R's gsDesign and ldbounds. On PyPI only young packages offer them (``gsdesign`` 0.1.x,
+``sequential-analysis`` 0.4), none with a record a study's verdicts could rest on, so the boundaries are
+implemented here from the papers (a hundred lines) and checked against published tables
+(``tests/test_adaptive.py``).
 """
 
 from __future__ import annotations
