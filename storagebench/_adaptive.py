@@ -30,6 +30,7 @@ import scipy.stats as st
 
 from ._plan import canonical_json
 from .findings import CONFIDENCE
+from .stats.ratio import ratio_ci
 from .stats.sequential import (
     comparison_decision,
     log_half_width,
@@ -136,12 +137,24 @@ def _series(values: Mapping[int, float], before: int) -> np.ndarray:
 def _verdict(comp: Comparison, data: Mapping[str, np.ndarray], precision: Mapping[str, Any],
              nominal: Mapping[int, tuple[float, float]]) -> dict[str, Any]:
     x, y = data[comp.other], data[comp.baseline]
-    for n in range(precision["min_repetitions"], min(x.size, y.size) + 1):
+    last = min(x.size, y.size)
+    for n in range(precision["min_repetitions"], last + 1):
         word = comparison_decision(x[:n], y[:n], nominal[n], precision.get("equivalence_margin"),
                                    precision.get("detect_ratio"))
         if word is not None:
-            return {"decision": word, "n": n}
-    return {"decision": None, "n": int(min(x.size, y.size))}
+            return {"decision": word, "n": n, **_repeated_ci(x[:n], y[:n], nominal[n][0])}
+    out: dict[str, Any] = {"decision": None, "n": int(last)}
+    if last >= precision["min_repetitions"]:
+        out.update(_repeated_ci(x, y, nominal[min(last, precision["max_repetitions"])][0]))
+    return out
+
+
+def _repeated_ci(x: np.ndarray, y: np.ndarray, p2: float) -> dict[str, float]:
+    """The ratio and its repeated confidence interval at a look: :func:`ratio_ci` at level ``1 - p2``, the look's
+    nominal level, so it excludes 1 exactly when the look's test says "different" (Jennison & Turnbull 2000,
+    ch. 9: repeated confidence intervals keep their level at any stopping time)."""
+    r = ratio_ci(x, y, 1.0 - p2)
+    return {"ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high, "ci_level": 1.0 - p2}
 
 
 def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[Comparison],

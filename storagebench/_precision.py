@@ -214,7 +214,14 @@ def _comparison_row(c: Any, path: Any) -> dict[str, Any]:
     n = c.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPETITIONS:
         raise _bad(path, "a comparison's n must be an integer", n)
-    return {"comparison": c["comparison"][:300], "verdict": VERDICTS[c["decision"]], "runs_per_arm": n}
+    row = {"comparison": c["comparison"][:300], "verdict": VERDICTS[c["decision"]], "runs_per_arm": n}
+    for key in ("ratio", "ci_low", "ci_high", "ci_level"):
+        v = c.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v <= 0 or (key == "ci_level" and v >= 1)):
+            raise _bad(path, f"a comparison's {key} must be a finite number > 0 (a level < 1) or null", v)
+        row[key] = v
+    return row
 
 
 def read_precision(study_dir: Any) -> dict[str, Any] | None:

@@ -346,7 +346,12 @@ def precision_section(study_dir: Any) -> list[Any] | None:
     labels = {"runs": "runs used", "stopped": "why it stopped", "ci_rel_half_width": "CI half-width reached (fraction)"}
     parts.append(_table(points, labels=labels, units=False, caption="Runs used and precision reached per point"))
     if rec["comparisons"]:
-        parts.append(_table(pd.DataFrame(rec["comparisons"]), units=False, caption="Verdicts of the stopping rule "
-                            "(the analysis above reports its own tests)",
-                            labels={"runs_per_arm": "runs per arm at the decision"}))
+        comps = pd.DataFrame(rec["comparisons"])
+        parts.append(_table(comps.drop(columns="ci_level"), units=False, merge_ci=False,
+                            caption="Verdicts of the stopping rule, with the ratio other/baseline of geometric means "
+                            "and its repeated confidence interval at the decision (at the look's nominal level, so "
+                            "that it keeps its coverage at whatever look the rule stopped; the analysis above "
+                            "reports its own tests)",
+                            labels={"runs_per_arm": "runs per arm at the decision", "ci_low": "repeated CI low",
+                                    "ci_high": "repeated CI high"}))
     return parts

@@ -157,7 +157,11 @@ def test_decisions_stop_each_comparison_when_decided():
     base = 1000 * np.exp(rng.normal(0, 0.01, 12))
     far = {point_key(a): dict(enumerate(base, 1)), point_key(b): dict(enumerate(2 * base[::-1], 1))}
     d = decide(rule, list(far), comps, far, before=4)
-    assert d.verdicts["bs=8k vs 4k at iodepth=1"] == {"decision": "different", "n": 3}
+    v = d.verdicts["bs=8k vs 4k at iodepth=1"]
+    assert (v["decision"], v["n"]) == ("different", 3)
+    # the repeated CI is ratio_ci at the look's nominal level: it excludes 1 exactly when the look says different
+    assert v["ci_level"] == pytest.approx(1 - nominal_levels(rule)[3][0]) and v["ci_level"] > 0.99
+    assert 1 < v["ci_low"] < v["ratio"] < v["ci_high"] and v["ratio"] == pytest.approx(2.0, rel=0.05)
     assert d.finished == {point_key(a): "decided", point_key(b): "decided"}
     near = {point_key(a): dict(enumerate(base, 1)), point_key(b): dict(enumerate(base[::-1], 1))}
     d = decide(rule, list(near), comps, near, before=13)
@@ -312,7 +316,7 @@ def _record(tmp_path: Path, **over) -> Path:
                       {"factors": {"stripe": "1"}, "repetitions": 10, "stopped": "budget",
                        "ci_rel_half_width": 0.05, "run_ids": []}],
            "comparisons": [{"comparison": "stripe=<img src=x onerror=alert(2)> vs 1", "decision": "different",
-                            "n": 4}]}
+                            "n": 4, "ratio": 1.9, "ci_low": 1.5, "ci_high": 2.4, "ci_level": 0.9993}]}
     rec.update(over)
     (study / "precision.json").write_text(json.dumps(rec))
     return study
@@ -327,6 +331,7 @@ def test_precision_section_states_rule_runs_and_precision_with_values_escaped(tm
     assert "Chow" in page and "Lan-DeMets" in page and "or until it had 10 runs" in page
     assert "2 points used 14 runs in all (at most 20): 4 to 10 runs per point" in page
     assert "±2.1% to ±5.0% (target ±3.0%)" in page
+    assert ">1.90<" in page and ">1.50<" in page and "repeated confidence interval" in page
     assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert show.precision_section(tmp_path) is None  # not an adaptive study: nothing to say
 
@@ -339,6 +344,8 @@ def test_precision_section_states_rule_runs_and_precision_with_values_escaped(tm
     ({"points": [{"factors": {"a": 1}, "repetitions": 1, "stopped": "target", "ci_rel_half_width": "NaN"}]},
      "ci_rel_half_width must be a finite number"),
     ({"comparisons": [{"comparison": "x", "decision": "maybe", "n": 3}]}, "a decision of"),
+    ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ratio": "1e999"}]}, "ratio must be a finite"),
+    ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ci_level": 1.5}]}, "ci_level must be"),
     ({"points": {}}, "must be a mapping with points and comparisons lists"),
 ])
 def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
