@@ -289,7 +289,8 @@ def test_adaptive_sweep_with_real_values_replays(tmp_path, fio_bin):
 
     study = load_study({"name": "adr", "factors": {"iodepth": [1, 4]}, "fixed": {"rw": "randread", "bs": "4k"},
                         "runtime": 1, "size": "4m", "seed": 1,
-                        "precision": {"ci_rel_half_width": 0.2, "min_repetitions": 2, "max_repetitions": 4}})
+                        "precision": {"ci_rel_half_width": 0.2, "min_repetitions": 2, "max_repetitions": 4,
+                                      "compare": "iodepth", "detect_ratio": 1.5}})
     res = run_study(study, target=tmp_path / "t.dat", out_dir=tmp_path / "res", fio_bin=fio_bin, progress=False)
     assert res.ok, res.errors
     ids = _complete(res.raw_dir)
@@ -302,6 +303,10 @@ def test_adaptive_sweep_with_real_values_replays(tmp_path, fio_bin):
     rec = json.loads((res.root / PRECISION_FILE).read_text())
     assert sum(p["repetitions"] for p in rec["points"]) == len(ids)
     assert all(2 <= p["repetitions"] <= 4 and p["stopped"] in ("target", "budget") for p in rec["points"])
+    (comp,) = rec["comparisons"]
+    assert comp["comparison"] == "iodepth=4 vs 1" and comp["decision"] == rounds[-1]["verdicts"]["iodepth=4 vs 1"][
+        "decision"]
+    assert 0 < comp["ci_low"] <= comp["ratio"] <= comp["ci_high"] and 2 <= comp["n"] <= 4
 
 
 # ---- the write-up: precision.json read typed, every value through the HTML gate ------------------------
