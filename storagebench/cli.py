@@ -114,10 +114,27 @@ def run_cmd(
     _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
+    if spec.precision is not None:
+        _report_precision(res.root, len(res.planned))
     for run_id, msg in res.errors.items():
         typer.secho(f"  failed {run_id}: {msg}", err=True, fg="red")
     if res.failed:
         raise typer.Exit(1)
+
+
+def _report_precision(root: Path, planned: int) -> None:
+    """An adaptive sweep's outcome in a line: runs used of the most planned, and why the points stopped."""
+    from collections import Counter
+
+    from ._precision import read_precision
+
+    rec = read_precision(root)
+    if rec is None:
+        return
+    why = Counter(p["stopped"] for p in rec["points"])
+    used = sum(p["runs"] for p in rec["points"])
+    typer.echo(f"precision: {len(rec['points'])} points, {used} of at most {planned} runs; "
+               + ", ".join(f"{n} {w}" for w, n in why.items()) + f" (details: {root / 'precision.json'})")
 
 
 def _report_guards(res) -> None:
