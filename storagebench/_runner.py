@@ -46,6 +46,7 @@ from ._runfio import FioRun, run_fio
 from ._rungroups import run_group
 from ._runone import run_point
 from ._runresume import Resumed, kept_hint, resume, set_aside_unit, skipped_runs, unit_is_complete
+from ._runrounds import run_rounds
 from ._runwrite import WRITE_ERRNOS, inside, not_writable
 from ._store import StudyStore
 from ._study import RunPlan, SetUpUnit, Study, load_study
@@ -276,6 +277,11 @@ def run_study(
     exception, named in ``tests/test_architecture.py``); inside, they become one frozen
     :class:`storagebench._runcontext.RunContext` that every step of the sweep takes.
 
+    A study with ``precision:`` is measured in rounds (:func:`storagebench._runrounds.run_rounds`): round r is
+    repetition r of every point not finished yet, in a seeded order, and the decisions are made again before
+    each round from the runs complete in ``raw/`` (a pure function of their values and the rule), so a killed
+    adaptive sweep resumes with the same decisions; ``precision.json`` records them. Not with ``testbed``.
+
     Resume is exact at every level of the design:
 
     * a run is complete or absent (``raw/<run_id>/`` appears in one rename);
@@ -299,6 +305,9 @@ def run_study(
         raise StudyError(
             f"study {study.name}: throttle: caps devices a testbed builds (storagebench testbed NAME, or "
             "run_study(..., testbed=...)); a plain sweep makes no device to cap: remove throttle")
+    if study.precision is not None and testbed is not None:
+        raise StudyError(f"study {study.name}: precision (adaptive rounds) runs on one target; a testbed build "
+                         "per set-up is not supported with it yet: use a fixed repetitions: N")
     fio_exe = find_fio(fio_bin)
     plan = study.expand()
     _check_hosts(study, plan)
@@ -350,7 +359,9 @@ def _sweep(ctx: RunContext, plan: RunPlan, resumed: Resumed, testbed: Callable |
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-runner")
     ctx = replace(ctx, pool=pool, progress=bar)
     try:
-        for unit in plan.units():
+        if ctx.study.precision is not None:  # adaptive: rounds of the unfinished points (_runrounds)
+            run_rounds(ctx, plan)
+        for unit in plan.units() if ctx.study.precision is None else ():
             if unit_is_complete(ctx, unit):
                 continue
             if testbed is None:

@@ -56,6 +56,7 @@ from pydantic import (
 
 from ._caps import check_throttle
 from ._plan import RunPlan, RunPoint, SetUpUnit
+from ._precision import check_precision, check_precision_design
 from ._safeyaml import dump_yaml, load_yaml, read_text_capped
 from ._specvalues import (
     HOST_STEPS,
@@ -249,6 +250,12 @@ class Study(StudyRules, BaseModel):
         device role (the study module's ``throttle_roles``) -> ``{riops, wiops, rbps, wbps}``, each a positive integer
         in its range (:func:`storagebench._caps.check_caps`). Part of :attr:`spec_hash` when not empty: a cap is what
         is measured.
+    precision : dict, optional
+        Adaptive repetitions (:mod:`storagebench._precision`): ``{metric: iops, ci_rel_half_width: 0.03,
+        min_repetitions: 3, max_repetitions: 30}`` stops each point when its CI is that narrow, ``{compare:
+        FACTOR, equivalence_margin: 0.05}`` each comparison when its verdict is decided; the plan holds
+        ``max_repetitions`` per point and the runner measures them in rounds (:mod:`storagebench._runrounds`).
+        Replaces ``repetitions``. Part of :attr:`spec_hash` when set.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -277,6 +284,7 @@ class Study(StudyRules, BaseModel):
     test_settings: dict[str, Any] = Field(default_factory=dict)
     host_steps: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
     throttle: dict[str, dict[str, int]] = Field(default_factory=dict)
+    precision: Optional[dict[str, Any]] = None
 
     #: The run limit this spec was loaded with (``load_study(..., max_runs=N)``): what
     #: :meth:`expand` enforces by default. Not part of the spec or its hash: the person who runs
@@ -489,6 +497,11 @@ class Study(StudyRules, BaseModel):
         except StudyError as exc:
             raise ValueError(str(exc)) from None
 
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_ok(cls, v: Any) -> Any:
+        return check_precision(v)
+
     @model_validator(mode="after")
     def _grid_ok(self, info: ValidationInfo) -> Study:
         self._clients_ok()
@@ -553,6 +566,7 @@ class Study(StudyRules, BaseModel):
                 raise ValueError(f"{where}: levels must be distinct, got {', '.join(dupes[:5])} more than once")
         self._design_ok()
         self._declared_ok(stored=bool(info.context and info.context.get("stored")))
+        check_precision_design(self)
         if self.host_steps and self.hosts is not None:
             raise ValueError("host_steps: are applied on this machine, but a client/server study's targets are on "
                              "its fio servers (hosts); remove host_steps or hosts")
@@ -639,7 +653,7 @@ def _format_errors(exc: ValidationError) -> str:
             continue
         msg = str(err.get("msg", ""))
         msg = msg.removeprefix("Value error, ")
-        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps", "throttle")):
+        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps", "throttle", "precision")):
             msgs.append(msg)  # our own messages carry their full key path
         elif kind == "value_error":
             msgs.append(f"{loc}: {msg}" if loc else msg)

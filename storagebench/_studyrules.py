@@ -31,7 +31,7 @@ DEFAULT_MAX_RUNS = 100_000
 #: Design keys left out of :attr:`Study.spec_hash` and ``study.yaml`` while at their defaults, so
 #: that every spec written before they existed keeps its hash (and its results resume).
 _DESIGN_DEFAULTS: dict[str, Any] = {"setups": 1, "setup_factors": [], "blocks": False, "concurrent": [],
-                                    "host_steps": [], "labels": [], "throttle": {}}
+                                    "host_steps": [], "labels": [], "throttle": {}, "precision": None}
 
 
 #: Columns the plan itself adds to every run (``point.json``, the ``runs`` table): not factor names.
@@ -196,10 +196,16 @@ class StudyRules:
 
         Computed without expanding anything, so a 10**20-run grid is counted, not built.
         """
-        n = self.repetitions * self.setups
+        n = self.plan_repetitions * self.setups
         for levels in self.factors.values():
             n *= len(levels)
         return n
+
+    @property
+    def plan_repetitions(self) -> int:
+        """Repetitions per point in the plan: ``precision.max_repetitions`` with ``precision``, else ``repetitions``."""
+        precision = getattr(self, "precision", None)
+        return precision["max_repetitions"] if precision else self.repetitions
 
     def check_max_runs(self, max_runs: int | None = None) -> int:
         """Refuse a plan of more than ``max_runs`` runs, before any run is made.
@@ -227,7 +233,7 @@ class StudyRules:
         if n > limit:
             counts = [len(v) for v in self.factors.values()]
             shown_counts = " x ".join(str(c) for c in counts[:8]) + (" x ..." if len(counts) > 8 else "")
-            reps = f"{self.repetitions:,} repetition{'s' if self.repetitions != 1 else ''}"
+            reps = f"{self.plan_repetitions:,} repetition{'s' if self.plan_repetitions != 1 else ''}"
             if self.setups > 1:
                 reps += f" x {self.setups:,} set-ups"
             grid = f"{len(counts)} factor{'s' if len(counts) != 1 else ''}: {shown_counts} levels, x {reps}"

@@ -26,6 +26,7 @@ import typer
 # commands that use them.
 import storagebench as sb
 
+from ._adaptive import time_text
 from ._cliutil import (  # noqa: F401
     _MARKUP_TAG,
     _METAVARS,
@@ -89,6 +90,12 @@ def run_cmd(
     create_dirs: Annotated[bool, typer.Option(
         "--create-dirs", help="let fio create the target's missing directories (default: refused, naming "
         "the directory)")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print the plan and the fio time it takes (fixed, or expected and most under "
+        "precision:), run nothing")] = False,
+    assumed_cv: Annotated[Optional[float], typer.Option(
+        "--assumed-cv", min=0.0001, max=10.0, help="with --dry-run: run-to-run CV for the expected time under "
+        "precision: (default precision.assumed_cv, else 0.05)")] = None,
 ) -> None:
     """Run every not-yet-complete run of STUDY with fio; rerun the same command to resume.
 
@@ -99,16 +106,38 @@ def run_cmd(
       storagebench run data/studies/demo.yaml --target /var/tmp/sb.dat --out results --no-progress
     """
     spec = sb.load_study(study, max_runs=max_runs)
+    if dry_run:
+        spec.check_max_runs()
+        for line in time_text(spec, assumed_cv):
+            typer.echo(line)
+        return
     res = sb.run_study(spec, target=target, out_dir=_out_dir(out), timeout_s=timeout, allow_devices=tuple(allow_device or ()),
                     stop_on_error=stop_on_error, overwrite=overwrite, progress=progress,
                     wait_quiet_s=wait_quiet, quiet_window_s=quiet_window, create_dirs=create_dirs)
     _report_guards(res)
     typer.echo(f"{res.study}: {len(res.completed)} run(s) measured, {len(res.skipped)} already complete, "
                f"{len(res.failed)} failed -> {res.root}")
+    if spec.precision is not None:
+        _report_precision(res.root, len(res.planned))
     for run_id, msg in res.errors.items():
         typer.secho(f"  failed {run_id}: {msg}", err=True, fg="red")
     if res.failed:
         raise typer.Exit(1)
+
+
+def _report_precision(root: Path, planned: int) -> None:
+    """An adaptive sweep's outcome in a line: runs used of the most planned, and why the points stopped."""
+    from collections import Counter
+
+    from ._precision import read_precision
+
+    rec = read_precision(root)
+    if rec is None:
+        return
+    why = Counter(p["stopped"] for p in rec["points"])
+    used = sum(p["runs"] for p in rec["points"])
+    typer.echo(f"precision: {len(rec['points'])} points, {used} of at most {planned} runs; "
+               + ", ".join(f"{n} {w}" for w, n in why.items()) + f" (details: {root / 'precision.json'})")
 
 
 def _report_guards(res) -> None:

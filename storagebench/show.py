@@ -8,6 +8,7 @@ DeprecationWarning). Tables a reader can use are :func:`storagebench.tables.tabl
 * :func:`show_figure` -- shows a matplotlib figure as a numbered ``<figure>`` (SVG by default, or PNG at
   >= 200 dpi) with its caption and provenance in the HTML, not in the bitmap, and alt text that says what
   the figure shows.
+* :func:`precision_section` -- an adaptive sweep's rule, runs per point and precision reached;
 * :func:`collapsed` -- long detail (a 36-row check table) behind a ``<details>`` line.
 
 :func:`storagebench.publish.publish_report` numbers the figures of the whole page again in order and
@@ -40,6 +41,7 @@ __all__ = [
     "collapsed",
     "FigureHTML",
     "show_figure",
+    "precision_section",
 ]
 
 #: Resolution of raster figures (PNG), dots per inch; SVG figures are vector.
@@ -300,3 +302,56 @@ def show_figure(fig, caption: str, *, alt: str | None = None, provenance: str | 
         return
     if get_ipython() is not None:
         display(out)
+
+
+def precision_section(study_dir: Any) -> list[Any] | None:
+    """The write-up's part on adaptive precision (a study with ``precision:``): the rule, the repetitions each
+    point used and why it stopped, the CI half-width it reached, and each comparison's verdict.
+
+    Parameters
+    ----------
+    study_dir : path-like
+        ``results/<study>/``: its ``precision.json`` (read typed by :func:`storagebench._precision.read_precision`).
+
+    Returns
+    -------
+    list or None
+        Parts to ``display`` (text through the HTML gate, tables through :func:`storagebench.tables.table`), or
+        None when the study is not adaptive.
+
+    Raises
+    ------
+    SchemaError
+        ``precision.json`` is not what the runner writes.
+    """
+    from ._precision import read_precision, rule_words
+
+    rec = read_precision(study_dir)
+    if rec is None:
+        return None
+    points = pd.DataFrame(rec["points"])
+    rule = rec["rule"]
+    runs = points["runs"]
+    counts = points["stopped"].value_counts()
+    parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule)),
+                        markdown("{} points used {} runs in all (at most {}): {} to {} runs per point (median {}); {}.",
+                                 len(points), int(runs.sum()), len(points) * rule["max_repetitions"], int(runs.min()),
+                                 int(runs.max()), f"{runs.median():g}",
+                                 "; ".join(f"{n} {why}" for why, n in counts.items()))]
+    if "ci_rel_half_width" in rule:
+        hw = points["ci_rel_half_width"].dropna()
+        if len(hw):
+            parts.append(markdown("Precision reached: the CI half-width of the points runs from ±{} to ±{} (target "
+                                  "±{}).", f"{hw.min():.1%}", f"{hw.max():.1%}", f"{rule['ci_rel_half_width']:.1%}"))
+    labels = {"runs": "runs used", "stopped": "why it stopped", "ci_rel_half_width": "CI half-width reached (fraction)"}
+    parts.append(_table(points, labels=labels, units=False, caption="Runs used and precision reached per point"))
+    if rec["comparisons"]:
+        comps = pd.DataFrame(rec["comparisons"])
+        parts.append(_table(comps.drop(columns="ci_level"), units=False, merge_ci=False,
+                            caption="Verdicts of the stopping rule, with the ratio other/baseline of geometric means "
+                            "and its repeated confidence interval at the decision (at the look's nominal level, so "
+                            "that it keeps its coverage at whatever look the rule stopped; the analysis above "
+                            "reports its own tests)",
+                            labels={"runs_per_arm": "runs per arm at the decision", "ci_low": "repeated CI low",
+                                    "ci_high": "repeated CI high"}))
+    return parts

@@ -1,0 +1,270 @@
+#!/usr/bin/env python
+"""fio-seconds to an answer: adaptive precision (``precision:``) against fixed 3, 5 and 10 repetitions (issue 21).
+
+Not a speed benchmark: a Monte Carlo check of the two stopping rules of :mod:`storagebench._adaptive`, and,
+with ``--demo``, the demo grid measured on this host both ways.
+
+**Points** (experimental unit: the run; estimand: the geometric mean of a point's runs): log-normal runs with
+a CV of 2 %, 10 % and 30 %. The adaptive rule is ``{ci_rel_half_width: W, min_repetitions: 3,
+max_repetitions: 30}`` (W = 3 % and 10 %), stopping on the guarded CI of
+:func:`storagebench.stats.sequential.point_stops`; fixed n reports the plain t interval. Per cell: mean runs,
+fio-seconds (runs x ``--run-s``), the share whose CI reached W ("answered"), the median half-width reached and
+the coverage of the true geometric mean (criterion >= 0.93). The library's own :func:`point_stops` is what
+runs.
+
+**Comparisons** (estimand: the ratio of geometric means other/baseline, Welch t on logs; family: the one
+comparison): two arms, true ratio 1.00, 1.05 and 1.20, CV 2 %, 10 %, 30 %. Adaptive rule ``{compare,
+alpha: 0.05, equivalence_margin: 0.05, min_repetitions: 3, max_repetitions: 30}``: stops when "different" (the
+two-sided Lan-DeMets O'Brien-Fleming boundary) or "equivalent"/"not equivalent" (TOST within 5 %, one-sided
+boundaries at 0.05) is decided. Fixed n: Welch at 0.05 and TOST at 0.05. Per cell: runs per comparison
+(both arms), the share of each verdict, and the coverage of the true ratio by the repeated confidence interval
+at the stopping look (Jennison & Turnbull 2000, ch. 9: Welch t interval at the look's nominal level 1 - p2_k,
+as ``precision.json`` reports it; criterion >= 0.93) and by the
+naive 95 % CI (reported, no criterion). Type-I error: "different" at ratio 1.00 (criterion <= 0.06); the
+equivalence rule's type-I is "equivalent" at ratio 1.05, the margin's edge (criterion <= 0.06). For speed
+the comparison cells use a vectorised copy of the decision; the library's
+:func:`~storagebench.stats.sequential.comparison_decision` is run on the first ``--check`` sets of every
+cell and must agree on every one (the script stops otherwise).
+
+**--demo**: the demo grid (``data/studies/demo.yaml``, 12 points) at quick settings (runtime 1 s, no ramp,
+64 MiB file) on this host: one fixed sweep of 10 repetitions (fixed 3 and 5 are its first 3 and 5
+repetitions: the same run ids) and one adaptive sweep ``{ci_rel_half_width: 0.05, min_repetitions: 3,
+max_repetitions: 10}``. Per design: runs, fio-seconds and the points' CI half-widths reached. The truth is
+unknown here, so there is no coverage column.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_adaptive.py                  # simulation, ~2-4 min
+    .venv/bin/python benchmarks/bench_adaptive.py --sets 4000 --comp-sets 4000
+    .venv/bin/python benchmarks/bench_adaptive.py --demo --target-dir /var/tmp   # + real fio, ~5 min
+    .venv/bin/python benchmarks/bench_adaptive.py --demo --no-sim                # the demo grid only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from storagebench._adaptive import nominal_levels  # noqa: E402
+from storagebench.stats.sequential import comparison_decision, point_stops, rel_half_width  # noqa: E402
+
+CVS = (0.02, 0.10, 0.30)
+RATIOS = (1.00, 1.05, 1.20)
+FIXED = (3, 5, 10)
+MIN_N, MAX_N, ALPHA, MARGIN = 3, 30, 0.05, 0.05
+
+
+def _sigma(cv: float) -> float:
+    return math.sqrt(math.log1p(cv * cv))
+
+
+def _t_half(z: np.ndarray) -> float:
+    n = z.size
+    return float(st.t.ppf(0.975, n - 1) * z.std(ddof=1) / math.sqrt(n))
+
+
+def point_cell(rng: np.random.Generator, cv: float, width: float, sets: int, run_s: float) -> list[dict]:
+    """One CV and target width: the adaptive rule and the fixed designs on the same simulated runs."""
+    z = rng.normal(0.0, _sigma(cv), (sets, MAX_N))  # log values; the true geometric mean is exp(0) = 1
+    rows = []
+    ns, cover, hw = [], 0, []
+    for s in range(sets):
+        y = np.exp(z[s])
+        n = point_stops(y, width, MIN_N) or MAX_N
+        h = rel_half_width(y[:n])
+        ns.append(n)
+        hw.append(h)
+        cover += abs(z[s, :n].mean()) <= math.log1p(h)
+    rows.append({"design": f"adaptive (W {width:.0%}, 3..30)", "cv": cv, "runs": np.mean(ns),
+                 "fio_s": np.mean(ns) * run_s, "answered": np.mean(np.array(hw) <= width),
+                 "half_width_median": np.median(hw), "coverage": cover / sets})
+    for n in FIXED:
+        h = np.array([_t_half(z[s, :n]) for s in range(sets)])
+        cov = np.mean(np.abs(z[:, :n].mean(axis=1)) <= h)
+        rows.append({"design": f"fixed {n}", "cv": cv, "runs": n, "fio_s": n * run_s,
+                     "answered": np.mean(np.expm1(h) <= width), "half_width_median": np.median(np.expm1(h)),
+                     "coverage": cov})
+    return rows
+
+
+def _welch(lx: np.ndarray, ly: np.ndarray, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Welch t of mean(lx) - mean(ly) - shift over the last axis: (t, df, se)."""
+    n = lx.shape[-1]
+    vx, vy = lx.var(axis=-1, ddof=1) / n, ly.var(axis=-1, ddof=1) / n
+    se = np.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx**2 / (n - 1) + vy**2 / (n - 1))
+    return (lx.mean(axis=-1) - ly.mean(axis=-1) - shift) / se, df, se
+
+
+def _decide_vec(lx: np.ndarray, ly: np.ndarray, nominal: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised copy of comparison_decision over looks MIN_N..MAX_N: (verdict code, n at stop, RCI covers)."""
+    sets = lx.shape[0]
+    code = np.zeros(sets, dtype=int)  # 0 undecided, 1 different, 2 equivalent, 3 not equivalent
+    at = np.full(sets, MAX_N)
+    lo_m, hi_m = math.log(1 - MARGIN), math.log(1 + MARGIN)
+    for n in range(MIN_N, MAX_N + 1):
+        p2, p1 = nominal[n]
+        t, df, _ = _welch(lx[:, :n], ly[:, :n])
+        diff = 2 * st.t.sf(np.abs(t), df) < p2
+        t_lo, df_lo, _ = _welch(lx[:, :n], ly[:, :n], lo_m)
+        t_hi, _, _ = _welch(lx[:, :n], ly[:, :n], hi_m)
+        equiv = np.maximum(st.t.sf(t_lo, df_lo), st.t.cdf(t_hi, df_lo)) < p1
+        outside = np.minimum(st.t.sf(t_hi, df_lo), st.t.cdf(t_lo, df_lo)) < p1
+        new = code == 0
+        for c, hit in ((1, diff), (2, equiv & ~diff), (3, outside & ~diff & ~equiv)):
+            take = new & hit
+            code[take], at[take] = c, n
+            new &= ~take
+    return code, at, np.zeros(sets)
+
+
+def comparison_cell(rng: np.random.Generator, cv: float, ratio: float, sets: int, check: int,
+                    run_s: float) -> list[dict]:
+    """One CV and true ratio: the adaptive comparison and the fixed designs on the same simulated runs."""
+    rule = {"min_repetitions": MIN_N, "max_repetitions": MAX_N, "alpha": ALPHA}
+    nominal = nominal_levels(rule)
+    sd = _sigma(cv)
+    lx = math.log(ratio) + rng.normal(0.0, sd, (sets, MAX_N))
+    ly = rng.normal(0.0, sd, (sets, MAX_N))
+    code, at, _ = _decide_vec(lx, ly, nominal)
+    words = {None: 0, "different": 1, "equivalent": 2, "not_equivalent": 3}
+    for s in range(min(check, sets)):  # the library's decision on the same data must agree
+        lib = next(((words[w], n) for n in range(MIN_N, MAX_N + 1)
+                    if (w := comparison_decision(np.exp(lx[s, :n]), np.exp(ly[s, :n]), nominal[n], MARGIN))),
+                   (0, MAX_N))
+        if lib != (code[s], at[s]):
+            raise SystemExit(f"vectorised decision differs from the library at cv {cv}, ratio {ratio}, set {s}: "
+                             f"{(code[s], at[s])} vs {lib}")
+    rci = naive = 0
+    for s in range(sets):
+        n = at[s]
+        t, df, se = _welch(lx[s, :n], ly[s, :n])
+        d = lx[s, :n].mean() - ly[s, :n].mean()
+        rci += abs(d - math.log(ratio)) <= st.t.isf(nominal[n][0] / 2, df) * se  # ratio_ci at 1 - p2_k
+        naive += abs(d - math.log(ratio)) <= st.t.ppf(0.975, df) * se
+    rows = [{"design": "adaptive (compare, margin 5%, 3..30)", "cv": cv, "ratio": ratio, "runs": 2 * at.mean(),
+             "fio_s": 2 * at.mean() * run_s, "different": np.mean(code == 1), "equivalent": np.mean(code == 2),
+             "not_equivalent": np.mean(code == 3), "undecided": np.mean(code == 0), "coverage_rci": rci / sets,
+             "coverage_naive": naive / sets}]
+    for n in FIXED:
+        t, df, se = _welch(lx[:, :n], ly[:, :n])
+        d = lx[:, :n].mean(axis=1) - ly[:, :n].mean(axis=1)
+        t_lo, _, _ = _welch(lx[:, :n], ly[:, :n], math.log(1 - MARGIN))
+        t_hi, _, _ = _welch(lx[:, :n], ly[:, :n], math.log(1 + MARGIN))
+        eq = np.maximum(st.t.sf(t_lo, df), st.t.cdf(t_hi, df)) < ALPHA
+        cov = np.mean(np.abs(d - math.log(ratio)) <= st.t.ppf(0.975, df) * se)
+        rows.append({"design": f"fixed {n}", "cv": cv, "ratio": ratio, "runs": 2 * n, "fio_s": 2 * n * run_s,
+                     "different": np.mean(2 * st.t.sf(np.abs(t), df) < ALPHA), "equivalent": np.mean(eq),
+                     "not_equivalent": np.nan, "undecided": np.nan, "coverage_rci": np.nan, "coverage_naive": cov})
+    return rows
+
+
+def simulate(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both tables of the simulation."""
+    rng = np.random.default_rng(args.seed)
+    points = [r for cv in CVS for w in (0.03, 0.10) for r in point_cell(rng, cv, w, args.sets, args.run_s)]
+    comps = [r for cv in CVS for ratio in RATIOS
+             for r in comparison_cell(rng, cv, ratio, args.comp_sets, args.check, args.run_s)]
+    return pd.DataFrame(points), pd.DataFrame(comps)
+
+
+def demo(args: argparse.Namespace) -> pd.DataFrame:
+    """The demo grid on this host: fixed 10 (3 and 5 as its first repetitions) and adaptive."""
+    from storagebench import load_study, run_study
+    from storagebench._runrounds import read_values
+
+    base = load_study(Path(__file__).resolve().parents[1] / "data" / "studies" / "demo.yaml").spec_dict()
+    base.update(runtime=1, ramp_time=0, size="64m")
+    out = Path(tempfile.mkdtemp(prefix="bench-adaptive-", dir=args.target_dir))
+    target = out / "demo.dat"
+    rows = []
+    fixed = load_study({**base, "name": "demo-fixed10", "repetitions": 10})
+    t0 = time.monotonic()
+    res = run_study(fixed, target=target, out_dir=out, progress=False)
+    wall_fixed = time.monotonic() - t0
+    values = read_values(res.raw_dir, res.completed, "iops")
+    plan = fixed.expand()
+    for n in FIXED:
+        hws = _point_widths(plan, values, n, guarded=False)
+        rows.append({"design": f"fixed {n}", "runs": 12 * n, "fio_s": 12 * n * 1.0,
+                     "half_width_median": np.median(hws), "half_width_max": np.max(hws),
+                     "wall_s": wall_fixed * n / 10})
+    adaptive = load_study({k: v for k, v in {**base, "name": "demo-adaptive", "precision": {
+        "ci_rel_half_width": args.demo_width, "min_repetitions": 3, "max_repetitions": 10}}.items()
+        if k != "repetitions"})
+    t0 = time.monotonic()
+    res = run_study(adaptive, target=target, out_dir=out, progress=False)
+    wall = time.monotonic() - t0
+    import json
+
+    rec = json.loads((res.root / "precision.json").read_text())
+    hws = [p["ci_rel_half_width"] for p in rec["points"]]
+    rows.append({"design": f"adaptive (W {args.demo_width:.0%}, 3..10)", "runs": len(res.completed), "fio_s": len(res.completed) * 1.0,
+                 "half_width_median": np.median(hws), "half_width_max": np.max(hws), "wall_s": wall,
+                 "stopped": ", ".join(f"{k} {v}" for k, v in pd.Series([p["stopped"] for p in rec["points"]])
+                                      .value_counts().items())})
+    print(f"(results kept in {out}; remove it when done)")
+    return pd.DataFrame(rows)
+
+
+def _point_widths(plan, values: dict, n: int, guarded: bool) -> list[float]:
+    by: dict[str, list[float]] = {}
+    for p in plan:
+        if p.repetition <= n and p.run_id in values:
+            by.setdefault(repr(sorted(p.factors.items())), []).append(values[p.run_id])
+    return [rel_half_width(v, guard=0.3 if guarded else None) for v in by.values()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", type=int, default=2000, help="simulated points per cell")
+    ap.add_argument("--comp-sets", type=int, default=2000, help="simulated comparisons per cell")
+    ap.add_argument("--check", type=int, default=40, help="sets per cell checked against the library's decision")
+    ap.add_argument("--run-s", type=float, default=65.0, help="fio time of one run (runtime + ramp_time), s")
+    ap.add_argument("--seed", type=int, default=20261128)
+    ap.add_argument("--demo", action="store_true", help="also run the demo grid on this host (real fio)")
+    ap.add_argument("--target-dir", default="/var/tmp", help="--demo: where its results and file go")
+    ap.add_argument("--demo-width", type=float, default=0.05, help="--demo: the adaptive sweep's ci_rel_half_width")
+    ap.add_argument("--no-sim", action="store_true", help="skip the simulation (with --demo: the demo grid only)")
+    args = ap.parse_args()
+    if args.no_sim:
+        if args.demo:
+            print("## demo grid on this host (runtime 1 s, 12 points)\n")
+            print(demo(args).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_columns", 20)
+    t0 = time.monotonic()
+    points, comps = simulate(args)
+    print(f"## points ({args.sets} sets per cell, a run = {args.run_s:g} s of fio)\n")
+    print(points.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"\n## comparisons ({args.comp_sets} sets per cell)\n")
+    print(comps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    ad = comps[comps.design.str.startswith("adaptive")]
+    checks = {
+        "point coverage >= 0.93 (adaptive)": points[points.design.str.startswith("adaptive")].coverage.min(),
+        "comparison RCI coverage >= 0.93": ad.coverage_rci.min(),
+        "type-I 'different' at 1.00 <= 0.06": ad[ad.ratio == 1.00].different.max(),
+        "type-I 'equivalent' at 1.05 (margin edge) <= 0.06": ad[ad.ratio == 1.05].equivalent.max(),
+    }
+    print("\n## criteria\n")
+    for k, v in checks.items():
+        print(f"{k}: {v:.3f}")
+    print(f"\nsimulation: {time.monotonic() - t0:.0f} s")
+    if args.demo:
+        print("\n## demo grid on this host (runtime 1 s, 12 points)\n")
+        print(demo(args).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+if __name__ == "__main__":
+    main()
