@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._safeyaml import MAX_YAML_DEPTH, MAX_YAML_NODES, ShapeError, expanded_size
@@ -36,6 +36,7 @@ __all__ = [
     "check_shape",
     "gate_names",
     "key_text",
+    "validation_message",
     "label_problem",
     "level_label",
     "one_type",
@@ -453,3 +454,48 @@ def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
                 raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
             out.append({name: arg})
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the message of a spec's errors
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    parts = []
+    for x in loc:
+        if isinstance(x, int):
+            parts.append(f"[{x}]")
+        else:
+            parts.append(("." if parts else "") + key_text(x))
+    return "".join(parts)
+
+
+def validation_message(exc: Any, allowed: Iterable[str]) -> str:
+    """One message for pydantic's errors of a spec: each error's key path, what is wrong and the value given.
+
+    Parameters
+    ----------
+    exc : pydantic.ValidationError
+    allowed : iterable of str
+        The spec's keys (named when a key is unknown).
+    """
+    msgs = []
+    for err in exc.errors():
+        loc = _loc_text(err["loc"])
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            allowed_keys = ", ".join(allowed)
+            msgs.append(f"{loc}: unknown key (allowed keys: [{allowed_keys}]), got {shown(err.get('input'))}")
+            continue
+        if kind == "missing":
+            msgs.append(f"{loc}: required key is missing")
+            continue
+        msg = str(err.get("msg", ""))
+        msg = msg.removeprefix("Value error, ")
+        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps", "throttle", "precision")):
+            msgs.append(msg)  # our own messages carry their full key path
+        elif kind == "value_error":
+            msgs.append(f"{loc}: {msg}" if loc else msg)
+        else:
+            msgs.append(f"{loc}: {msg}, got {shown(err.get('input'))}")
+    return "; ".join(msgs)

@@ -76,6 +76,7 @@ from ._specvalues import (
     seconds,
     shorten_in,
     target_checked,
+    validation_message,
     whole,
 )
 from ._studyrules import (  # noqa: F401
@@ -629,39 +630,6 @@ class Study(StudyRules, BaseModel):
 # loading
 
 
-def _loc_text(loc: tuple[Any, ...]) -> str:
-    parts = []
-    for x in loc:
-        if isinstance(x, int):
-            parts.append(f"[{x}]")
-        else:
-            parts.append(("." if parts else "") + key_text(x))
-    return "".join(parts)
-
-
-def _format_errors(exc: ValidationError) -> str:
-    msgs = []
-    for err in exc.errors():
-        loc = _loc_text(err["loc"])
-        kind = err.get("type", "")
-        if kind == "extra_forbidden":
-            allowed = ", ".join(Study.model_fields)
-            msgs.append(f"{loc}: unknown key (allowed keys: [{allowed}]), got {shown(err.get('input'))}")
-            continue
-        if kind == "missing":
-            msgs.append(f"{loc}: required key is missing")
-            continue
-        msg = str(err.get("msg", ""))
-        msg = msg.removeprefix("Value error, ")
-        if kind == "value_error" and msg.startswith(("fixed", "factors", "host_steps", "throttle", "precision")):
-            msgs.append(msg)  # our own messages carry their full key path
-        elif kind == "value_error":
-            msgs.append(f"{loc}: {msg}" if loc else msg)
-        else:
-            msgs.append(f"{loc}: {msg}, got {shown(err.get('input'))}")
-    return "; ".join(msgs)
-
-
 def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: int | None = None,
                stored: bool = False) -> Study:
     """Load and validate a study spec.
@@ -707,7 +675,7 @@ def load_study(source: str | os.PathLike[str] | Mapping[str, Any], *, max_runs: 
     try:
         study = Study.model_validate(data, context={"stored": stored})
     except ValidationError as exc:
-        raise StudyError(where + _format_errors(exc)) from None
+        raise StudyError(where + validation_message(exc, Study.model_fields)) from None
     if max_runs is not None:
         study.check_max_runs(max_runs)
         study._max_runs = max_runs
