@@ -36,6 +36,7 @@ from ._runcontext import (
 )
 from ._runfio import check_measured, run_fio
 from ._runwrite import WRITE_ERRNOS, not_writable, output_cut_short, results_full, target_not_writable
+from ._specvalues import steadystate_request
 from ._store import StudyStore
 from ._study import RunPoint, Study
 from .errors import FioError, HostError
@@ -291,6 +292,7 @@ def _write_provenance(ctx: RunContext, run: _Run, known: Provenance, duration: f
     prov = known.replace(
         finished_at=utc_now(), duration_s=round(duration, 6), safety=run.safety, quiet_host=quiet,
         set_up=_set_up_info(ctx.set_up), host_steps=run.host_steps,
+        steadystate=steadystate_request(run.point.options, ctx.study.runtime),
         **({"hosts": tuple(hosts), "target": run.target, "client_server": client} if hosts else {}))
     (run.staging / "provenance.json").write_bytes(orjson.dumps(prov.to_json(), option=orjson.OPT_INDENT_2))
 

@@ -96,6 +96,18 @@ class _Dir(Struct, gc=False):
     slat: Union[_Lat, _Unset] = _U
 
 
+class _SteadyState(Struct, gc=False):
+    """A job's ``steadystate`` block (fio ``stat.c``, printed only when the job had ``steadystate_duration``):
+    the rule as fio read it (``ss``, ``"iops:10.000000%"``), its window (``duration``, s), fio's verdict
+    (``attained``: 1 when the job was stopped at steady state) and the last computed ``criterion``
+    (``"2.6%"``, a string: fio prints ``"-nan%"`` for a window without samples)."""
+
+    ss: str = ""
+    duration: Union[_Count, _Unset] = _U
+    attained: Union[_Count, _Unset] = _U
+    criterion: str = ""
+
+
 class _Job(Struct, gc=False):
     """One entry of ``jobs`` or ``client_stats``."""
 
@@ -111,6 +123,7 @@ class _Job(Struct, gc=False):
     sys_cpu: float = _NAN
     hostname: Union[str, _Unset] = _U
     port: Union[int, str, _Unset] = _U
+    steadystate: Union[_SteadyState, _Unset] = _U
 
 
 class _Doc(Struct, gc=False):
