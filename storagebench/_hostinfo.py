@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -386,7 +387,8 @@ class QuietProbe:
     :meth:`__init__` takes the first reading of the device's counters; :meth:`finish`, called
     just before fio starts, waits until ``window_s`` of observed time has passed, takes the last
     reading and lists the fio processes on this host that are not this process's runs
-    (:func:`storagebench.fio.process.other_fio_processes`). Whatever the caller does in between
+    (:func:`storagebench.fio.process.other_fio_processes`; while the window still has time to wait,
+    the list is made during that wait, in a helper thread, so its cost hides in the window). Whatever the caller does in between
     (the job file, the safety check) is inside the window, so the window costs only what it
     exceeds that.
 
@@ -460,16 +462,21 @@ class QuietProbe:
             (1/s), ``bytes_per_s``, ``in_flight_start``, ``in_flight_end``, ``busy_pct`` (% of the
             window with I/O in flight)) or ``None`` with ``device_note``, ``thresholds``
             (``max_iops``, ``max_bytes_per_s``, ``max_in_flight``), ``check_cost_s`` (s spent reading
-            /proc and sysfs, the window's wait excluded).
+            /proc and sysfs after the window's wait: the scan of /proc made during the wait is not counted).
         """
         self.resume()
         left = window_s - (self._seen["s"] + time.monotonic() - self.t0)
-        if left > 0:
-            time.sleep(left)
         c0 = time.perf_counter()
+        if left > 0:  # the /proc scan for other fio runs in the window's remaining wait, not after it
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-quiet") as scan:
+                found = scan.submit(other_fio_processes)
+                time.sleep(left)
+                others = found.result()
+            c0 = time.perf_counter()
+        else:
+            others = other_fio_processes()
         after = self._close_segment()
         seen = self._seen
-        others = other_fio_processes()
         reasons = []
         if others:
             reasons.append(f"{len(others)} other fio process(es) running: "
