@@ -119,3 +119,38 @@ def test_the_sentence_goes_through_the_html_gate(ss_sweep):
     hostile = ing.run_totals.assign(ss_rule="<script>alert(1)</script>")
     html = str(render_markdown(str(show.markdown("* {}", steadystate_sentence(hostile)))))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+@pytest.mark.parametrize(("block", "expect"), [
+    ({"criterion": "abc%"}, {"ss_criterion": "nan"}),
+    ({"criterion": "-nan%"}, {"ss_criterion": "nan"}),
+    ({"criterion": "1e400%"}, {"ss_criterion": "nan"}),
+    ({"criterion": "-3.5%"}, {"ss_criterion": -3.5}),
+    ({"ss": "<b>x</b>\nrule"}, {"ss_rule": "<b>x</b>\nrule"}),
+    ({"attained": 0}, {"ss_attained": False}),
+    ({"attained": -1}, "refused"),
+    ({"duration": "2"}, "refused"),
+], ids=["criterion-text", "criterion-nan", "criterion-huge", "criterion-negative", "rule-markup", "not-attained",
+        "attained-negative", "duration-string"])
+def test_a_bad_steadystate_block_is_read_as_fio_means_it_or_refused(ss_sweep, tmp_path, block, expect):
+    """fio's steadystate block is outside input: a criterion that is not a number becomes NaN (fio prints
+    "-nan%" itself), a string stays a string (the HTML gate shows it), a count of the wrong type refuses the file
+    naming the field, as any other count of fio's output."""
+    study_dir, _ = ss_sweep
+    src = next(p for p in sorted(study_dir.glob("raw/*/output.json")) if b'"iops:50.000000%"' in p.read_bytes())
+    doc = json.loads(src.read_bytes())
+    for job in doc["jobs"]:
+        job["steadystate"].update(block)
+    f = tmp_path / "out.json"
+    f.write_text(json.dumps(doc))
+    res = ingest_paths([f])
+    if expect == "refused":
+        assert not res.ok and "steadystate" in str(res.errors[0])
+        return
+    assert res.ok, res.errors
+    row = res.runs.iloc[0]
+    for col, want in expect.items():
+        if want == "nan":
+            assert row[col] != row[col]
+        else:
+            assert row[col] == want
