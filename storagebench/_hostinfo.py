@@ -436,6 +436,10 @@ class QuietProbe:
             self._close_segment()
             self._paused_at = time.monotonic()
 
+    def paused_for(self) -> float:
+        """How long the probe has been paused, s (0 when it is counting)."""
+        return 0.0 if self._paused_at is None else time.monotonic() - self._paused_at
+
     def resume(self) -> None:
         """Count again from now (a new reading of the counters)."""
         if self._paused_at is not None:

@@ -184,14 +184,18 @@ def measure_point(ctx: RunContext, point: RunPoint, host_steps: Sequence[Mapping
 #: with the helper pool of its sweep: ``(pool, probe)``. Thread-local: the runs of a concurrency group run
 #: in threads of their own and never hand a window on.
 _CARRIED = threading.local()
+#: A probe paused longer than this (a concurrency group, host steps or a slow disk in between) is not handed
+#: on: the next run's window starts afresh rather than join observations far apart.
+_CARRY_PAUSE_S = 5.0
 
 
 def _open_probe(ctx: RunContext, tgt: str) -> QuietProbe:
-    """The quiet-host probe of a run: the one the previous run of the same sweep opened at its fio's exit when
-    it samples the same device (its window then covers the time since, storagebench's own fsyncs left out),
-    else a new one (the window starts now)."""
+    """The quiet-host probe of a run: the one the previous run of the same sweep and thread opened at its fio's
+    exit when it samples the same device and was paused for less than :data:`_CARRY_PAUSE_S` (its window then
+    covers the time since, storagebench's own fsyncs left out), else a new one (the window starts now)."""
     carried, _CARRIED.probe = getattr(_CARRIED, "probe", None), None
-    if carried is not None and carried[0] is ctx.pool and carried[1].same_device(tgt):
+    if (carried is not None and carried[0] is ctx.pool and carried[1].paused_for() < _CARRY_PAUSE_S
+            and carried[1].same_device(tgt)):
         carried[1].resume()
         return carried[1]
     return QuietProbe(tgt)

@@ -134,12 +134,12 @@ def test_quiet_probe_leaves_a_pause_out_and_still_sees_io_after_it(loop_dev):
     probe = QuietProbe(loop_dev.path)
     probe.pause()
     _write_direct(loop_dev.path)
-    time.sleep(0.05)
+    time.sleep(0.3)
     probe.resume()
     rec = probe.finish(0.02)
     # (other fio processes of a shared test machine may make the host busy; the device reason is ours to check)
     assert rec["device"]["ios"] == 0 and _device_reasons(rec) == []
-    assert rec["paused_s"] >= 0.05 and 0.02 <= rec["window_s"] < 0.05  # the pause is not window time
+    assert rec["paused_s"] >= 0.3 and 0.02 <= rec["window_s"] < 0.25  # the pause is not window time
 
     probe = QuietProbe(loop_dev.path)
     probe.pause()
