@@ -394,7 +394,9 @@ class QuietProbe:
 
     The window may be paused (:meth:`pause`, :meth:`resume`) while storagebench itself writes to
     the device (the fsyncs that commit a run): the time and the I/O of a pause are not counted, so
-    they neither lengthen the window nor make the host look busy. The runner opens the next run's
+    they neither lengthen the window nor make the host look busy -- unless the device did nothing at
+    all in the pause (no I/O completed, none in flight at either end: the results are on another
+    device), whose time then counts as quiet window time. The runner opens the next run's
     probe when the previous run's fio exits and pauses it around that run's commit
     (:mod:`storagebench._runone`): the window then covers the time between the two fio runs except
     storagebench's own fsyncs, and waits only for what that falls short of ``window_s``.
@@ -413,6 +415,7 @@ class QuietProbe:
         self.in_flight_start = None if self.before is None else int(self.before["in_flight"])
         self._seen = {"s": 0.0, "ios": 0.0, "sectors": 0.0, "ticks_ms": 0.0, "readable": self.before is not None}
         self._paused_at: float | None = None
+        self._pause_reading: dict[str, float] | None = None
         self.paused_s = 0.0
 
     def same_device(self, target: str | os.PathLike[str] | None) -> bool:
@@ -431,9 +434,13 @@ class QuietProbe:
         return after
 
     def pause(self) -> None:
-        """Stop counting time and I/O (storagebench's own writes follow) until :meth:`resume`."""
+        """Stop counting time and I/O (storagebench's own writes follow) until :meth:`resume`.
+
+        A pause in which the device completed no I/O and had none in flight (the writes went to another
+        device, or had nothing to write) is a quiet observation like any other: :meth:`resume` then
+        counts its time as window time after all."""
         if self._paused_at is None:
-            self._close_segment()
+            self._pause_reading = self._close_segment()
             self._paused_at = time.monotonic()
 
     def paused_for(self) -> float:
@@ -443,9 +450,15 @@ class QuietProbe:
     def resume(self) -> None:
         """Count again from now (a new reading of the counters)."""
         if self._paused_at is not None:
-            self.paused_s += time.monotonic() - self._paused_at
-            self._paused_at = None
+            now = time.monotonic()
+            start = self._pause_reading
             self.before = None if self.device is None else read_io_counters(self.device[1])
+            if (start is not None and self.before is not None and self.before["ios"] == start["ios"]
+                    and self.before["in_flight"] == 0 and start["in_flight"] == 0):
+                self._seen["s"] += now - self._paused_at  # nothing happened on the device: quiet time
+            else:
+                self.paused_s += now - self._paused_at
+            self._paused_at = None
             self.t0 = time.monotonic()
 
     def finish(self, window_s: float = 0.05) -> dict[str, Any]:

@@ -168,3 +168,18 @@ def test_consecutive_runs_hand_the_window_on(tmp_path, fio_bin):
     assert first["paused_s"] == 0.0 and second["paused_s"] > 0.0
     for q in (first, second):
         assert q["window_s"] is None or q["window_s"] >= 0.02
+
+
+def test_a_pause_in_which_the_device_did_nothing_counts_as_quiet_time(loop_dev):
+    """storagebench's own writes going to another device leave the sampled device idle: that pause is an
+    observation of a quiet device, so its time counts toward the window (no wait for it)."""
+    import time
+
+    from storagebench._hostinfo import QuietProbe
+
+    probe = QuietProbe(loop_dev.path)
+    probe.pause()
+    time.sleep(0.3)  # nothing written to the loop device
+    probe.resume()
+    rec = probe.finish(0.02)
+    assert rec["paused_s"] == 0.0 and rec["window_s"] >= 0.3 and rec["device"]["ios"] == 0
