@@ -22,6 +22,11 @@ Two corpora (``--corpus``):
     file, iodepth 1..32, numjobs 1 and 2 *without* group_reporting, 1-second runs; captured by
     ``benchmarks/make_fio_corpus.py``), replicated byte for byte to N files: nothing in a copy is
     changed, so every file is a real fio output (a copy shares its original's ``run_id``).
+``dense``
+    the dense-bin corpus of issue 21: the 12 real fio 3.33 json+ outputs that
+    ``benchmarks/make_fio_corpus.py --dense`` writes to ``--dense-dir`` (default ``/tmp/sb-fio-dense``;
+    randread 4k, iodepth 1..32 x numjobs 1-2 without group_reporting, 4-second runs, ~450 bins a
+    row), replicated byte for byte to N files like ``multijob`` (not in git: made on the machine).
 ``single``
     variants of one real single-job json+ output (``tests/fixtures/fio/single_jsonplus.json``),
     each with a different job name, iodepth, numjobs and IOPS so that no two are identical.
@@ -92,11 +97,12 @@ def make_files(out: Path, n: int) -> list[Path]:
     return paths
 
 
-def make_multijob_files(out: Path, n: int) -> list[Path]:
-    """n byte-for-byte copies of the real multi-job json+ outputs in ``benchmarks/data/fio_multijob``."""
-    sources = sorted(MULTIJOB.glob("*.json"))
+def make_multijob_files(out: Path, n: int, src: Path = MULTIJOB) -> list[Path]:
+    """n byte-for-byte copies of the real multi-job json+ outputs in ``src`` (``benchmarks/data/fio_multijob``)."""
+    sources = sorted(src.glob("*.json"))
     if not sources:
-        raise SystemExit(f"no fio outputs in {MULTIJOB}: run benchmarks/make_fio_corpus.py")
+        raise SystemExit(f"no fio outputs in {src}: run benchmarks/make_fio_corpus.py"
+                         + (" --dense" if src != MULTIJOB else ""))
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(n):
@@ -244,7 +250,8 @@ def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> dict[str, float]
     ``sb_cpu``) of the storagebench at git ref ``ref``, timed in a child process.
 
     The child also writes its tables; they must equal this tree's (``pandas.testing.assert_frame_equal``,
-    exact): a speed-up never changes a result. Raises AssertionError when they differ."""
+    exact, on the ref's columns; the columns this tree adds are named): a speed-up never changes a result.
+    Raises AssertionError when they differ."""
     import pickle
 
     import pandas as pd
@@ -261,7 +268,11 @@ def compare_ref(ref: str, src: Path, tmp: Path, repeat: int) -> dict[str, float]
         theirs = pickle.load(f)
     ours = ingest_paths([src])
     for name, df in theirs.items():
-        pd.testing.assert_frame_equal(getattr(ours, name), df, check_exact=True, obj=f"{name} ({ref} vs this tree)")
+        mine = getattr(ours, name)
+        added = [c for c in mine.columns if c not in df.columns]  # columns this tree adds (a feature, not a speed-up)
+        if added:
+            print(f"  {name}: columns added since {ref} (not compared): {', '.join(added)}")
+        pd.testing.assert_frame_equal(mine[list(df.columns)], df, check_exact=True, obj=f"{name} ({ref} vs this tree)")
     print(f"  tables identical to {ref}'s (assert_frame_equal, exact): "
           + ", ".join(f"{name} {len(df):,} rows" for name, df in theirs.items()))
     return best
@@ -390,8 +401,11 @@ def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="json+ files for the timing table (a)")
-    ap.add_argument("--corpus", choices=("multijob", "single", "both"), default="both",
-                    help="timing corpus: the real multi-job outputs, variants of one single-job output, or both")
+    ap.add_argument("--corpus", choices=("multijob", "dense", "single", "both"), default="both",
+                    help="timing corpus: the real multi-job outputs, the dense-bin ones (--dense-dir), variants of "
+                         "one single-job output, or both multijob and single")
+    ap.add_argument("--dense-dir", type=Path, default=Path("/tmp/sb-fio-dense"),
+                    help="the dense-bin corpus's fio outputs (benchmarks/make_fio_corpus.py --dense)")
     ap.add_argument("--mem-files", type=int, default=20000, help="json+ files for the memory test (b); 0 skips it")
     ap.add_argument("--repeat", type=int, default=5, help="timing repeats, round-robin (best of)")
     ap.add_argument("--batch-files", type=int, default=500, help="files per parquet batch in (b)")
@@ -405,6 +419,11 @@ def main(argv=None) -> int:
             time_corpus(f"multijob corpus (copies of {len(list(MULTIJOB.glob('*.json')))} real fio 3.33 outputs, "
                         "numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
             time_decoders("multijob corpus", paths, args.repeat)
+        if args.corpus == "dense":
+            paths = make_multijob_files(tmp / "d", args.files, args.dense_dir)
+            time_corpus(f"dense-bin corpus (copies of {len(list(args.dense_dir.glob('*.json')))} real fio 3.33 "
+                        "outputs of 4-s runs, numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
+            time_decoders("dense-bin corpus", paths, args.repeat)
         if args.corpus in ("single", "both"):
             paths = make_files(tmp / "a", args.files)
             time_corpus(f"single-job corpus (variants of {FIXTURE.name})", paths, args, tmp)

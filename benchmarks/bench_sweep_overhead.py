@@ -19,6 +19,17 @@ Reported per round and as the median over rounds, in % of the bare fio wall time
   outside fio, free of fio's run-to-run noise. The same accounting for the bare loop
   (loop wall minus its ``subprocess.run`` times) is printed as the floor.
 
+* ``gap``: the median time between one run's fio exit and the next run's fio start (``finished_at`` ->
+  ``started_at`` of consecutive runs in ``provenance.json``; what the runner does between two fio runs,
+  the quiet-host window's wait included), in ms and in % of the run's nominal duration. Less exposed to
+  a loaded machine than the sums above: fio's own start and exit, which a loaded machine slows down
+  most, are outside it.
+
+* ``check``: the median time a run waits in the quiet-host check itself (``_runone._quiet_record``, wrapped with a
+  timer: the window's remaining wait, the last reading, the scan for other fio), in ms and in % of the run's
+  nominal duration: the check's cost on the sweep's critical path, the least exposed to a loaded machine (most
+  of it is a sleep).
+
 ``--quiet-window S`` sets the runner's quiet-host sample window (``run_study(quiet_window_s=)``;
 default 1 % of runtime + ramp_time, 0.02 s here; 0 reads the device counters back to back), to see
 what the check costs.
@@ -29,21 +40,41 @@ Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runti
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import storagebench._runone as runone  # noqa: E402
 from storagebench._jobfile import render_jobfile  # noqa: E402
 from storagebench._runner import run_study  # noqa: E402
 from storagebench._study import load_study  # noqa: E402
 from storagebench.records import Provenance  # noqa: E402
+
+_CHECK_S: list[float] = []
+
+
+def _timed_quiet_record(*args, _inner=runone._quiet_record, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return _inner(*args, **kwargs)
+    finally:
+        _CHECK_S.append(time.perf_counter() - t0)
+
+
+runone._quiet_record = _timed_quiet_record
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,12 +110,17 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([args.fio, "--output=/dev/null", str(job_paths[0]), "--runtime=1"], check=True)
 
         def storagebench_way(r: int) -> tuple[float, float]:
+            _CHECK_S.clear()
             t0 = time.perf_counter()
             res = run_study(study, target=target, out_dir=scratch / f"results-{r}", fio_bin=args.fio, progress=False,
                             **extra)
             dt = time.perf_counter() - t0
             assert res.ok and len(res.completed) == len(plan), res.errors
-            in_fio = sum(Provenance.read(d / "provenance.json").duration_s for d in res.run_dirs())
+            provs = sorted((Provenance.read(d / "provenance.json") for d in res.run_dirs()),
+                           key=lambda p: p.started_at)
+            in_fio = sum(p.duration_s for p in provs)
+            checks.append(statistics.median(_CHECK_S))
+            gaps.append(statistics.median(_ts(b.started_at) - _ts(a.finished_at) for a, b in itertools.pairwise(provs)))
             return dt, in_fio
 
         def bare_way(r: int) -> tuple[float, float]:
@@ -101,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
         n = len(plan)
         rows = []
+        gaps: list[float] = []
+        checks: list[float] = []
         for r in range(args.rounds):
             order = ("storagebench", "bare") if r % 2 == 0 else ("bare", "storagebench")
             times = {}
@@ -111,18 +149,22 @@ def main(argv: list[str] | None = None) -> int:
                 "round": r, "first": order[0], "sb_s": sb, "bare_s": bare,
                 "ab_pct": 100.0 * (sb - bare) / bare, "ab_ms": 1000.0 * (sb - bare) / n,
                 "acc_pct": 100.0 * (sb - sb_fio) / bare, "acc_ms": 1000.0 * (sb - sb_fio) / n,
-                "floor_ms": 1000.0 * (bare - bare_fio) / n,
+                "floor_ms": 1000.0 * (bare - bare_fio) / n, "gap_ms": 1000.0 * gaps[-1], "check_ms": 1000.0 * checks[-1],
             })
         print(f"sweep overhead: {n} runs x {args.runtime:g} s, fio {args.fio}"
               + (f", quiet window {args.quiet_window:g} s" if args.quiet_window is not None else ""))
         print(f"{'round':>5} {'first':>12} {'storagebench_s':>14} {'bare_fio_s':>10} {'A/B_%':>7} {'A/B_ms/run':>10} "
-              f"{'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16}")
+              f"{'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16} {'gap_ms':>7} {'check_ms':>8}")
         for w in rows:
             print(f"{w['round']:>5} {w['first']:>12} {w['sb_s']:>14.2f} {w['bare_s']:>10.2f} {w['ab_pct']:>7.2f} "
-                  f"{w['ab_ms']:>10.1f} {w['acc_pct']:>11.2f} {w['acc_ms']:>16.1f} {w['floor_ms']:>16.1f}")
-        med = {k: statistics.median(w[k] for w in rows) for k in ("ab_pct", "ab_ms", "acc_pct", "acc_ms")}
+                  f"{w['ab_ms']:>10.1f} {w['acc_pct']:>11.2f} {w['acc_ms']:>16.1f} {w['floor_ms']:>16.1f} {w['gap_ms']:>7.1f} {w['check_ms']:>8.2f}")
+        med = {k: statistics.median(w[k] for w in rows) for k in ("ab_pct", "ab_ms", "acc_pct", "acc_ms", "gap_ms",
+                                                               "check_ms")}
         print(f"median A/B overhead: {med['ab_pct']:.2f} % ({med['ab_ms']:.1f} ms per run); "
-              f"median accounted overhead: {med['acc_pct']:.2f} % ({med['acc_ms']:.1f} ms per run); target <= 1 %")
+              f"median accounted overhead: {med['acc_pct']:.2f} % ({med['acc_ms']:.1f} ms per run); target <= 1 %; "
+              f"median gap between fio runs {med['gap_ms']:.1f} ms "
+              f"({100 * med['gap_ms'] / 1000 / study.run_duration_s:.2f} % of a run); median quiet-host check "
+              f"{med['check_ms']:.2f} ms ({100 * med['check_ms'] / 1000 / study.run_duration_s:.2f} % of a run)")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -411,11 +412,21 @@ class QuietProbe:
     """Is the host quiet before a run? Another fio, or I/O on the target's device.
 
     :meth:`__init__` takes the first reading of the device's counters; :meth:`finish`, called
-    just before fio starts, waits until ``window_s`` has passed since then, takes the second
+    just before fio starts, waits until ``window_s`` of observed time has passed, takes the last
     reading and lists the fio processes on this host that are not this process's runs
-    (:func:`storagebench.fio.process.other_fio_processes`). Whatever the caller does in between
+    (:func:`storagebench.fio.process.other_fio_processes`; while the window still has time to wait,
+    the list is made during that wait, in a helper thread, so its cost hides in the window). Whatever the caller does in between
     (the job file, the safety check) is inside the window, so the window costs only what it
     exceeds that.
+
+    The window may be paused (:meth:`pause`, :meth:`resume`) while storagebench itself writes to
+    the device (the fsyncs that commit a run): the time and the I/O of a pause are not counted, so
+    they neither lengthen the window nor make the host look busy -- unless the device did nothing at
+    all in the pause (no I/O completed, none in flight at either end: the results are on another
+    device), whose time then counts as quiet window time. The runner opens the next run's
+    probe when the previous run's fio exits and pauses it around that run's commit
+    (:mod:`storagebench._runone`): the window then covers the time between the two fio runs except
+    storagebench's own fsyncs, and waits only for what that falls short of ``window_s``.
 
     Parameters
     ----------
@@ -428,50 +439,105 @@ class QuietProbe:
         self.device = None if target is None else device_stat_path(target)
         self.before = None if self.device is None else read_io_counters(self.device[1])
         self.t0 = time.monotonic()
+        self.in_flight_start = None if self.before is None else int(self.before["in_flight"])
+        self._seen = {"s": 0.0, "ios": 0.0, "sectors": 0.0, "ticks_ms": 0.0, "readable": self.before is not None}
+        self._paused_at: float | None = None
+        self._pause_reading: dict[str, float] | None = None
+        self.paused_s = 0.0
+
+    def same_device(self, target: str | os.PathLike[str] | None) -> bool:
+        """Whether ``target`` is on the device this probe samples (so the probe can serve its run)."""
+        return target is not None and self.device is not None and device_stat_path(target) == self.device
+
+    def _close_segment(self) -> dict[str, float] | None:
+        now = time.monotonic()
+        after = None if self.device is None else read_io_counters(self.device[1])
+        self._seen["s"] += now - self.t0
+        if self.before is not None and after is not None:
+            for key, field in (("ios", "ios"), ("sectors", "sectors"), ("ticks_ms", "io_ticks_ms")):
+                self._seen[key] += after[field] - self.before[field]
+        elif self.device is not None:
+            self._seen["readable"] = False
+        return after
+
+    def pause(self) -> None:
+        """Stop counting time and I/O (storagebench's own writes follow) until :meth:`resume`.
+
+        A pause in which the device completed no I/O and had none in flight (the writes went to another
+        device, or had nothing to write) is a quiet observation like any other: :meth:`resume` then
+        counts its time as window time after all."""
+        if self._paused_at is None:
+            self._pause_reading = self._close_segment()
+            self._paused_at = time.monotonic()
+
+    def paused_for(self) -> float:
+        """How long the probe has been paused, s (0 when it is counting)."""
+        return 0.0 if self._paused_at is None else time.monotonic() - self._paused_at
+
+    def resume(self) -> None:
+        """Count again from now (a new reading of the counters)."""
+        if self._paused_at is not None:
+            now = time.monotonic()
+            start = self._pause_reading
+            self.before = None if self.device is None else read_io_counters(self.device[1])
+            if (start is not None and self.before is not None and self.before["ios"] == start["ios"]
+                    and self.before["in_flight"] == 0 and start["in_flight"] == 0):
+                self._seen["s"] += now - self._paused_at  # nothing happened on the device: quiet time
+            else:
+                self.paused_s += now - self._paused_at
+            self._paused_at = None
+            self.t0 = time.monotonic()
 
     def finish(self, window_s: float = 0.05) -> dict[str, Any]:
-        """Second reading and verdict.
+        """Last reading and verdict.
 
         Parameters
         ----------
         window_s : float
-            Shortest sample window, s, counted from the first reading.
+            Shortest sample window, s: observed time, pauses excluded.
 
         Returns
         -------
         dict
             The ``quiet_host`` record of ``provenance.json``: ``quiet`` (bool), ``reasons`` (list of
-            str), ``window_s`` (s), ``other_fio`` (``pid``, ``pgid``, ``state``, ``cmdline`` of each
+            str), ``window_s`` (s observed), ``paused_s`` (s of storagebench's own fsyncs left out of
+            the window), ``other_fio`` (``pid``, ``pgid``, ``state``, ``cmdline`` of each
             other fio process), ``device`` (``name``, ``stat_path``, ``ios``, ``bytes``, ``iops``
             (1/s), ``bytes_per_s``, ``in_flight_start``, ``in_flight_end``, ``busy_pct`` (% of the
             window with I/O in flight)) or ``None`` with ``device_note``, ``thresholds``
             (``max_iops``, ``max_bytes_per_s``, ``max_in_flight``), ``check_cost_s`` (s spent reading
-            /proc and sysfs, the window's wait excluded).
+            /proc and sysfs after the window's wait: the scan of /proc made during the wait is not counted).
         """
-        left = window_s - (time.monotonic() - self.t0)
-        if left > 0:
-            time.sleep(left)
+        self.resume()
+        left = window_s - (self._seen["s"] + time.monotonic() - self.t0)
         c0 = time.perf_counter()
-        after = None if self.device is None else read_io_counters(self.device[1])
-        others = other_fio_processes()
+        if left > 0:  # the /proc scan for other fio runs in the window's remaining wait, not after it
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-quiet") as scan:
+                found = scan.submit(other_fio_processes)
+                time.sleep(left)
+                others = found.result()
+            c0 = time.perf_counter()
+        else:
+            others = other_fio_processes()
+        after = self._close_segment()
+        seen = self._seen
         reasons = []
         if others:
             reasons.append(f"{len(others)} other fio process(es) running: "
                            + ", ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in others[:3]))
         rec: dict[str, Any] = {"quiet": True, "reasons": reasons, "window_s": None, "other_fio": [
             {k: v for k, v in p.to_json().items() if k in ("pid", "pgid", "state", "cmdline")} for p in others],
-            "device": None,
+            "device": None, "paused_s": round(self.paused_s, 6),
             "thresholds": {"max_iops": QUIET_MAX_IOPS, "max_bytes_per_s": QUIET_MAX_BYTES_PER_S,
                            "max_in_flight": QUIET_MAX_IN_FLIGHT}}
-        if self.before is not None and after is not None:
-            dt = max(after["t_s"] - self.before["t_s"], 1e-9)
-            ios = int(after["ios"] - self.before["ios"])
-            nbytes = int(after["sectors"] - self.before["sectors"]) * 512
+        if seen["readable"] and after is not None:
+            dt = max(seen["s"], 1e-9)
+            ios = int(seen["ios"])
+            nbytes = int(seen["sectors"]) * 512
             dev = {"name": self.device[0], "stat_path": str(self.device[1]), "ios": ios, "bytes": nbytes,
                    "iops": round(ios / dt, 1), "bytes_per_s": round(nbytes / dt, 1),
-                   "in_flight_start": int(self.before["in_flight"]), "in_flight_end": int(after["in_flight"]),
-                   "busy_pct": round(min(100.0, 100.0 * (after["io_ticks_ms"] - self.before["io_ticks_ms"])
-                                         / (dt * 1000.0)), 1)}
+                   "in_flight_start": self.in_flight_start, "in_flight_end": int(after["in_flight"]),
+                   "busy_pct": round(min(100.0, 100.0 * seen["ticks_ms"] / (dt * 1000.0)), 1)}
             rec["device"] = dev
             rec["window_s"] = round(dt, 6)
             if (dev["iops"] > QUIET_MAX_IOPS or dev["bytes_per_s"] > QUIET_MAX_BYTES_PER_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,7 @@ from ._runcontext import (
 )
 from ._runfio import check_measured, run_fio
 from ._runwrite import WRITE_ERRNOS, not_writable, output_cut_short, results_full, target_not_writable
+from ._specvalues import steadystate_request
 from ._store import StudyStore
 from ._study import RunPoint, Study
 from .errors import FioError, HostError
@@ -153,7 +155,7 @@ def measure_point(ctx: RunContext, point: RunPoint, host_steps: Sequence[Mapping
     tgt = resolve_target(ctx, point)
     if not hosts:
         wait_for_helper(ctx.pool)  # the previous run's fsyncs must not count as another's I/O
-    probe = None if hosts else QuietProbe(tgt)  # the window starts here: the preparation is inside it
+    probe = None if hosts else _open_probe(ctx, tgt)  # the preparation is inside the window
     checked = _check_safety(ctx, point, tgt, hosts)  # relative paths: in our cwd
     if not hosts:
         tgt = absolute_targets(tgt)  # fio runs in the staging dir: a relative path would mean another file
@@ -176,6 +178,27 @@ def measure_point(ctx: RunContext, point: RunPoint, host_steps: Sequence[Mapping
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # an interrupted or failed run leaves nothing in raw/
         raise
+
+
+#: The quiet-host probe the previous run of this thread opened when its fio exited (paused over its commit),
+#: with the helper pool of its sweep: ``(pool, probe)``. Thread-local: the runs of a concurrency group run
+#: in threads of their own and never hand a window on.
+_CARRIED = threading.local()
+#: A probe paused longer than this (a concurrency group, host steps or a slow disk in between) is not handed
+#: on: the next run's window starts afresh rather than join observations far apart.
+_CARRY_PAUSE_S = 5.0
+
+
+def _open_probe(ctx: RunContext, tgt: str) -> QuietProbe:
+    """The quiet-host probe of a run: the one the previous run of the same sweep and thread opened at its fio's
+    exit when it samples the same device and was paused for less than :data:`_CARRY_PAUSE_S` (its window then
+    covers the time since, storagebench's own fsyncs left out), else a new one (the window starts now)."""
+    carried, _CARRIED.probe = getattr(_CARRIED, "probe", None), None
+    if (carried is not None and carried[0] is ctx.pool and carried[1].paused_for() < _CARRY_PAUSE_S
+            and carried[1].same_device(tgt)):
+        carried[1].resume()
+        return carried[1]
+    return QuietProbe(tgt)
 
 
 def _check_safety(ctx: RunContext, point: RunPoint, tgt: str, hosts: list[str] | None) -> dict[str, Any]:
@@ -273,12 +296,16 @@ def _measure(ctx: RunContext, run: _Run) -> float:
                         record_path=run.staging / process.RECORD_NAME, cgroup=ctx.cgroup)
         finally:
             duration = time.monotonic() - t0
+            nxt = None if run.hosts else QuietProbe(run.target)  # the next run's window opens at fio's exit
             _write_provenance(ctx, run, pending.result(), duration, quiet, client)
     except (FioError, HostError) as exc:
         _keep_failure(ctx, run, exc, output)
         raise
     if not run.hosts:
         _note_created(ctx.store, run.target, run.existed)
+    if nxt is not None:
+        nxt.pause()  # our own fsyncs (the commit, then raw/ on the helper thread) are not another's I/O
+        _CARRIED.probe = (ctx.pool, nxt)
     ctx.store.commit_run(run.point.run_id, run.staging, synced=[job_path, run.staging / "point.json"],
                          sync_parent=False)
     ctx.pool.submit(ctx.store.sync_raw_dir)  # makes the rename durable while the next run starts
@@ -292,6 +319,7 @@ def _write_provenance(ctx: RunContext, run: _Run, known: Provenance, duration: f
     prov = known.replace(
         finished_at=utc_now(), duration_s=round(duration, 6), safety=run.safety, quiet_host=quiet,
         set_up=_set_up_info(ctx.set_up), host_steps=run.host_steps,
+        steadystate=steadystate_request(run.point.options, ctx.study.runtime),
         **({"hosts": tuple(hosts), "target": run.target, "client_server": client} if hosts else {}))
     (run.staging / "provenance.json").write_bytes(orjson.dumps(prov.to_json(), option=orjson.OPT_INDENT_2))
 

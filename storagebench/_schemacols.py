@@ -152,6 +152,11 @@ _SHARE = Valid(0.0, 100.0)
 #: A positive setting (bs, iodepth, numjobs): 1 .. 2**63-1, -1 when unknown.
 _SETTING = Valid(1, MAX_INT, unknown=-1)
 _NONNEG = Valid(0, MAX_INT)
+#: fio's steady-state criterion (% of the window mean, or IOPS / bytes/s): a slope may be negative; NaN when
+#: the run had no steady-state rule or fio printed none (``"-nan%"``).
+_SS_CRITERION = Valid(-MAX_FLOAT, MAX_FLOAT)
+#: A length of time a setting gives, s: >= 0, NaN when not set.
+_SECONDS = Valid(0.0, MAX_FLOAT)
 #: A time-series sample (time, value): finite and >= 0; the table has no note, so NaN is refused too.
 _SAMPLE = Valid(0.0, MAX_FLOAT, metric=True)
 _POSITIVE = Valid(1, MAX_INT)
@@ -308,6 +313,18 @@ RUNS: tuple[Column, ...] = (
     Column("error", _I, "1", "fio job error (errno); 0 when the job succeeded", role=_ME, combine="first_error",
            default=0),
     Column("partial", _B, "1", "True when the output is from a killed / unfinished run", role=_ME, combine="any"),
+    # fio's steady-state detection (steadystate=, steadystate_duration=): how fio decided the run's length
+    # (it stops a job early once steady), as fio reports it: provenance of the measurement, not a metric
+    Column("ss_rule", _S, "1", "fio steadystate block's ss: the steady-state rule as fio read it "
+           "('iops:10.000000%', 'bw_slope:...'); '' when the job had no steady-state detection", role=_PR,
+           combine="join"),
+    Column("ss_window_s", _F, "s", "fio steadystate.duration: the window fio judges steadiness over (one sample "
+           "a second); NaN without a rule", valid=_SECONDS, role=_PR, combine="same"),
+    Column("ss_attained", _B, "1", "fio steadystate.attained: True when fio judged the job steady and stopped it "
+           "before runtime", role=_PR, combine="all"),
+    Column("ss_criterion", _F, "% or metric unit", "fio steadystate.criterion: the last computed criterion (% of "
+           "the window mean for a % rule); NaN without a rule or when fio printed -nan", valid=_SS_CRITERION,
+           role=_PR, combine="same"),
     # provenance
     Column("fio_version", _S, "1", "fio-version of the output (or of the server)", role=_PR, combine="join"),
     Column("started_at", _T, "UTC", "start time of the run", role=_PR, combine="earliest"),

@@ -44,6 +44,8 @@ __all__ = [
     "safe_name",
     "seconds",
     "shorten_in",
+    "steadystate_problem",
+    "steadystate_request",
     "target_checked",
     "whole",
 ]
@@ -454,6 +456,85 @@ def parse_host_steps(value: Any) -> list[str | dict[str, Any]]:
                 raise StudyError(f"{where}.scheduler: must be one of [{', '.join(SCHEDULERS)}], got {shown(arg)}")
             out.append({name: arg})
     return out
+
+
+#: fio's steady-state options (canonical names): the rule, its window and the wait before the window.
+STEADYSTATE_OPTIONS: tuple[str, ...] = ("steadystate", "steadystate_duration", "steadystate_ramp_time")
+#: fio 3.33's default rule when only ``steadystate_duration`` is set (``fio --cmdhelp=steadystate``).
+FIO_DEFAULT_STEADYSTATE = "iops_slope:0.01%"
+
+
+def steadystate_problem(values: Mapping[str, list[Any]], runtime_s: float) -> str | None:
+    """Why a study's fio steady-state options cannot do what they say, or ``None``.
+
+    fio stops a job when its IOPS or bandwidth has been steady (``steadystate=iops:10%``, ``bw_slope:1%`` ...)
+    over a window of ``steadystate_duration`` seconds, sampled once a second after
+    ``steadystate_ramp_time`` (fio HOWTO, *Steady state*; ``steadystate.c``). Refused: a rule without a
+    window (fio's ``ss_dur`` defaults to 0, which switches detection off, so the rule would be recorded
+    but never applied), a window plus its ramp longer than the study's ``runtime`` (fio could never stop
+    early, and never reports steady), and a slope rule over a window of less than 2 s (one sample has no
+    slope: fio 3.33 then prints ``-nan``, which is not JSON, and calls the job steady).
+
+    Parameters
+    ----------
+    values : mapping of str to list
+        Canonical option name -> every value the spec gives it (``fixed``, factor levels, mapping levels);
+        only :data:`STEADYSTATE_OPTIONS` are read. Already checked against fio's grammar.
+    runtime_s : float
+        The study's ``runtime``, s.
+    """
+    rules = [str(v) for v in values.get("steadystate", [])]
+    durs = [fo.parse_time_us(v) / 1e6 for v in values.get("steadystate_duration", [])]
+    ramps = [fo.parse_time_us(v) / 1e6 for v in values.get("steadystate_ramp_time", [])]
+    if not (rules or durs or ramps):
+        return None
+    if not durs or min(durs) <= 0:
+        return ("steadystate: needs steadystate_duration (ss_dur) > 0, the window in s over which fio judges "
+                "steadiness; fio's default 0 switches detection off, got "
+                + (", ".join(shown(v) for v in values.get("steadystate_duration", [])) or "none"))
+    longest = max(durs) + (max(ramps) if ramps else 0.0)
+    if longest > runtime_s:
+        return (f"steadystate_duration + steadystate_ramp_time is {longest:g} s, longer than runtime {runtime_s:g} s: "
+                "fio could never judge the run steady; make runtime at least the window plus its ramp")
+    slope = [r for r in (rules or [FIO_DEFAULT_STEADYSTATE]) if r.split(":", 1)[0].endswith("_slope")]
+    if slope and min(durs) < 2:
+        return (f"steadystate={shown(slope[0])}: a slope needs a window of at least 2 s (one sample a second), "
+                f"got steadystate_duration {min(durs):g} s; fio 3.33 writes -nan for the slope of one sample")
+    return None
+
+
+def steadystate_request(options: Mapping[str, Any], runtime_s: float) -> dict[str, Any] | None:
+    """The steady-state rule a run's fio options ask for, as ``provenance.json`` records it, or ``None``.
+
+    Parameters
+    ----------
+    options : mapping
+        The run's fio options (any spelling fio accepts: ``ss``, ``ss_dur``, ``ss_ramp``).
+    runtime_s : float
+        The study's ``runtime``, s: the longest the run may take; fio stops it earlier once steady.
+
+    Returns
+    -------
+    dict or None
+        ``rule`` (fio's ``steadystate=``, or fio's default when only the window is set), ``duration_s``
+        (the window), ``ramp_time_s`` (the wait before it), ``runtime_s``; ``None`` when the run has no
+        ``steadystate_duration`` (fio does not detect steady state then).
+    """
+    canon: dict[str, Any] = {}
+    for k, v in options.items():
+        try:
+            name = canonical_name(k)
+        except JobFileError:
+            continue
+        if name in STEADYSTATE_OPTIONS:
+            canon[name] = v
+    dur = canon.get("steadystate_duration")
+    if dur is None or fo.parse_time_us(dur) <= 0:
+        return None
+    return {"rule": str(canon.get("steadystate", FIO_DEFAULT_STEADYSTATE)),
+            "duration_s": fo.parse_time_us(dur) / 1e6,
+            "ramp_time_s": fo.parse_time_us(canon.get("steadystate_ramp_time", 0)) / 1e6,
+            "runtime_s": float(runtime_s)}
 
 
 # ---------------------------------------------------------------------------------------------

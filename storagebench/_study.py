@@ -75,6 +75,7 @@ from ._specvalues import (
     safe_name,
     seconds,
     shorten_in,
+    steadystate_problem,
     target_checked,
     validation_message,
     whole,
@@ -568,10 +569,24 @@ class Study(StudyRules, BaseModel):
         self._design_ok()
         self._declared_ok(stored=bool(info.context and info.context.get("stored")))
         check_precision_design(self)
+        self._steadystate_ok()
         if self.host_steps and self.hosts is not None:
             raise ValueError("host_steps: are applied on this machine, but a client/server study's targets are on "
                              "its fio servers (hosts); remove host_steps or hosts")
         return self
+
+    def _steadystate_ok(self) -> None:
+        """fio's steady-state options, wherever the spec sets them, against ``runtime`` (:func:`steadystate_problem`)."""
+        values: dict[str, list[Any]] = {}
+        sources = [self.fixed] + [lv if isinstance(lv, dict) else {f: lv}
+                                  for f, levels in self.factors.items() for lv in levels]
+        for opts in sources:
+            for k, v in opts.items():
+                if k in KNOWN_OPTIONS:
+                    values.setdefault(canonical_name(k), []).append(v)
+        problem = steadystate_problem(values, float(self.runtime))
+        if problem:
+            raise ValueError(problem)
 
     # -- derived --------------------------------------------------------------------------
 

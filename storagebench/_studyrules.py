@@ -184,7 +184,11 @@ class StudyRules:
 
     @property
     def timeout_s(self) -> float:
-        """Per-run wall-clock limit, s: ``timeout`` or runtime + ramp_time + max(120, 50 %)."""
+        """Per-run wall-clock limit, s: ``timeout`` or runtime + ramp_time + max(120, 50 %).
+
+        A run with fio's steady-state options (``steadystate_duration``) ends at the latest after runtime, earlier
+        once steady: the same limit holds (the spec keeps the window and its ramp within runtime,
+        :func:`storagebench._specvalues.steadystate_problem`)."""
         if self.timeout is not None:
             return float(self.timeout)
         nominal = self.runtime + self.ramp_time
@@ -246,7 +250,8 @@ class StudyRules:
 
     @property
     def run_duration_s(self) -> float:
-        """Nominal duration of one run, s (runtime + ramp_time): the ETA's unit."""
+        """Nominal duration of one run, s (runtime + ramp_time): the ETA's unit; the longest a run with fio's
+        steady-state options takes (fio stops it earlier once steady)."""
         return float(self.runtime + self.ramp_time)
 
     def _without_default_design(self, data: dict[str, Any]) -> dict[str, Any]:

@@ -92,7 +92,8 @@ def _typed(value: Any, kinds: tuple[type, ...], what: str) -> Any:
 
 _CONDITIONAL_DEVICE = ("backing_file", "model_note")
 #: Provenance fields written only when they hold something (as in format 0).
-_CONDITIONAL = ("device_note", "memory_note", "client_server", "safety", "quiet_host", "hosts", "host_steps", "set_up")
+_CONDITIONAL = ("device_note", "memory_note", "client_server", "safety", "quiet_host", "hosts", "host_steps", "set_up",
+                "steadystate")
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,10 @@ class Provenance:
         ``resident_after_bytes``, ``previous``/``current`` scheduler of ``device``).
     set_up : SetUpInfo or None
         The testbed build the run was measured on (testbed studies).
+    steadystate : dict or None
+        The steady-state rule the run's fio options asked for (``rule``, ``duration_s``, ``ramp_time_s``,
+        ``runtime_s``; :func:`storagebench._specvalues.steadystate_request`): fio stops the run before
+        ``runtime_s`` once steady. What fio made of it is in ``output.json`` (the runs table's ``ss_*``).
     format_version : int
         :data:`FORMAT_VERSION` when written by this version.
     extra : dict
@@ -405,6 +410,7 @@ class Provenance:
     quiet_host: dict[str, Any] | None = None
     host_steps: tuple[dict[str, Any], ...] = ()
     set_up: SetUpInfo | None = None
+    steadystate: dict[str, Any] | None = None
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -478,7 +484,7 @@ class Provenance:
             raise SchemaError(f"{path}: host_steps must be a list of objects, each with a 'step' name, "
                               f"got {steps!r}")
         known["host_steps"] = tuple(dict(s) for s in steps)
-        for key in ("safety", "quiet_host"):
+        for key in ("safety", "quiet_host", "steadystate"):
             if known.get(key) is not None and not isinstance(known[key], Mapping):
                 raise SchemaError(f"{path}: {key} must be an object or null, got {known[key]!r}")
         return cls(**known, extra=extra)

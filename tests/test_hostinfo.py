@@ -89,3 +89,97 @@ def test_loop_device_has_no_model(loop_dev):
     assert info.size_bytes == 8 << 20
     st = os.stat(loop)
     assert block_device_info(os.major(st.st_rdev), os.minor(st.st_rdev)).name == Path(loop).name
+
+
+# ---- the quiet-host probe's window (issue 21 item 4) -----------------------------------------------------
+
+
+def _write_direct(dev: str, n_blocks: int = 16) -> None:
+    """``n_blocks`` 4 KiB O_DIRECT writes to the test's own loop device, then fsync: I/O it must count."""
+    import mmap
+
+    fd = os.open(dev, os.O_WRONLY | os.O_DIRECT)
+    try:
+        buf = mmap.mmap(-1, 4096)
+        for i in range(n_blocks):
+            os.pwrite(fd, buf, i * 4096)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _device_reasons(rec: dict) -> list[str]:
+    return [r for r in rec["reasons"] if r.startswith("device ")]
+
+
+def test_quiet_probe_counts_io_inside_its_window(loop_dev):
+    """I/O on the sampled device inside the window makes the host busy (the check's meaning)."""
+    from storagebench._hostinfo import QuietProbe
+
+    probe = QuietProbe(loop_dev.path)
+    _write_direct(loop_dev.path)
+    rec = probe.finish(0.02)
+    assert rec["quiet"] is False and rec["device"]["ios"] >= 16 and rec["paused_s"] == 0.0
+    assert _device_reasons(rec) and " I/Os and " in _device_reasons(rec)[0]
+    assert rec["window_s"] >= 0.02
+
+
+def test_quiet_probe_leaves_a_pause_out_and_still_sees_io_after_it(loop_dev):
+    """What happens while the probe is paused (storagebench's own fsyncs) counts neither as I/O nor as window
+    time; I/O after :meth:`resume` counts again; the window is still at least ``window_s`` of observed time."""
+    import time
+
+    from storagebench._hostinfo import QuietProbe
+
+    probe = QuietProbe(loop_dev.path)
+    probe.pause()
+    _write_direct(loop_dev.path)
+    time.sleep(0.3)
+    probe.resume()
+    rec = probe.finish(0.02)
+    # (other fio processes of a shared test machine may make the host busy; the device reason is ours to check)
+    assert rec["device"]["ios"] == 0 and _device_reasons(rec) == []
+    assert rec["paused_s"] >= 0.3 and 0.02 <= rec["window_s"] < 0.25  # the pause is not window time
+
+    probe = QuietProbe(loop_dev.path)
+    probe.pause()
+    _write_direct(loop_dev.path)
+    probe.resume()
+    _write_direct(loop_dev.path, 4)
+    rec = probe.finish(0.02)
+    assert rec["quiet"] is False and 4 <= rec["device"]["ios"] < 16 and _device_reasons(rec)
+
+
+def test_consecutive_runs_hand_the_window_on(tmp_path, fio_bin):
+    """In a sweep, a run's window opens when the previous run's fio exits and leaves out that run's commit
+    fsyncs (``paused_s`` > 0 from the second run on); the first run's window starts with its own preparation."""
+    import json
+
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
+
+    study = load_study({"name": "hand", "factors": {"iodepth": [1, 2]}, "runtime": 1, "size": "4m",
+                        "fixed": {"rw": "randread", "bs": "4k"}})
+    res = run_study(study, target=tmp_path / "data", out_dir=tmp_path / "out", fio_bin=fio_bin, progress=False)
+    assert res.ok, res.errors
+    recs = sorted((json.loads(p.read_text()) for p in (tmp_path / "out" / "hand" / "raw").glob("*/provenance.json")),
+                  key=lambda d: d["started_at"])
+    first, second = (r["quiet_host"] for r in recs)
+    assert first["paused_s"] == 0.0 and second["paused_s"] > 0.0
+    for q in (first, second):
+        assert q["window_s"] is None or q["window_s"] >= 0.02
+
+
+def test_a_pause_in_which_the_device_did_nothing_counts_as_quiet_time(loop_dev):
+    """storagebench's own writes going to another device leave the sampled device idle: that pause is an
+    observation of a quiet device, so its time counts toward the window (no wait for it)."""
+    import time
+
+    from storagebench._hostinfo import QuietProbe
+
+    probe = QuietProbe(loop_dev.path)
+    probe.pause()
+    time.sleep(0.3)  # nothing written to the loop device
+    probe.resume()
+    rec = probe.finish(0.02)
+    assert rec["paused_s"] == 0.0 and rec["window_s"] >= 0.3 and rec["device"]["ios"] == 0

@@ -106,7 +106,8 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
     """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
     the bytes by one C-level ``join`` of ``bytes * k``, the offsets by one cumulative sum, or one
     ``arange`` when every value has the same length (run ids, ``local``, one job name): about twice
-    as fast as ``take``, which copies string by string."""
+    as fast as ``take``, which copies string by string. Built as ``large_string``, the type pandas'
+    ``ArrowStringArray`` stores (it casts, i.e. copies, a ``string`` array)."""
     total = int(n.sum())
     if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
         first = values[0].encode()
@@ -122,14 +123,16 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
         first = encoded[0]
         data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
     if len(data) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
-        return pa.chunked_array([pa.array([v] * k, type=pa.string()) for v, k in zip(values, repeats, strict=True)])
+        return pa.chunked_array([pa.array([v] * k, type=pa.large_string())
+                                 for v, k in zip(values, repeats, strict=True)])
     width = len(first)
     if len(set(map(len, encoded))) == 1:
-        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int32) if width else np.zeros(total + 1, np.int32)
+        offsets = np.arange(0, (total + 1) * width, width, dtype=np.int64) if width else np.zeros(total + 1, np.int64)
     else:
-        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), n)
-        offsets = np.zeros(total + 1, dtype=np.int32)
+        lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), n)
+        offsets = np.zeros(total + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-    return pa.StringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
+    # large_string (64-bit offsets): what pandas' ArrowStringArray keeps; a string array would be cast (copied)
+    return pa.LargeStringArray.from_buffers(total, pa.py_buffer(offsets), pa.py_buffer(data))
 
 

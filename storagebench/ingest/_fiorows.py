@@ -266,7 +266,7 @@ METRIC_FIELDS: tuple[str, ...] = ("iops", "bw_bytes_per_s", "io_bytes", "total_i
 RUN_FIELDS: tuple[str, ...] = (
     "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
     *FACTOR_FIELDS, *METRIC_FIELDS, "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
-    "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
+    "ss_rule", "ss_window_s", "ss_attained", "ss_criterion", "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
 )
 #: position of ``note`` in a row tuple (:func:`with_note`)
 _NOTE = RUN_FIELDS.index("note")
@@ -548,7 +548,8 @@ def emit_rows(
             usr = _cpu(usr, f"{where}[{idx}].usr_cpu", jnotes)
             sys_ = _cpu(sys_, f"{where}[{idx}].sys_cpu", jnotes)
         prefix = (*head, host, name, job_index)
-        tail = (usr, sys_, entry.error, partial, fio_version, started, hostname, kernel, source)
+        ss = _NO_SS if entry.steadystate is _U else _steadystate(entry.steadystate)
+        tail = (usr, sys_, entry.error, partial, *ss, fio_version, started, hostname, kernel, source)
         for i, dname, d in todo:
             metrics, mnotes = _metrics(d, (where, idx, dname), old, fio_version, path)
             note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""
@@ -586,6 +587,23 @@ def _document(data: bytes, path: str, raw_bins: bool) -> tuple[Any, bool]:
         return doc, False
     fd = read_fio_json(data, path)
     return fd.doc, fd.partial
+
+
+#: the steady-state fields of a job without a ``steadystate`` block (no rule)
+_NO_SS = ("", math.nan, False, math.nan)
+
+
+def _steadystate(block: Any) -> tuple[str, float, bool, float]:
+    """(``ss_rule``, ``ss_window_s``, ``ss_attained``, ``ss_criterion``) of a job's ``steadystate`` block; a
+    criterion that is not a finite number below 2**63 in size (fio's ``"-nan%"``) is NaN."""
+    try:
+        crit = float(block.criterion.strip().removesuffix("%"))
+    except ValueError:
+        crit = math.nan
+    if not -_LIMIT < crit < _LIMIT:
+        crit = math.nan
+    window = math.nan if block.duration is _U else float(block.duration)
+    return block.ss, window, block.attained is not _U and block.attained > 0, crit
 
 
 def _remember_units(fio_version: str) -> bool | None:

@@ -220,7 +220,7 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
         if col is None:
             col = (c.unknown,) * len(rows)
         if dtype == "string":
-            data[name] = pd.arrays.ArrowStringArray(pa.array(col, type=pa.string()))
+            data[name] = pd.arrays.ArrowStringArray(pa.array(col, type=pa.large_string()))  # pandas' type: no cast
         elif dtype.startswith("datetime64"):
             data[name] = _datetime_column(col, dtype)
         else:

@@ -28,6 +28,7 @@ parts are never both in ``runs``):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -352,16 +353,26 @@ def refuse_format(fmt: str, path: str) -> NoReturn:
 _RUN_COLUMNS = {c.name: c for c in schema.RUNS}
 
 
+#: the metric columns of ``runs`` (a NaN in one must be named by the row's note), with the pattern a note
+#: names it by (:func:`storagebench.schema.note_pattern`), made once
+_METRIC_NOTE = tuple((name, schema.note_pattern(col)) for name, col in _RUN_COLUMNS.items()
+                     if col.valid is not None and col.valid.metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(pattern: re.Pattern, note: str) -> bool:
+    """Whether ``note`` names a column by ``pattern`` (files of one tool repeat a few notes many times)."""
+    return pattern.search(note) is not None
+
+
 def unexplained_nan(row: dict) -> list[str]:
     """The metric columns of a ``runs`` row that are NaN and that its ``note`` does not name yet
     (the table gate's rule: every NaN says why, :func:`storagebench.schema.check_rows`)."""
     note = row.get("note") or ""
     out = []
-    for name, col in _RUN_COLUMNS.items():
+    for name, pattern in _METRIC_NOTE:
         v = row.get(name)
-        if col.valid is None or not col.valid.metric or not isinstance(v, float) or v == v:
-            continue
-        if not schema.note_pattern(col).search(note):
+        if isinstance(v, float) and v != v and not _names(pattern, note):
             out.append(name)
     return out
 

@@ -346,3 +346,41 @@ def fio_steadystate(output: dict) -> tuple[FioSteadyState, ...]:
         raise StatsError(f"none of the {len(jobs)} fio job(s) has a 'steadystate' block; run fio with "
                          "--ss=iops:10% --ss_dur=60 (or steadystate= in the job file)")
     return found
+
+
+def steadystate_sentence(runs: pd.DataFrame) -> str:
+    """What fio's own steady-state detection did to a study's runs, in one sentence ('' when no run had a rule).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        ``runs`` or ``run_totals`` rows (``run_id``, ``ss_rule``, ``ss_window_s``, ``ss_attained``,
+        ``runtime_s``; a table without ``ss_rule`` has no rule).
+
+    Returns
+    -------
+    str
+        How many runs fio stopped early at steady state (``ss_attained``: a shorter runtime than the study's)
+        and how many never became steady (they ran the full runtime, and their numbers are not steady-state
+        numbers), with the rules as fio read them. Plain text: a report shows it through its HTML gate
+        (:func:`storagebench.show.markdown`).
+    """
+    if "ss_rule" not in runs.columns or "run_id" not in runs.columns:
+        return ""
+    ss = runs[runs["ss_rule"].astype(str) != ""]
+    if ss.empty:
+        return ""
+    per_run = ss.groupby("run_id", sort=False).agg(
+        attained=("ss_attained", "all"), runtime=("runtime_s", "max"))
+    n, steady = len(per_run), int(per_run["attained"].sum())
+    rules = sorted({f"{r} over {w:g} s" for r, w in zip(ss["ss_rule"].astype(str), ss["ss_window_s"], strict=True)})
+    shown_rules = "; ".join(rules[:3]) + (f" and {len(rules) - 3} more" if len(rules) > 3 else "")
+    out = (f"Run length: fio's own steady-state detection ({shown_rules}) stopped {steady} of {n} runs early, "
+           "once steady")
+    if steady:
+        rt = per_run.loc[per_run["attained"], "runtime"]
+        out += f" (after {rt.min():.3g} to {rt.max():.3g} s)"
+    if steady < n:
+        out += (f"; {n - steady} never became steady and ran their full runtime: their numbers are not "
+                "steady-state numbers")
+    return out + "."

@@ -21,6 +21,7 @@ from ._common import check_confidence
 from .points import PointEstimates, point_estimates, point_percentiles
 from .regime import ROTATIONAL_FLOOR_NS, cache_caveats
 from .saturation import PLATEAU_FRACTION, Recommendation, per_run, recommend_parameters
+from .steady import steadystate_sentence
 
 #: Mean latency (ms) below which a rotational device cannot have served a random I/O from its platters:
 #: half a revolution alone is 2 ms at 15,000 rpm and 4.2 ms at 7,200 rpm (rotational latency = 30 / rpm s).
@@ -99,6 +100,9 @@ class SweepSummary:
     plateau : SweepPoint or None
         Where the IOPS plateau starts (fewest outstanding I/Os reaching the fraction of the peak), ignoring
         the tail.
+    steadystate : str
+        What fio's own steady-state detection did to the runs (:func:`storagebench.stats.steady.steadystate_sentence`;
+        '' when no run had a rule); the last sentence of :meth:`methods`.
     """
 
     study: str
@@ -112,6 +116,7 @@ class SweepSummary:
     points: pd.DataFrame
     estimates: PointEstimates | None = None
     plateau: SweepPoint | None = None
+    steadystate: str = ""
 
     @property
     def at_grid_edge(self) -> bool:
@@ -182,6 +187,8 @@ class SweepSummary:
             "read from one point's merged bins has no CI and is noisy on a busy host, so its knee can move by a "
             "step or two between repeats of the sweep; the table of knees shows the numbers it rests on.",
         ]
+        if self.steadystate:
+            out.append(self.steadystate)
         return out
 
     def findings(self) -> Findings:
@@ -424,7 +431,8 @@ def sweep_summary(runs: pd.DataFrame, histograms: pd.DataFrame | None = None, *,
                         runs_per_point=(int(pts["n"].min()), int(pts["n"].max())), confidence=confidence,
                         peak=point(top["numjobs"], top["iodepth"]), recommended=point(rec.numjobs, rec.iodepth),
                         recommendation=rec, cache_caveat=_cache_caveat(done, pts, provenance), points=pts,
-                        estimates=est, plateau=point(*rec.plateau) if rec.plateau else None)
+                        estimates=est, plateau=point(*rec.plateau) if rec.plateau else None,
+                        steadystate=steadystate_sentence(done))
 
 
 def half_revolution_ms(rpm: float) -> float:
