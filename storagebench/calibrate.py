@@ -61,7 +61,7 @@ from ._version import __version__
 from .errors import StatsError, StudyError, TestbedError
 from .findings import CONFIDENCE, Finding, Findings, fmt_number
 from .fio.process import fio_version
-from .studies import StudyData, conf_text, load_data
+from .studies import StudyData, conf_text, load_data, plain_log_axis
 
 __all__ = ["AA_SPEC", "NOTEBOOK", "AAPlan", "aa_plan", "aa_study", "analyse_aa", "calibrate", "calibration_figures",
            "calibration_findings", "default_out", "detectable_ratio", "run_aa"]
@@ -508,6 +508,7 @@ def _forest(ax, rows: list[tuple[str, float, float, float]], xlabel: str) -> Non
     ax.axvline(1.0, ls="--", color="grey")
     ax.set_yticks(y, labels)
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)  # 0.5, 1, 2: not 2 x 10^-1 labels running into each other
     ax.set_xlabel(xlabel)
 
 
