@@ -244,8 +244,9 @@ def _columns_frame(cols: dict[str, list]) -> pd.DataFrame:
     """``pandas.DataFrame(cols)`` then :func:`storagebench.schema.validate`'s cast, for the usual columns
     made directly (pandas' inference over a list of Python objects was a tenth of DiskSPD XML ingest): a
     list of floats only is the float64 array pandas infers from it, and a list of strings only, in a
-    ``timeseries`` string column, the ``large_string`` ArrowStringArray ``validate`` casts it to. Any
-    other list (ints, None, a mix) is left to pandas, as before."""
+    ``timeseries`` string column, the ``large_string`` ArrowStringArray ``validate`` casts it to, and a list
+    of ints only that int64 holds the int64 array. Any other list (None, a mix, huge ints) is left to
+    pandas, as before."""
     data = {}
     for name, values in cols.items():
         kinds = set(map(type, values))
@@ -253,6 +254,11 @@ def _columns_frame(cols: dict[str, list]) -> pd.DataFrame:
             data[name] = np.array(values, dtype=np.float64)
         elif kinds == {str} and name in _TS_STRINGS:
             data[name] = pd.arrays.ArrowStringArray(pa.array(values, type=pa.large_string()))
+        elif kinds == {int}:
+            try:  # pandas infers int64 when every int fits, else uint64 or object: left to it
+                data[name] = np.array(values, dtype=np.int64)
+            except OverflowError:
+                data[name] = values
         else:
             data[name] = values
     return pd.DataFrame(data)
