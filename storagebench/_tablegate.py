@@ -144,19 +144,28 @@ class NoteNames:
     character before that place (``Pattern.search(text, pos)`` does not slice ``text``).
     """
 
-    __slots__ = ("pattern", "words")
+    __slots__ = ("pattern", "words", "_seen")
 
     def __init__(self, col: Column) -> None:
         self.pattern = note_pattern(col)
         self.words = (col.name, *(col.valid.names if col.valid else ()))
+        #: the answers of the notes seen last (a note is asked of a row when it is made, then by the gate)
+        self._seen: dict[str, bool] = {}
 
     def __call__(self, note: str) -> bool:
+        ok = self._seen.get(note)
+        if ok is not None:
+            return ok
         start = -1
         for w in self.words:
             i = note.find(w)
             if i >= 0 and (start < 0 or i < start):
                 start = i
-        return start >= 0 and self.pattern.search(note, start) is not None
+        ok = start >= 0 and self.pattern.search(note, start) is not None
+        if len(self._seen) >= 8192:
+            self._seen.clear()
+        self._seen[note] = ok
+        return ok
 
 
 _NOTE_NAMES: dict[str, NoteNames] = {}

@@ -38,4 +38,5 @@ def test_note_names_answers_as_the_note_pattern(col):
     notes = NOTES + _random_notes(400)
     answers = [names(n) for n in notes]
     assert answers == [pattern.search(n) is not None for n in notes]
+    assert [names(n) for n in reversed(notes)] == answers[::-1]  # asked again: the answers it keeps
     assert any(answers) and not all(answers)  # both answers occur for every column
