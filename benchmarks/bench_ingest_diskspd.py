@@ -14,9 +14,14 @@ PerfKitBenchmarker one (6 KB: 4 threads, no latency, no series) and the VirtualC
 108 latency percentiles, 120-second IOPS series twice), each copy with its own computer name and
 test time so that no two files are identical. Ratios are printed against bare ElementTree.
 
+``--compare-ref REF`` also times the storagebench of git ref ``REF`` (the code before a change) on the same
+files, in a child process that times its own bare ElementTree in the same round-robin, so that both ratios
+come from one run; its ``runs`` and ``timeseries`` must equal this tree's (``assert_frame_equal``, exact).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_ingest_diskspd.py                  # 2,000 files, best of 3
+    .venv/bin/python benchmarks/bench_ingest_diskspd.py --files 1000 --repeat 5 --compare-ref perf
     .venv/bin/python benchmarks/bench_ingest_diskspd.py --files 200 --repeat 1
 """
 
@@ -24,6 +29,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,10 +95,64 @@ def timed(fn, paths):
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+_COMPARE_CHILD = """
+import gc, json, pickle, sys, time
+import xml.etree.ElementTree as ET
+sys.path.insert(0, {tree!r})
+from storagebench.ingest import ingest_paths
+import storagebench
+assert storagebench.__file__.startswith({tree!r}), storagebench.__file__
+paths = {paths!r}
+ingest_paths(paths[:4])
+best = {{"etree_cpu": float("inf"), "sb_cpu": float("inf")}}
+for _ in range({repeat}):
+    for name, fn in (("etree", lambda: sum(len(ET.fromstring(open(p, "rb").read())) for p in paths)),
+                     ("sb", lambda: ingest_paths(paths))):
+        gc.collect()
+        c0 = time.process_time()
+        fn()
+        best[name + "_cpu"] = min(best[name + "_cpu"], time.process_time() - c0)
+res = ingest_paths(paths)
+with open({tables!r}, "wb") as f:
+    pickle.dump({{"runs": res.runs, "timeseries": res.timeseries}}, f)
+print(json.dumps(best))
+"""
+
+
+def compare_ref(ref: str, paths: list[Path], tmp: Path, repeat: int) -> dict[str, float]:
+    """Best CPU s of bare ElementTree and ingest_paths (``etree_cpu``, ``sb_cpu``) of the storagebench at git
+    ref ``ref``, timed in a child process; AssertionError when its tables differ from this tree's."""
+    import pickle
+
+    import pandas as pd
+
+    from storagebench.ingest import ingest_paths
+
+    tree = tmp / "ref"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "storagebench"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    tables = tmp / "ref-tables.pickle"
+    code = _COMPARE_CHILD.format(tree=str(tree), paths=[str(p) for p in paths], repeat=repeat, tables=str(tables))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    best = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                     env=env).stdout)
+    with open(tables, "rb") as f:
+        theirs = pickle.load(f)
+    ours = ingest_paths(paths)
+    for name, df in theirs.items():
+        pd.testing.assert_frame_equal(getattr(ours, name), df, check_exact=True, obj=f"{name} ({ref} vs this tree)")
+    print(f"  tables identical to {ref}'s (assert_frame_equal, exact): "
+          + ", ".join(f"{name} {len(df):,} rows" for name, df in theirs.items()))
+    return best
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--compare-ref", default="", help="also time the storagebench of this git ref (e.g. main)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sb-bench-diskspd-") as tmp:
         paths = make_files(Path(tmp), args.files)
@@ -118,6 +180,11 @@ def main(argv=None) -> None:
             t, c = best[name]
             print(f"  {name:<48} {t:7.3f} s wall {t / base:5.2f}x   {c:7.3f} s CPU {c / base_cpu:5.2f}x bare "
                   "ElementTree")
+        if args.compare_ref:
+            ref = compare_ref(args.compare_ref, paths, Path(tmp), args.repeat)
+            print(f"  storagebench at {args.compare_ref} (child process, its own bare ElementTree "
+                  f"{ref['etree_cpu']:.3f} s CPU): {ref['sb_cpu']:.3f} s CPU = {ref['sb_cpu'] / ref['etree_cpu']:.2f}x "
+                  "bare ElementTree")
 
 
 if __name__ == "__main__":

@@ -429,7 +429,7 @@ def _note_nans(out: dict[str, Any], single: np.ndarray) -> None:
     for c in _NOTED:
         v = np.asarray(out[c], dtype=np.float64)
         for k in np.flatnonzero(np.isnan(v) & ~np.asarray(single, dtype=bool)):
-            if not _NOTED[c].search(final[k]):
+            if not _NOTED[c](final[k]):
                 extra_note = f"{c}: NaN, a combined row lacks a value it needs"
                 final[k] = f"{final[k]}; {extra_note}" if final[k] else extra_note
 
@@ -469,7 +469,7 @@ def _notes(lv: _Level, note: pd.Series, arrays: dict[str, np.ndarray], notes: li
 
 
 #: the metric columns whose NaN needs a note, and the pattern of a note naming them (schema's rule)
-_NOTED = {c.name: schema.note_pattern(c) for c in schema.RUN_TOTALS
+_NOTED = {c.name: schema.NoteNames(c) for c in schema.RUN_TOTALS
           if c.valid is not None and c.valid.metric and not c.valid.optional and c.dtype == "float64"}
 
 

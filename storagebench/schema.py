@@ -79,6 +79,7 @@ from ._tablegate import (  # noqa: F401  (re-exported: the public names of this 
     Ordered,
     Rate,
     Violation,
+    NoteNames,
     check_rows,
     note_pattern,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "Violation",
     "check_rows",
     "note_pattern",
+    "NoteNames",
     "MAX_INT",
     "MAX_FLOAT",
     "RUNS",

@@ -355,14 +355,15 @@ _RUN_COLUMNS = {c.name: c for c in schema.RUNS}
 
 #: the metric columns of ``runs`` (a NaN in one must be named by the row's note), with the pattern a note
 #: names it by (:func:`storagebench.schema.note_pattern`), made once
-_METRIC_NOTE = tuple((name, schema.note_pattern(col)) for name, col in _RUN_COLUMNS.items()
+_METRIC_NOTE = tuple((name, schema.NoteNames(col)) for name, col in _RUN_COLUMNS.items()
                      if col.valid is not None and col.valid.metric)
 
 
 @functools.lru_cache(maxsize=4096)
-def _names(pattern: re.Pattern, note: str) -> bool:
-    """Whether ``note`` names a column by ``pattern`` (files of one tool repeat a few notes many times)."""
-    return pattern.search(note) is not None
+def _names(names: schema.NoteNames, note: str) -> bool:
+    """Whether ``note`` names a column (``names``, :class:`storagebench.schema.NoteNames`; files of one tool
+    repeat a few notes many times)."""
+    return names(note)
 
 
 def unexplained_nan(row: dict) -> list[str]:
