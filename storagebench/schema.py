@@ -76,10 +76,10 @@ from ._tablefile import (  # noqa: F401  (re-exported: the public names of this 
 from ._tablegate import (  # noqa: F401  (re-exported: the public names of this module)
     RELATIONS,
     BinsWithin,
+    NoteNames,
     Ordered,
     Rate,
     Violation,
-    NoteNames,
     check_rows,
     note_pattern,
 )
