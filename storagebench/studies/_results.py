@@ -98,6 +98,10 @@ class KnownAnswerCheck:
         return cls(name=name, truth=float(truth), estimate=float(estimate), ci_low=lo, ci_high=hi,
                    covered=covered, rule=rule, **extra)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (``calibration.json``'s ``checks[]``)."""
+        return dataclasses.asdict(self)
+
 
 def count_resolution(per_run: pd.DataFrame, factor: str, arms: tuple[Any, Any], by: Mapping[str, Any] | None = None,
                      together: Sequence[str] = ()) -> float:
