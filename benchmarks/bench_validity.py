@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fio", action="store_true", help="the known-answer studies and the A/A, with fio (root)")
     ap.add_argument("--cases", default=",".join(CASES), help=f"simulated cases, comma-separated: {', '.join(CASES)}")
     ap.add_argument("--studies", default="", help="known-answer studies (default: all of known_answer_names())")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 1000 simulated, 20 with fio)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 1000 simulated, 20 with fio; 0 with --fio: the A/A alone)")
     ap.add_argument("--aa-comparisons", type=int, default=20,
                     help="independent A/A comparisons (--fio; 0: no A/A)")
     ap.add_argument("--seed", type=int, default=20)
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         from storagebench import studies
 
         names = [s for s in args.studies.split(",") if s] or studies.known_answer_names()
-        reps = args.reps or 20
+        reps = 20 if args.reps is None else args.reps  # --reps 0: the A/A alone
         path = (args.json.with_name(args.json.stem + "_fio.json") if args.json and args.simulate else args.json) or \
             ROOT / "benchmarks" / "data" / "validity_fio.json"
         path.parent.mkdir(parents=True, exist_ok=True)

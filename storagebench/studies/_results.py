@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,10 @@ class KnownAnswerCheck:
     overhead : float or None
         A measured overhead the truth depends on (a fraction), when there is one: stated, never hidden in
         :attr:`truth`.
+    resolution : float or None
+        The counting resolution of the estimate, when given: a half-width on the log scale
+        (:func:`count_resolution`: the I/Os at the edges of fio's measured windows). The stated interval
+        (:attr:`ci_low`, :attr:`ci_high`) is never narrower than ``estimate x exp(+-resolution)``.
     """
 
     name: str
@@ -65,12 +69,31 @@ class KnownAnswerCheck:
     tost_margin: float | None = None
     tost_p: float | None = None
     overhead: float | None = None
+    resolution: float | None = None
 
     @classmethod
     def of(cls, name: str, truth: float, estimate: float, ci: tuple[float, float], rule: str,
            **extra: Any) -> KnownAnswerCheck:
-        """A check with :attr:`covered` computed from ``ci`` (``False`` for a CI that is not finite)."""
+        """A check with :attr:`covered` computed from the stated interval: ``covered`` is true exactly when
+        ``ci_low <= truth <= ci_high`` (``False`` when the interval is not finite).
+
+        With ``resolution=r`` (a log half-width, :func:`count_resolution`) the interval is widened to at least
+        ``estimate x exp(+-r)``: a CI narrower than what one counted I/O per run moves the estimate is not
+        honest, and a CI of zero width (set-ups that counted exactly the same I/Os: no spread, the t CI
+        degenerate) is then the resolution interval itself; the rule text says so. Without ``resolution`` the
+        CI is stated as given.
+        """
         lo, hi = float(ci[0]), float(ci[1])
+        r = extra.get("resolution")
+        if r is not None and math.isfinite(float(r)) and float(r) > 0 and math.isfinite(float(estimate)):
+            r = float(r)
+            extra["resolution"] = r
+            lo = float(estimate) * math.exp(-r) if not math.isfinite(lo) else min(lo, float(estimate) * math.exp(-r))
+            hi = float(estimate) * math.exp(r) if not math.isfinite(hi) else max(hi, float(estimate) * math.exp(r))
+            rule = (f"{rule}; the interval is never narrower than the counting resolution, a factor "
+                    f"exp(+-{r:.2g}) on the estimate (fio counts whole I/Os in its window, and a run's outstanding "
+                    f"I/Os at the window's edges may fall either side: per arm the largest outstanding I/Os / "
+                    f"counted I/Os of a run, the two arms added)")
         covered = bool(math.isfinite(lo) and math.isfinite(hi) and lo <= truth <= hi)
         return cls(name=name, truth=float(truth), estimate=float(estimate), ci_low=lo, ci_high=hi,
                    covered=covered, rule=rule, **extra)
@@ -78,6 +101,57 @@ class KnownAnswerCheck:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (``calibration.json``'s ``checks[]``)."""
         return dataclasses.asdict(self)
+
+
+def count_resolution(per_run: pd.DataFrame, factor: str, arms: tuple[Any, Any], by: Mapping[str, Any] | None = None,
+                     together: Sequence[str] = ()) -> float:
+    """The counting resolution of a ratio of two arms' IOPS, a log half-width: the sum over the two arms of the
+    largest ``outstanding_ios / total_ios`` of a run (or of a group of concurrent runs, ``together``).
+
+    fio counts whole I/Os in its measured window, and the I/Os in flight at the window's edges (up to the
+    run's outstanding I/Os, numjobs x iodepth) can fall either side of it: I/Os queued when the ramp ends that
+    complete inside the window, I/Os still queued when the runtime ends (docs/testbed.md, "End of a run").
+    So a run's count is known to +-outstanding I/Os (+-1 at iodepth 1), its log IOPS to
+    ``outstanding_ios / total_ios``; an arm's geometric mean over runs and set-ups to the largest such step;
+    the log of the ratio to the sum over the two arms.
+
+    Parameters
+    ----------
+    per_run : pandas.DataFrame
+        :attr:`StudyData.per_run` (columns ``factor``, ``total_ios``, ``outstanding_ios`` and those of ``by``).
+    factor : str
+        The arm factor (``device`` ...).
+    arms : tuple
+        ``(other, baseline)`` levels of ``factor``.
+    by : mapping, optional
+        The cell (column -> level) both arms share, e.g. ``{"load": "L2"}``.
+    together : sequence of str, optional
+        Columns whose groups are added up before the ratio (``("setup", "repetition")`` for the total of
+        concurrent workloads): their counts and outstanding I/Os are summed per group.
+
+    Returns
+    -------
+    float
+        The log half-width; NaN when a column is missing or an arm has no run with I/Os.
+    """
+    need = {factor, "total_ios", "outstanding_ios", *(by or {}), *together}
+    if not need <= set(per_run.columns):
+        return math.nan
+    sel = pd.Series(True, index=per_run.index)
+    for col, level in (by or {}).items():
+        sel &= per_run[col].astype(str) == str(level)
+    out = 0.0
+    for arm in arms:
+        g = per_run.loc[sel & (per_run[factor].astype(str) == str(arm)), ["total_ios", "outstanding_ios", *together]]
+        g = g.assign(total_ios=pd.to_numeric(g["total_ios"], errors="coerce"),
+                     outstanding_ios=pd.to_numeric(g["outstanding_ios"], errors="coerce").clip(lower=1))
+        if together:
+            g = g.groupby(list(together), sort=True, dropna=False)[["total_ios", "outstanding_ios"]].sum()
+        g = g[g["total_ios"] > 0]
+        if g.empty:
+            return math.nan
+        out += float((g["outstanding_ios"] / g["total_ios"]).max())
+    return out
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from storagebench.studies import (  # the kit for study authors
     caps_text,
     compare_question,
     conf_text,
+    count_resolution,
     finish,
     loop_size,
     plain_log_axis,
@@ -58,6 +59,11 @@ throttle_roles = ("device",)
 
 def _levels(study: Study, factor: str) -> list:
     return [lv["name"] if isinstance(lv, dict) else lv for lv in study.factors[factor]]
+
+
+def _other(study: Study) -> str:
+    """The layout compared with the baseline (``shared``)."""
+    return next(str(lv) for lv in _levels(study, ARM) if lv != BASELINE)
 
 
 @contextlib.contextmanager
@@ -122,7 +128,9 @@ def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = 
     checks = [KnownAnswerCheck.of(
         f"shared / isolated IOPS, {r[WORKLOAD]}", 1 / k, r["ratio"], (r["ci_low"], r["ci_high"]),
         f"isolated: each of the {k} identical workloads alone on a device capped at {caps_text(caps)}; shared: all "
-        f"on one such device, whose token bucket they share evenly: truth 1/{k}") for _, r in v.iterrows()]
+        f"on one such device, whose token bucket they share evenly: truth 1/{k}",
+        resolution=count_resolution(data.per_run, ARM, (_other(data.study), BASELINE), by={WORKLOAD: r[WORKLOAD]}))
+        for _, r in v.iterrows()]
     # the total of the workloads needs no fairness between them: k devices' tokens against one device's
     u = unit_values(data, "iops", [ARM, WORKLOAD])
     keys = [c for c in (ARM, "setup", "block") if c in u.columns]
@@ -133,7 +141,9 @@ def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = 
     checks.append(KnownAnswerCheck.of(
         "shared / isolated IOPS, all workloads together", 1 / k, t.ratio, (t.ci_low, t.ci_high),
         f"isolated: {k} devices each capped at {caps_text(caps)}; shared: one such device: the workloads together "
-        f"get 1/{k} of the tokens, however the one device splits them: truth 1/{k}"))
+        f"get 1/{k} of the tokens, however the one device splits them: truth 1/{k}",
+        resolution=count_resolution(data.per_run, ARM, (_other(data.study), BASELINE),
+                                    together=[c for c in ("setup", "repetition") if c in data.per_run.columns])))
     return checks
 
 
