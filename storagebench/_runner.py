@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import _throttle
 from ._runcontext import (
     Progress,
     RunContext,
@@ -403,5 +404,8 @@ def _run_unit(ctx: RunContext, unit: SetUpUnit, testbed: Callable[[SetUpUnit], A
                            allow_devices=[*ctx.allow_devices, *built.allow_devices], cgroup=built.cgroup,
                            set_up=SetUpInfo(setup=unit.setup, block=unit.block, arm=dict(unit.arm), build_id=build_id,
                                             caps={d: dict(c) for d, c in built.caps.items()}))
-        for group in unit.groups:
-            run_group(on_build, group)
+        # the sweep enters the throttle's cgroup once, so the fio processes of a concurrent group are born in it
+        # and start together, instead of each migrating on its own, one after another (_throttle.inside)
+        with _throttle.inside(built.cgroup) if built.cgroup else contextlib.nullcontext():
+            for group in unit.groups:
+                run_group(on_build, group)

@@ -144,8 +144,13 @@ def _enter_cgroup(procs: str, then: Any):
     ``then`` (the parent-death signal) if given; an error there makes :class:`subprocess.Popen` raise."""
     if not os.path.isfile(procs):
         raise FioError(f"cannot run fio in the cgroup of {procs}: it is not there")
+    # a throttle's cgroup sits directly under its hierarchy's root: /proc/self/cgroup names it "/<name>"
+    member = f"/{os.path.basename(os.path.dirname(procs))}\n".encode()
 
     def enter() -> None:  # pragma: no cover - runs in the child between fork and exec
+        with open("/proc/self/cgroup", "rb") as f:
+            if member in f.read():
+                return then() if then is not None else None  # born inside (the runner is in it): no migration
         fd = os.open(procs, os.O_WRONLY)
         try:
             os.write(fd, b"0")
