@@ -68,11 +68,12 @@ def test_report_and_ingest_of_a_running_sweep(tmp_path):
     store = StudyStore(study)
     stopped = False
     try:
-        # wait until the sweep holds the lock and fio has finished a run in its staging directory
+        # wait until the sweep holds the lock and a run is staged (its job file written: fio about to run or
+        # running); waiting for fio's output there too raced the commit, which now follows fio's exit at once
+        # (the quiet window is handed on between runs), so a sweep could end before one was seen
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and sweep.poll() is None:
-            staged = [p for p in (study / "raw").glob(".tmp-*") if (p / "output.json").is_file()
-                      and (p / "output.json").stat().st_size > 0]
+            staged = [p for p in (study / "raw").glob(".tmp-*") if (p / "job.fio").is_file()]
             if store.sweep_holder() is not None and staged:
                 break
             time.sleep(0.02)
