@@ -115,15 +115,21 @@ def test_caps_in_the_spec_count_in_its_hash_and_unknown_roles_are_refused(tmp_pa
 def test_known_answer_registry():
     names = studies.known_answer_names()
     assert names == ["ka_caps", "ka_consolidation", "ka_fast_vs_slow", "ka_rdm_vs_vmfs", "ka_stripe_width"]
+    total = 0.0
     for n in names:
         ts = studies.get(n)
         assert ts.known_answer and ts.spec().throttle and ts.spec(quick=True).throttle
         q = ts.spec(quick=True)
         plan = q.expand()
-        # fio processes one after the other (a concurrent group runs together): quick is well under a minute of fio
+        # fio processes one after the other (a concurrent group runs together). Quick is about a minute of fio:
+        # 36 s at most, but ka_consolidation's pair runs 10 s (a ~100 ms offset of the two processes' windows
+        # biases a shared total by d/2T: +1.8% at 3 s, docs/testbed.md), so it may take 66 s; all five <= 3 min.
         groups = {(p.setup, tuple(sorted((k, str(v)) for k, v in p.factors.items()
                                          if k not in (*q.concurrent, "target")))) for p in plan.points}
-        assert (q.runtime + q.ramp_time) * len(groups) <= 36, (n, len(groups))
+        seconds = (q.runtime + q.ramp_time) * len(groups)
+        assert seconds <= (66 if n == "ka_consolidation" else 36), (n, len(groups), seconds)
+        total += seconds
+    assert total <= 180, total
     assert not any(studies.get(n).known_answer for n in ("stripe_width", "rdm_vs_vmfs"))
 
 
