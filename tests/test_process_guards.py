@@ -209,7 +209,9 @@ def test_find_fio_and_fio_version_have_one_contract(fio_bin, tmp_path):
 def test_a_second_run_on_the_same_out_is_refused_naming_the_first(tmp_path, fio_bin):
     from storagebench.ingest import ingest_study
 
-    first, cmd, raw = _start(tmp_path, "locked")
+    # runs of 3 s: once the first is complete the sweep has ~6 s of fio left, more than a second CLI takes to
+    # start on a loaded 2-core host (at 2 s it sometimes finished first, and the second just resumed: exit 0)
+    first, cmd, raw = _start(tmp_path, "locked", runtime=3)
     _wait_for(lambda: _complete(raw) and _staging(raw), first)
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert second.returncode == 1
