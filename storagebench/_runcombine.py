@@ -411,13 +411,14 @@ def _carried(r: _Rows, c: Any) -> np.ndarray:
         return lv.all(lv.take(df[name].to_numpy(dtype=bool)))
     if rule == "first":
         return df[name].to_numpy()[lv.first]
-    if rule == "earliest":
-        started = df[name]
-        ns = started.to_numpy(dtype="datetime64[ns]").view(np.int64)
-        nat = started.isna().to_numpy()
+    if rule in ("earliest", "latest"):  # of a time: the latest is the earliest of the negated times
+        times = df[name]
+        ns = times.to_numpy(dtype="datetime64[ns]").view(np.int64)
+        sign = 1 if rule == "earliest" else -1
+        nat = times.isna().to_numpy()
         big = np.iinfo(np.int64).max
-        smin = lv.imin(lv.take(np.where(nat, big, ns)))
-        return np.where(smin == big, np.iinfo(np.int64).min, smin)  # ns since the epoch; NaT: int64 min
+        smin = lv.imin(lv.take(np.where(nat, big, sign * ns)))
+        return np.where(smin == big, np.iinfo(np.int64).min, sign * smin)  # ns since the epoch; NaT: int64 min
     if rule == "notes":
         return _notes(lv, df[name], r.arrays, r.notes)
     raise SchemaError(f"runs.{name}: no run-level rule {rule!r}")  # pragma: no cover - Column checks the rules

@@ -70,6 +70,7 @@ COMBINE_RULES: dict[str, str] = {
                         "total_run_time summed)",
     "first_error": "the first non-zero value of the combined jobs, as fio's group; 0 when none",
     "earliest": "earliest of the combined rows",
+    "latest": "latest of the combined rows",
     "notes": "the distinct notes of the combined rows, and what combining had to say, '; '-separated",
 }
 
@@ -328,6 +329,9 @@ RUNS: tuple[Column, ...] = (
     # provenance
     Column("fio_version", _S, "1", "fio-version of the output (or of the server)", role=_PR, combine="join"),
     Column("started_at", _T, "UTC", "start time of the run", role=_PR, combine="earliest"),
+    Column("reported_at", _T, "UTC", "fio's timestamp_ms: when fio wrote its report, right after its jobs ended "
+           "(the end of the measured window to the ms, plus fio's clean-up); NaT where fio printed none",
+           role=_PR, combine="latest"),
     Column("hostname", _S, "1", "hostname fio ran on", role=_PR, combine="join"),
     Column("kernel", _S, "1", "uname -r of that host", role=_PR, combine="join"),
     Column("source_file", _S, "1", "path of the raw file the row came from (bytes of a non-UTF-8 name as \\xNN)",

@@ -85,6 +85,11 @@ def test_fio3_units_and_factors(fio_dir):
     data = (fio_dir / "single_jsonplus.json").read_bytes()
     assert r["run_id"] == hashlib.sha256(data).hexdigest()[:12]
     assert r["started_at"].tzinfo is not None and not r["partial"] and r["error"] == 0
+    # fio's report time to the ms (runs.reported_at: the end of the measured window, docs/testbed.md)
+    ms = _last_doc(fio_dir / "single_jsonplus.json")["timestamp_ms"]
+    assert r["reported_at"] == pd.Timestamp(ms, unit="ms", tz="UTC")
+    assert (r["reported_at"] - r["started_at"]).total_seconds() == _last_doc(
+        fio_dir / "single_jsonplus.json")["jobs"][0]["elapsed"]
 
 
 def test_fio2_units_are_converted_once(fio_dir):
@@ -237,6 +242,10 @@ def test_ingest_study_uses_point_and_provenance(fio_dir, tmp_path):
     assert set(r["iodepth"]) == {8}  # fio's own output wins over a clashing study factor
     assert set(r["kernel"]) == {"6.1.0-test"} and set(r["hostname"]) == {"box1"}
     assert set(r["started_at"]) == {pd.Timestamp("2026-11-22T05:00:00Z")}
+    # the runner's start and fio's own report time, side by side; a report time fio cannot print is NaT, noted
+    for i, name in enumerate(["randrw_70_30.json", "single_jsonplus.json"]):
+        ms = _last_doc(fio_dir / name)["timestamp_ms"]
+        assert set(r.loc[r["run_id"] == f"run{i}", "reported_at"]) == {pd.Timestamp(ms, unit="ms", tz="UTC")}
     assert set(res.histograms["run_id"]) == {"run0", "run1"}
     assert set(res.timeseries["run_id"]) == {"run0"} and set(res.timeseries["metric"]) == {"iops"}
     assert [Path(e.path).parent.name for e in res.errors] == ["run9"]
@@ -555,3 +564,14 @@ def test_an_unexpected_exception_in_one_file_loses_only_that_file(fio_dir, tmp_p
     assert err.path.endswith("boom.json") and "internal error" in err.reason and "RuntimeError: injected" in err.reason
     summary = ingest_to_parquet([tmp_path], tmp_path / "out", batch_files=2)
     assert summary.rows["runs"] == 5 and [e.path for e in summary.errors] == [err.path]
+
+
+@pytest.mark.parametrize("stamp", [-1, 0, 10**17, 2**62])
+def test_a_report_time_fio_cannot_print_is_nat_and_named(fio_dir, tmp_path, stamp):
+    doc = _last_doc(fio_dir / "single_jsonplus.json")
+    doc["timestamp_ms"] = stamp
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(doc))
+    r = ingest_paths([path]).runs.iloc[0]
+    assert pd.isna(r["reported_at"]) and pd.isna(r["started_at"])
+    assert f"timestamp_ms = {stamp}" in r["note"] and "reported_at NaT" in r["note"]

@@ -76,3 +76,24 @@ def test_the_total_of_concurrent_workloads_adds_their_counts_per_set_up():
     assert math.isnan(count_resolution(CONS.drop(columns="total_ios"), "layout", ("shared", "isolated")))
     c = KnownAnswerCheck.of("x", 0.5, 0.49, (0.48, 0.499), "rule", resolution=math.nan)
     assert (c.ci_low, c.ci_high, c.covered) == (0.48, 0.499, False)
+
+
+def test_bucket_shares_follow_the_token_bucket_over_offset_windows():
+    """The truth of a shared device when fio processes' windows are offset (fio starts a process's jobs in 100 ms
+    steps, backend.c run_threads): windows that line up share evenly; the run that ends d later runs its last d
+    alone, reading 1/k x (1 + d/T) for two runs; the tokens of the windows' union are all accounted for."""
+    from storagebench.studies import bucket_shares
+
+    assert bucket_shares([10.0, 10.0], [10.0, 10.0], 1.0) == pytest.approx([0.5, 0.5])
+    assert bucket_shares([10.0, 10.1], [10.0, 10.0], 1.0) == pytest.approx([0.5, 0.5 * (1 + 0.1 / 10)])
+    assert bucket_shares([3.2, 3.0], [3.0, 3.0], 1.0) == pytest.approx([0.5 * (1 + 0.2 / 3), 0.5])
+    three = bucket_shares([0.0, 0.1, 0.2], [10.0] * 3, 1.0)
+    # the last ends 0.2 s after the first: 0.1 s with one other, 0.1 s alone; the middle 0.1 s with one other
+    assert three == pytest.approx([1 / 3, (9.9 / 3 + 0.1 / 2) / 10, (9.8 / 3 + 0.1 / 2 + 0.1) / 10])
+    # an offset larger than the ramp: the late run's window starts alone too
+    assert bucket_shares([10.0, 11.5], [10.0, 10.0], 1.0) == pytest.approx([(0.5 / 1 + 9.5 / 2) / 10,
+                                                                          (8.5 / 2 + 1.5) / 10])
+    for bad in (([1.0], [1.0, 2.0], 1.0), ([1.0, math.nan], [1.0, 1.0], 1.0), ([1.0], [0.0], 1.0),
+                ([1.0], [1.0], -1.0)):
+        with pytest.raises(ValueError, match="bucket_shares needs"):
+            bucket_shares(*bad)

@@ -266,7 +266,8 @@ METRIC_FIELDS: tuple[str, ...] = ("iops", "bw_bytes_per_s", "io_bytes", "total_i
 RUN_FIELDS: tuple[str, ...] = (
     "study", "run_id", "repetition", "run_order", "host", "job", "job_index", "direction", "tool",
     *FACTOR_FIELDS, *METRIC_FIELDS, "usr_cpu_pct", "sys_cpu_pct", "error", "partial",
-    "ss_rule", "ss_window_s", "ss_attained", "ss_criterion", "fio_version", "started_at", "hostname", "kernel", "source_file", "note",
+    "ss_rule", "ss_window_s", "ss_attained", "ss_criterion",
+    "fio_version", "started_at", "reported_at", "hostname", "kernel", "source_file", "note",
 )
 #: position of ``note`` in a row tuple (:func:`with_note`)
 _NOTE = RUN_FIELDS.index("note")
@@ -458,21 +459,32 @@ def _cpu(value: float, where: str, notes: list[str]) -> float:
 _FIO_TS_MIN = 946_684_800.0
 
 
-def _started_at(doc: Any, entries: list, notes: list[str]) -> datetime | None:
-    """fio's ``timestamp_ms`` (or ``timestamp``, s) minus the longest job ``elapsed`` (s)."""
+def _fio_times(doc: Any, entries: list, notes: list[str],
+               start_known: bool) -> tuple[datetime | None, datetime | None]:
+    """fio's report time and the run's start as fio's output gives them: ``(started, reported)``.
+
+    ``reported`` is fio's ``timestamp_ms`` (ms; or ``timestamp``, s), written right after its jobs ended: the
+    end of the measured window to the ms plus fio's clean-up. ``started`` is that minus the longest ``elapsed``
+    (whole s). ``None`` (NaT) when fio printed no time stamp (fio 2.1, client output) or one it cannot print
+    (noted; ``started`` only when not ``start_known``: the runner's ``provenance.json`` gives it then)."""
     ms = doc.timestamp_ms
     ts = ms / 1000.0 if ms == ms else doc.timestamp
     if ts != ts:
-        return None  # fio 2.1 and client output print no time stamp
+        return None, None  # fio 2.1 and client output print no time stamp
+    name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
+    if not _FIO_TS_MIN <= ts < TS_MAX:
+        lost = "reported_at NaT" if start_known else "started_at and reported_at NaT"
+        notes.append(f"{name} is not a time fio can print (2000 to 2262): {lost}")
+        return None, None
+    reported = datetime.fromtimestamp(ts, tz=_UTC)
     elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
     longest = max(elapsed, default=0)
     start = ts - longest
-    if not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
-        name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
+    if not start_known and not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
         notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
                      "started_at NaT")
-        return None
-    return datetime.fromtimestamp(start, tz=_UTC)
+        return None, reported
+    return datetime.fromtimestamp(start, tz=_UTC), reported
 
 
 # ---- one file's rows --------------------------------------------------------------------------------
@@ -511,7 +523,8 @@ def emit_rows(
     entries = doc.client_stats if client_mode else doc.jobs
     where = "client_stats" if client_mode else "jobs"
     doc_notes: list[str] = []
-    started = iso_utc(prov.started_at, path) if prov.started_at else _started_at(doc, entries, doc_notes)
+    started, reported = _fio_times(doc, entries, doc_notes, bool(prov.started_at))
+    started = iso_utc(prov.started_at, path) if prov.started_at else started  # the runner's clock at the spawn
     head = (point.study, run_id, point.repetition, point.run_order)
     fio_version = doc.fio_version or prov.fio_version or ""
     old = _OLD_UNITS.get(fio_version)
@@ -549,7 +562,7 @@ def emit_rows(
             sys_ = _cpu(sys_, f"{where}[{idx}].sys_cpu", jnotes)
         prefix = (*head, host, name, job_index)
         ss = _NO_SS if entry.steadystate is _U else _steadystate(entry.steadystate)
-        tail = (usr, sys_, entry.error, partial, *ss, fio_version, started, hostname, kernel, source)
+        tail = (usr, sys_, entry.error, partial, *ss, fio_version, started, reported, hostname, kernel, source)
         for i, dname, d in todo:
             metrics, mnotes = _metrics(d, (where, idx, dname), old, fio_version, path)
             note = "; ".join(jnotes + mnotes) if (jnotes or mnotes) else ""

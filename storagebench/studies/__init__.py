@@ -108,14 +108,14 @@ from ._base import (
     tost_plans,
     unit_values,
 )
-from ._results import KnownAnswerCheck, count_resolution
+from ._results import KnownAnswerCheck, bucket_shares, count_resolution
 
 __all__ = [
     # the kit a study module imports (``from storagebench.studies import ...``; see "The kit" above)
     "SetUp", "SetUpUnit", "Study", "StudyData", "TestbedResult", "KnownAnswerCheck", "compare_arms",
     "compare_question", "unit_values",
     "tost_plans", "setup_variance", "finish", "ratio_figure", "conf_text", "plain_log_axis", "loop_size",
-    "region_bytes", "capped", "caps_text", "count_resolution",
+    "region_bytes", "bucket_shares", "capped", "caps_text", "count_resolution",
     # the registry
     "SPEC_DIR",
     "NOTEBOOK",

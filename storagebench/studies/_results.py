@@ -154,6 +154,54 @@ def count_resolution(per_run: pd.DataFrame, factor: str, arms: tuple[Any, Any], 
     return out
 
 
+def bucket_shares(ends_s: Sequence[float], runtimes_s: Sequence[float], ramp_s: float) -> np.ndarray:
+    """Each concurrent run's share of one token bucket over its own measured window, from when the windows ended.
+
+    Runs that share one capped device split its tokens evenly among those issuing I/O at the time (a token
+    bucket serves one queue in order, docs/testbed.md). Run ``j`` issues I/O over ``[e_j - T_j - ramp, e_j]``
+    (its ramp, then its measured window ``[e_j - T_j, e_j]``); with ``n(t)`` the runs issuing I/O at ``t``, its
+    IOPS over its window is the cap times ``(1 / T_j) * integral of 1 / n(t)`` over the window. Windows that
+    line up give every run ``1 / k``; fio processes whose windows are offset (fio starts a process's jobs in
+    steps of 100 ms, ``backend.c`` ``run_threads``) give the run that ends last more: its last ``d`` runs alone.
+
+    Parameters
+    ----------
+    ends_s : sequence of float
+        When each run's measured window ended, s on one clock (fio's ``timestamp_ms``, the ``reported_at``
+        column: the same clean-up after the window in every run cancels).
+    runtimes_s : sequence of float
+        Each run's measured runtime ``T_j``, s (fio's ``runtime``).
+    ramp_s : float
+        The ``ramp_time`` before every window, s.
+
+    Returns
+    -------
+    numpy.ndarray
+        One share per run, a fraction of the cap (``1 / k`` for ``k`` aligned windows).
+
+    Raises
+    ------
+    ValueError
+        Lengths differ, or a time is not finite and positive (runtime) / finite (end).
+    """
+    e = np.asarray(ends_s, dtype=float)
+    t = np.asarray(runtimes_s, dtype=float)
+    if e.shape != t.shape or e.ndim != 1 or not (np.isfinite(e).all() and np.isfinite(t).all() and (t > 0).all()
+                                                 and math.isfinite(ramp_s) and ramp_s >= 0):
+        raise ValueError(f"bucket_shares needs one finite end and one positive runtime per run and a ramp >= 0, "
+                         f"got ends {e.tolist()}, runtimes {t.tolist()}, ramp {ramp_s}")
+    lo = e - t - ramp_s  # each run issues I/O from the start of its ramp to the end of its window
+    edges = np.unique(np.concatenate([lo, e - t, e]))
+    mid = (edges[:-1] + edges[1:]) / 2
+    width = np.diff(edges)
+    issuing = ((lo[:, None] <= mid) & (mid < e[:, None])).sum(axis=0)
+    out = np.empty(len(e))
+    for j in range(len(e)):
+        inside = (mid >= e[j] - t[j]) & (mid < e[j])
+        out[j] = float((width[inside] / issuing[inside]).sum() / t[j])
+    return out
+
+
 @dataclass(frozen=True)
 class StudyData:
     """A testbed study directory, read once: tables, per-run checks and set-up records.
