@@ -344,7 +344,10 @@ class TestbedResult:
         frame = self.checks_frame()
         keep = [c for c in ("tost_margin", "tost_p", "overhead") if frame[c].notna().any()]
         frame = frame[["name", "truth", "estimate", "ci_low", "ci_high", "covered", *keep, "rule"]]
-        return table(frame.astype({c: float for c in keep}), digits=digits, confidence=self.confidence,
+        frame = frame.astype({c: float for c in keep})
+        if "overhead" in keep:  # a fraction of the truth's rule (1 - efficiency, a window offset): as a percentage
+            frame["overhead"] = [f"{100 * v:+.2f}%" if v == v else "" for v in frame["overhead"]]
+        return table(frame, digits=digits, confidence=self.confidence,
                      labels={"name": "check", "covered": "CI covers the truth", "tost_margin": "TOST margin",
                              "tost_p": "TOST p", "overhead": "measured overhead", "rule": "rule of the truth"})
 

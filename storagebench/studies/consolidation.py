@@ -156,8 +156,9 @@ def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = 
     shares, worst = _window_shares(data)
     pr = data.per_run[data.per_run[ARM].astype(str) == _other(data.study)].assign(
         share=lambda f: f["run_id"].map(shares).fillna(1 / k))
-    offset = (f"; fio's report times put one set-up's windows at most {worst * 1e3:.0f} ms apart, which the "
-              "run that ends last runs alone: truth from the bucket model over the measured windows")
+    offset = (f" where the runs' windows line up; fio's report times put one set-up's windows up to "
+              f"{worst * 1e3:.0f} ms apart, and the run that ends last runs that part alone: the truth is the "
+              f"bucket model's over the measured windows (overhead = truth x {k} - 1)")
     v = result.verdicts[result.verdicts["metric"] == "iops"]
     checks = []
     for _, r in v.iterrows():
