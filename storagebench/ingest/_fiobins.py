@@ -70,9 +70,10 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
 
 
 
-def histogram_frame(blocks: list[tuple], bins, counts):
+def histogram_frame(blocks: list[tuple], bins, counts, n_bins=None):
     """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
     the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
+    ``n_bins`` (int64 array, optional) gives the blocks' lengths instead of their last field.
 
     ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
     Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
@@ -83,15 +84,19 @@ def histogram_frame(blocks: list[tuple], bins, counts):
         ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
         (not yet validated).
     """
-    run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
-    n = np.array(n_bins, dtype=np.int64)
+    run_id, host, job, job_index, direction, lengths = zip(*blocks, strict=True)
+    if n_bins is None:
+        n = np.array(lengths, dtype=np.int64)
+    else:
+        n = np.asarray(n_bins, dtype=np.int64)
+        lengths = n.tolist()
     cols = {}
     for name, values in (("run_id", run_id), ("host", host), ("job", job), ("job_index", job_index),
                          ("direction", direction)):
         if name == "job_index":
             cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
             continue
-        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
+        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, lengths, n))
     total = int(n.sum())
     cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
     cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)
