@@ -20,6 +20,9 @@ from ._fiodoc import (
 _BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
 #: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
 _POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
+#: the same bounds indexed by ``w + 1`` (the distance between a key's quotes): no ``width - 1`` array to make
+_KEY_LO = np.r_[0, 0, _POW10[:-1]]
+_KEY_HI = np.r_[0, _POW10]
 
 
 def _parse_bins_text(raws: list[bytes]) -> tuple | None:
@@ -33,7 +36,7 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     starts[1:] = ends[:-1]
     if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
         return None  # not an object (an object inside one leaves an empty number between separators)
-    quotes = np.flatnonzero(a == 0x22)
+    quotes = (a == 0x22).nonzero()[0]
     if len(quotes) % 2:
         return None
     try:
@@ -46,16 +49,17 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     except (ValueError, DeprecationWarning):
         return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
     opening, closing = quotes[0::2], quotes[1::2]
-    after = a[closing + 1]
-    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+    colon = closing + 1
+    colon += a[colon] == 0x20  # one blank may come before the ':' (fio's " : ")
+    if not (a[colon] == 0x3A).all():
         return None  # a string that is not a key (a string count)
     keys, counts = values[0::2], values[1::2]
     # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
     # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
     # the part before; with every string a key this is also the only way to more numbers than quotes)
-    width = closing - opening - 1
-    if len(width) and not (1 <= width.min() and width.max() <= 18
-                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+    width = closing - opening  # the key's width + 1
+    if len(width) and not (2 <= width.min() and width.max() <= 19
+                           and (_KEY_LO[width] <= keys).all() and (keys < _KEY_HI[width]).all()):
         return None
     if len(counts) and int(counts.max()) >= MAX_VALUE:
         return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
