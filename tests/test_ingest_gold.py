@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 import storagebench.ingest as ing
+from storagebench.ingest.fio import parse_fio_output
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD = ROOT / "tests" / "fixtures" / "ingest_gold"
@@ -161,3 +162,20 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         raise SystemExit("usage: PYTHONPATH=<tree of the reference commit> python tests/test_ingest_gold.py --write")
     _write()
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", '{"a": 1}', "null", "true", '"\\ud800"'],
+                         ids=["list", "object", "null", "bool", "lone-surrogate"])
+def test_an_option_the_decoder_refuses_gives_its_error_on_the_raw_path(tmp_path, value):
+    """The raw path decodes ``job options`` and ``global options`` apart (once per distinct text): a value
+    :data:`~storagebench.ingest._fiodoc.DECODER` refuses gives the file DECODER's own error, as before."""
+    text = (ROOT / "tests" / "fixtures" / "fio" / "single_jsonplus.json").read_text()
+    bad = text.replace('"rw" : "randread",', f'"rw" : {value},', 1)
+    assert bad != text
+    (tmp_path / "bad.json").write_text(bad)
+    (tmp_path / "good.json").write_text(text)
+    res = ing.ingest_paths([tmp_path])
+    with pytest.raises(ing.IngestError) as slow:
+        parse_fio_output(bad.encode(), str(tmp_path / "bad.json"))
+    assert [(e.path, e.reason) for e in res.errors] == [(str(tmp_path / "bad.json"), slow.value.reason)]
+    assert len(res.runs) == 1

@@ -159,10 +159,47 @@ def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
 #: of the multijob corpus), and of ingest.
 _LatRaw = _retyped(_Lat, "_LatRaw", {"bins": Union[msgspec.Raw, _Unset]})
 _DirRaw = _retyped(_Dir, "_DirRaw", {"clat_ns": Union[_LatRaw, _Unset]})
-_JobRaw = _retyped(_Job, "_JobRaw", {d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")})
+#: The options too are left raw (:func:`resolve_options` decodes each distinct text once: a study repeats a few
+#: option sets in many files).
+_JobRaw = _retyped(_Job, "_JobRaw", {**{d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")},
+                                     "job_options": Union[msgspec.Raw, _Unset]})
 _DocRaw = _retyped(_Doc, "_DocRaw", {"jobs": Union[list[_JobRaw], _Unset],
-                                     "client_stats": Union[list[_JobRaw], _Unset]})
+                                     "client_stats": Union[list[_JobRaw], _Unset],
+                                     "global_options": Union[msgspec.Raw, _Unset]})
 RAW_DECODER = msgspec.json.Decoder(_DocRaw)
+#: the decoders of the option fields as :class:`_Job` and :class:`_Doc` type them
+_JOB_OPTIONS = msgspec.json.Decoder(_Options)
+_GLOBAL_OPTIONS = msgspec.json.Decoder(Union[_Options, list[_Options]])
+#: decoded option texts: (decoder, text) -> value (shared by the files holding that text; never written into)
+_OPTIONS_SEEN: dict[tuple, Any] = {}
+
+
+def _options(decoder: Any, raw: Any) -> Any:
+    """The value of the raw option text ``raw`` as ``decoder`` decodes it, decoded once per distinct text."""
+    key = (decoder, bytes(raw))
+    value = _OPTIONS_SEEN.get(key)
+    if value is None:
+        value = decoder.decode(key[1])
+        if len(_OPTIONS_SEEN) >= 4096:
+            _OPTIONS_SEEN.clear()
+        _OPTIONS_SEEN[key] = value
+    return value
+
+
+def resolve_options(doc: Any) -> bool:
+    """Replace the raw ``global options`` and ``job options`` of a :data:`RAW_DECODER` document by their values,
+    exactly as :data:`DECODER` types them. False (the document half done) when some text is not such a value:
+    the caller then decodes the file with DECODER, which reports that error as it always has."""
+    try:
+        if doc.global_options is not _U:
+            doc.global_options = _options(_GLOBAL_OPTIONS, doc.global_options)
+        for entries in (doc.jobs, doc.client_stats):
+            for e in entries or ():
+                if e.job_options is not _U:
+                    e.job_options = _options(_JOB_OPTIONS, e.job_options)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
 
 
 @dataclass

@@ -34,6 +34,7 @@ from ._fiodoc import (
     _check_duplicate_keys,
     decode_or_none,
     read_fio_json,
+    resolve_options,
 )
 from ._fiofactors import FACTOR_FIELDS, UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
 from ._runmeta import NO_POINT, NO_PROVENANCE, TS_MAX, check_point, check_provenance, iso_utc
@@ -603,6 +604,8 @@ def _document(data: bytes, path: str, raw_bins: bool) -> tuple[Any, bool]:
             # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
             # reported as DECODER reports it (the first in the file, which may be in the bins)
             doc = (RAW_DECODER if raw_bins else DECODER).decode(data)
+            if raw_bins and not resolve_options(doc):
+                doc = decode_or_none(data, path)  # an option DECODER refuses: its error
         except msgspec.DecodeError:
             doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
         except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
