@@ -24,7 +24,7 @@ from ..errors import IngestError
 from ..errors import display_path as _display_path
 from ..fio.hosts import host_label
 from ..schema import DIRECTIONS, RUNS
-from ._fiobins import _parse_bins_text, histogram_frame
+from ._fiobins import _parse_bins_text, block_sums, histogram_frame
 from ._fiodoc import (
     ALL_CLIENTS,
     DECODER,
@@ -87,9 +87,7 @@ class RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
-        #: per block: its row index in ``runs`` (-1: not a fio block), as :attr:`hist_checks` has it; kept apart
-        #: so that the tables take all of them as one array (:meth:`block_rows`)
-        self.hist_rows: list[int] = []
+        self.hist_rows: list[int] = []  #: per block: its ``runs`` row (-1: not fio's), for :meth:`block_rows`
         #: per block: the raw JSON of its bins (:class:`msgspec.Raw`, the fast decoder's, ``raw_bins``) until
         #: a step of :meth:`parse_bins` has made them arrays, else None
         self.hist_raw: list = []
@@ -101,8 +99,7 @@ class RowSink:
         self._failed = False  # some raw bins are not the text parse_bins takes: read the batch again
         #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
         self._flat: tuple | None = None
-        #: bins per block, as an array, once every block's bins are known (:meth:`n_bins`)
-        self._n_bins: np.ndarray | None = None
+        self._n_bins: np.ndarray | None = None  # bins per block, once known (:meth:`n_bins`)
 
     def parse_step(self) -> None:
         """Parse the raw bins of the files added since the last step (:func:`_parse_bins_text`).
@@ -168,9 +165,8 @@ class RowSink:
         return True
 
     def n_bins(self) -> np.ndarray:
-        """The number of bins of each block (int64 array, one per :attr:`hist_blocks` entry), once
-        :meth:`parse_bins` has run: its lengths when it parsed every block in one piece (the blocks keep -1),
-        else the blocks' own."""
+        """The bins of each block (int64 array), once :meth:`parse_bins` has run: its lengths when it parsed
+        every block in one piece (the blocks keep -1), else the blocks' own."""
         n = self._n_bins
         if n is None or len(n) != len(self.hist_blocks):
             n = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
@@ -180,7 +176,7 @@ class RowSink:
         return n
 
     def block_rows(self) -> np.ndarray:
-        """The ``runs`` row of each block (int64 array; -1 for a DiskSPD/Iometer block, found by its key)."""
+        """The ``runs`` row of each block (int64 array; -1: a DiskSPD/Iometer block, found by its key)."""
         return np.array(self.hist_rows, dtype=np.int64)
 
     def check_bins(self, counts, n_bins=None) -> None:
@@ -190,17 +186,7 @@ class RowSink:
         completion landing between the two reads) or in an edited file."""
         if not self.hist_blocks:
             return
-        if n_bins is None:
-            n_bins = self.n_bins()
-        starts = np.zeros(len(n_bins), dtype=np.int64)
-        np.cumsum(n_bins[:-1], out=starts[1:])
-        sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
-        # the int64 sum wraps past 2**63 - 1 (an edited count): the float64 sum says where it did; it cannot
-        # when no block's bins times the largest count reach 2**63 (every real output: one pass, not two)
-        if len(counts) and int(counts.max()) * int(n_bins.max()) >= 2**63:
-            over = np.add.reduceat(counts.astype(np.float64), starts) >= 2.0**63
-        else:
-            over = np.zeros(len(n_bins), bool)
+        sums, over = block_sums(counts, self.n_bins() if n_bins is None else n_bins)
         expected = np.array(self.hist_n, dtype=np.int64)
         for k in np.flatnonzero((expected >= 0) & ((sums != expected) | over)):
             n = self.hist_n[k]
@@ -219,8 +205,6 @@ class RowSink:
         frame = histogram_frame(self.hist_blocks, keys, counts, n_bins)
         self.check_bins(counts, n_bins)
         return frame
-
-
 
 
 # ---- the metrics of one direction block (units, impossible values) ----------------------------------
