@@ -153,9 +153,14 @@ def test_the_bins_sum_check_without_the_float_sum_gives_the_same_notes():
     notes = noted([big, big, 1, 2], [2, 2])
     assert notes[0] == f"jobs[0].read.clat_ns.bins add up to more than {2**63 - 1} completions, clat_ns.N is 5"
     assert notes[1] == "jobs[1].read.clat_ns.bins add up to 3 completions, clat_ns.N is 5"
-    half = 2**61  # no block can pass 2**63 - 1 (2**61 x 2 bins): the float sum is skipped, the int64 sum exact
+    half = 2**61  # 2**61 x 2 bins: past 2**53, the float sum is made; no block passes 2**63 - 1
     assert noted([half, half, 5], [2, 1]) == [f"jobs[0].read.clat_ns.bins add up to {2**62} completions, clat_ns.N is 5",
                                               ""]
+    near = 2**62 - 100  # an exact sum of 2**63 - 200 whose float64 sum rounds to 2**63: "more than", as before
+    assert noted([near, near, 5], [2, 1])[0] == (f"jobs[0].read.clat_ns.bins add up to more than {2**63 - 1} "
+                                                 "completions, clat_ns.N is 5")
+    small = 2**26  # 2**26 x 2 bins < 2**53: the float sum is skipped, the int64 sum exact
+    assert noted([small, small, 5], [2, 1])[0] == f"jobs[0].read.clat_ns.bins add up to {2**27} completions, clat_ns.N is 5"
 
 
 if __name__ == "__main__":

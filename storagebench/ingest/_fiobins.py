@@ -77,14 +77,14 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
 def block_sums(counts: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int64 sum of each block's counts, whether that sum passed 2**63 - 1) of the flat ``counts`` of blocks
     of ``n_bins`` bins each. The int64 sum wraps past 2**63 - 1 (an edited count): the float64 sum says where
-    it did; it cannot when no block's bins times the largest count reach 2**63 (every real output: one pass,
-    not two)."""
+    it did. When no block's bins times the largest count reach 2**53 (every real output) both sums are exact
+    and below 2**63: the float one is not made (one pass over the counts, not two)."""
     starts = np.zeros(len(n_bins), dtype=np.int64)
     np.cumsum(n_bins[:-1], out=starts[1:])
     if not len(counts):
         return np.zeros(len(n_bins), np.int64), np.zeros(len(n_bins), bool)
     sums = np.add.reduceat(counts, starts)
-    if int(counts.max()) * int(n_bins.max()) >= 2**63:
+    if int(counts.max()) * int(n_bins.max()) >= 2**53:
         return sums, np.add.reduceat(counts.astype(np.float64), starts) >= 2.0**63
     return sums, np.zeros(len(n_bins), bool)
 
