@@ -45,7 +45,9 @@ the same round-robin, so both ratios come from one run.
 
 ``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
 Every time is printed as wall time and as the process's CPU time: on a machine shared with other
-jobs, wall time also counts the time the process waited for a CPU.
+jobs, wall time also counts the time the process waited for a CPU. Beside the best of ``--repeat`` rounds,
+(a) prints the median over the rounds of each round's own ratio to bare orjson (both timed in that round),
+and so does ``--compare-ref`` for the ref.
 
 Usage::
 
