@@ -45,7 +45,9 @@ the same round-robin, so both ratios come from one run.
 
 ``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
 Every time is printed as wall time and as the process's CPU time: on a machine shared with other
-jobs, wall time also counts the time the process waited for a CPU.
+jobs, wall time also counts the time the process waited for a CPU. Beside the best of ``--repeat`` rounds,
+(a) prints the median over the rounds of each round's own ratio to bare orjson (both timed in that round),
+and so does ``--compare-ref`` for the ref.
 
 Usage::
 
@@ -61,6 +63,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -202,7 +205,7 @@ def peak_rss(src: Path, dst: Path, n: int, batch: int, run: bool, root: Path = R
 
 
 _COMPARE_CHILD = """
-import gc, json, pickle, sys, time
+import gc, json, pickle, statistics, sys, time
 from pathlib import Path
 sys.path.insert(0, {tree!r})
 import orjson
@@ -220,13 +223,20 @@ def sb(paths):
     return len(res.runs) + len(res.histograms)
 sb(paths[:1])
 best = {{k: float("inf") for k in ("orjson", "sb", "orjson_cpu", "sb_cpu")}}
+ratios, ratios_cpu = [], []
 for _ in range({repeat}):
+    this = {{}}
     for name, fn in (("orjson", bare), ("sb", sb)):
         gc.collect()
         c0, t0 = time.process_time(), time.perf_counter()
         fn(paths)
-        best[name] = min(best[name], time.perf_counter() - t0)
-        best[name + "_cpu"] = min(best[name + "_cpu"], time.process_time() - c0)
+        this[name], this[name + "_cpu"] = time.perf_counter() - t0, time.process_time() - c0
+        best[name] = min(best[name], this[name])
+        best[name + "_cpu"] = min(best[name + "_cpu"], this[name + "_cpu"])
+    ratios.append(this["sb"] / this["orjson"])
+    ratios_cpu.append(this["sb_cpu"] / this["orjson_cpu"])
+best["ratio_median"] = statistics.median(ratios)
+best["ratio_cpu_median"] = statistics.median(ratios_cpu)
 res = ing.ingest_paths([paths[0].parent])
 with open({tables!r}, "wb") as f:  # the tables, for the parent to compare with its own
     pickle.dump({{t: getattr(res, t) for t in ("runs", "histograms", "all_clients", "timeseries", "run_totals")}}, f)
@@ -297,16 +307,26 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
     # machine shared with other jobs does not inflate by descheduling; no method here starts threads of
     # its own, storagebench included)
     best = {name: [float("inf"), float("inf"), None] for name, _ in methods}
+    rounds = []  # (wall, CPU) of every method in each round: the ratios to orjson of one round are paired
     for _ in range(args.repeat):
+        this = {}
         for name, fn in methods:
             t, c, out = timed(fn, paths, 1)
             b = best[name]
             b[0], b[1], b[2] = min(b[0], t), min(b[1], c), out
+            this[name] = (t, c)
+        rounds.append(this)
     rows = [(name, *best[name]) for name, _ in methods]
     base, base_cpu = rows[0][1], rows[0][2]
     print(f"  {'method':46s} {'wall s':>8s} {'files/s':>9s} {'x orjson':>9s} {'CPU s':>7s} {'x orjson':>9s}  output")
     for name, t, c, out in rows:
         print(f"  {name:46s} {t:8.3f} {len(paths) / t:9.0f} {t / base:9.2f} {c:7.3f} {c / base_cpu:9.2f}  {out}")
+    base_name = rows[0][0]
+    print(f"  median over the {args.repeat} rounds of each round's ratio to bare orjson (same round; wall, CPU):")
+    for name, _ in methods[1:]:
+        wall = statistics.median(r[name][0] / r[base_name][0] for r in rounds)
+        cpu = statistics.median(r[name][1] / r[base_name][1] for r in rounds)
+        print(f"    {name.strip():46s} {wall:6.2f} wall {cpu:6.2f} CPU")
     sb = [(t, c) for name, t, c, _ in rows if name.startswith("storagebench")][0]
     nort = [(t, c) for name, t, c, _ in rows if name.startswith("  the same without")][0]
     print(f"  storagebench / bare orjson = {sb[0] / base:.2f} wall, {sb[1] / base_cpu:.2f} CPU (target <= 2.0); "
@@ -315,7 +335,8 @@ def time_corpus(label: str, paths: list[Path], args, tmp: Path) -> None:
         ref = compare_ref(args.compare_ref, paths[0].parent, tmp, args.repeat)
         print(f"  storagebench at {args.compare_ref} (child process, its own bare orjson {ref['orjson']:.3f} s wall, "
               f"{ref['orjson_cpu']:.3f} s CPU): {ref['sb']:.3f} s = {ref['sb'] / ref['orjson']:.2f} x orjson wall, "
-              f"{ref['sb_cpu']:.3f} s = {ref['sb_cpu'] / ref['orjson_cpu']:.2f} x CPU")
+              f"{ref['sb_cpu']:.3f} s = {ref['sb_cpu'] / ref['orjson_cpu']:.2f} x CPU; median of the rounds' ratios "
+              f"{ref['ratio_median']:.2f} wall, {ref['ratio_cpu_median']:.2f} CPU")
 
 
 def _pydantic_adapter():

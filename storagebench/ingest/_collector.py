@@ -131,7 +131,7 @@ class _Collector(RowSink):
         for rows, n in ((self.runs, runs), (self.runs_extra, runs), (self.all_clients, all_clients),
                         (self.all_extra, all_clients), (self.hist_blocks, blocks), (self.hist_keys, blocks),
                         (self.hist_counts, blocks), (self.hist_raw, blocks),
-                        (self.hist_n, blocks), (self.hist_checks, blocks), (self.ts, ts)):
+                        (self.hist_n, blocks), (self.hist_checks, blocks), (self.hist_rows, blocks), (self.ts, ts)):
             del rows[n:]
         # the dropped blocks were never parsed: parse_step runs between files only
         self._pending = sum(len(r) for r in self.hist_raw[self._parsed:] if r is not None)
@@ -139,11 +139,12 @@ class _Collector(RowSink):
     def _blocks(self) -> tuple | None:
         """(runs row, length) of every json+ block when all are fio's (DiskSPD/Iometer blocks carry no
         row: run_totals then finds them by key)."""
-        checks = self.hist_checks
-        if not checks or any(c is None for c in checks):
+        if not self.hist_rows:
             return None
-        rows = np.fromiter((c[0] for c in checks), dtype=np.int64, count=len(checks))
-        return rows, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+        rows = self.block_rows()
+        if rows.min() < 0:
+            return None
+        return rows, self.n_bins()
 
     def frames(self) -> dict[str, pd.DataFrame]:
         ts = [t for t in _merge_columns(self.ts) if len(t)]
@@ -186,11 +187,10 @@ class _Collector(RowSink):
             refuse(owner(1, v.row), v)
         hist = frames["histograms"]
         if len(hist):
-            n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+            n_bins = self.n_bins()
             starts = np.zeros(len(n_bins), dtype=np.int64)
             np.cumsum(n_bins[:-1], out=starts[1:])
-            rows = np.fromiter((c[0] if c is not None else -1 for c in self.hist_checks), dtype=np.int64,
-                               count=len(self.hist_checks))
+            rows = self.block_rows()
             nonempty = n_bins > 0
             for v in schema.check_rows(hist, "histograms", runs=runs, block_starts=starts[nonempty],
                                        block_rows=rows[nonempty]):
@@ -329,6 +329,7 @@ def _add_loadgen(sink: _Collector, fmt: str, data: bytes, path: str, identity: A
     sink.hist_raw.extend([None] * len(blocks))
     sink.hist_n.extend([-1] * len(blocks))  # DiskSPD/Iometer: no N to check the bins against
     sink.hist_checks.extend([None] * len(blocks))
+    sink.hist_rows.extend([-1] * len(blocks))
     if rows.timeseries is not None and len(rows.timeseries["t_s"]):
         sink.ts.append(rows.timeseries)
 

@@ -20,6 +20,9 @@ from ._fiodoc import (
 _BINS_TEXT = bytes(c if (0x30 <= c <= 0x39 or c == 0x2C) else 0x2C if c in b":}" else 0x78 for c in range(256))
 #: 0, 10, 100, ... 10**18: a key of ``w`` digits (1 <= w <= 18, no leading zero) is in ``[_POW10[w-1], _POW10[w])``
 _POW10 = np.r_[0, 10 ** np.arange(1, 19, dtype=np.int64)]
+#: the same bounds indexed by ``w + 1`` (the distance between a key's quotes): no ``width - 1`` array to make
+_KEY_LO = np.r_[0, 0, _POW10[:-1]]
+_KEY_HI = np.r_[0, _POW10]
 
 
 def _parse_bins_text(raws: list[bytes]) -> tuple | None:
@@ -33,7 +36,7 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     starts[1:] = ends[:-1]
     if not ((a[starts] == 0x7B).all() and (a[ends - 1] == 0x7D).all()):
         return None  # not an object (an object inside one leaves an empty number between separators)
-    quotes = np.flatnonzero(a == 0x22)
+    quotes = (a == 0x22).nonzero()[0]
     if len(quotes) % 2:
         return None
     try:
@@ -46,16 +49,17 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
     except (ValueError, DeprecationWarning):
         return None  # a character no integer key or count has (sign, '.', 'e', letter, escape ...)
     opening, closing = quotes[0::2], quotes[1::2]
-    after = a[closing + 1]
-    if not ((after == 0x3A) | ((after == 0x20) & (a[closing + 2] == 0x3A))).all():
+    colon = closing + 1
+    colon += a[colon] == 0x20  # one blank may come before the ':' (fio's " : ")
+    if not (a[colon] == 0x3A).all():
         return None  # a string that is not a key (a string count)
     keys, counts = values[0::2], values[1::2]
     # each key's characters are exactly its digits: 10**(width-1) <= key < 10**width (0 <= key < 10 for
     # width 1). Else a leading zero, a space, nothing, or a ',' or ':' in it (its number is then only
     # the part before; with every string a key this is also the only way to more numbers than quotes)
-    width = closing - opening - 1
-    if len(width) and not (1 <= width.min() and width.max() <= 18
-                           and (_POW10[width - 1] <= keys).all() and (keys < _POW10[width]).all()):
+    width = closing - opening  # the key's width + 1
+    if len(width) and not (2 <= width.min() and width.max() <= 19
+                           and (_KEY_LO[width] <= keys).all() and (keys < _KEY_HI[width]).all()):
         return None
     if len(counts) and int(counts.max()) >= MAX_VALUE:
         return None  # 2**63-1 is also where fromstring saturates: let the decoder judge
@@ -70,9 +74,25 @@ def _parse_bins_text(raws: list[bytes]) -> tuple | None:
 
 
 
-def histogram_frame(blocks: list[tuple], bins, counts):
+def block_sums(counts: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 sum of each block's counts, whether that sum passed 2**63 - 1) of the flat ``counts`` of blocks
+    of ``n_bins`` bins each. The int64 sum wraps past 2**63 - 1 (an edited count): the float64 sum says where
+    it did. When no block's bins times the largest count reach 2**53 (every real output) both sums are exact
+    and below 2**63: the float one is not made (one pass over the counts, not two)."""
+    starts = np.zeros(len(n_bins), dtype=np.int64)
+    np.cumsum(n_bins[:-1], out=starts[1:])
+    if not len(counts):
+        return np.zeros(len(n_bins), np.int64), np.zeros(len(n_bins), bool)
+    sums = np.add.reduceat(counts, starts)
+    if int(counts.max()) * int(n_bins.max()) >= 2**53:
+        return sums, np.add.reduceat(counts.astype(np.float64), starts) >= 2.0**63
+    return sums, np.zeros(len(n_bins), bool)
+
+
+def histogram_frame(blocks: list[tuple], bins, counts, n_bins=None):
     """Build the ``histograms`` DataFrame from blocks ``(run_id, host, job, job_index, direction, n_bins)``,
     the flat json+ bin keys (ints, ns; checked to be in 0..2**63-1 when decoded) and counts.
+    ``n_bins`` (int64 array, optional) gives the blocks' lengths instead of their last field.
 
     ``bins`` and ``counts`` are int64 arrays or iterables of ints holding ``sum(n_bins)`` values each.
     Work is done in bulk: each string key column is built from its two buffers (:func:`_repeat_strings`).
@@ -83,15 +103,19 @@ def histogram_frame(blocks: list[tuple], bins, counts):
         ``run_id, host, job, job_index, direction, bin_ns, count`` in schema dtypes, one row per bin
         (not yet validated).
     """
-    run_id, host, job, job_index, direction, n_bins = zip(*blocks, strict=True)
-    n = np.array(n_bins, dtype=np.int64)
+    run_id, host, job, job_index, direction, lengths = zip(*blocks, strict=True)
+    if n_bins is None:
+        n = np.array(lengths, dtype=np.int64)
+    else:
+        n = np.asarray(n_bins, dtype=np.int64)
+        lengths = n.tolist()
     cols = {}
     for name, values in (("run_id", run_id), ("host", host), ("job", job), ("job_index", job_index),
                          ("direction", direction)):
         if name == "job_index":
             cols[name] = np.repeat(np.array(values, dtype=np.int64), n)
             continue
-        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, n_bins, n))
+        cols[name] = pd.arrays.ArrowStringArray(_repeat_strings(values, lengths, n))
     total = int(n.sum())
     cols["bin_ns"] = bins if isinstance(bins, np.ndarray) else np.fromiter(bins, dtype=np.int64, count=total)
     cols["count"] = counts if isinstance(counts, np.ndarray) else np.fromiter(counts, dtype=np.int64, count=total)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Union
 
 import msgspec
+import pyarrow as pa
 from msgspec import Meta, Struct
 
 from ..errors import IngestError, shown
@@ -158,10 +159,47 @@ def _retyped(cls: type, name: str, types: dict[str, Any]) -> type:
 #: of the multijob corpus), and of ingest.
 _LatRaw = _retyped(_Lat, "_LatRaw", {"bins": Union[msgspec.Raw, _Unset]})
 _DirRaw = _retyped(_Dir, "_DirRaw", {"clat_ns": Union[_LatRaw, _Unset]})
-_JobRaw = _retyped(_Job, "_JobRaw", {d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")})
+#: The options too are left raw (:func:`resolve_options` decodes each distinct text once: a study repeats a few
+#: option sets in many files).
+_JobRaw = _retyped(_Job, "_JobRaw", {**{d: Union[_DirRaw, _Unset] for d in ("read", "write", "trim", "mixed")},
+                                     "job_options": Union[msgspec.Raw, _Unset]})
 _DocRaw = _retyped(_Doc, "_DocRaw", {"jobs": Union[list[_JobRaw], _Unset],
-                                     "client_stats": Union[list[_JobRaw], _Unset]})
+                                     "client_stats": Union[list[_JobRaw], _Unset],
+                                     "global_options": Union[msgspec.Raw, _Unset]})
 RAW_DECODER = msgspec.json.Decoder(_DocRaw)
+#: the decoders of the option fields as :class:`_Job` and :class:`_Doc` type them
+_JOB_OPTIONS = msgspec.json.Decoder(_Options)
+_GLOBAL_OPTIONS = msgspec.json.Decoder(Union[_Options, list[_Options]])
+#: decoded option texts: (decoder, text) -> value (shared by the files holding that text; never written into)
+_OPTIONS_SEEN: dict[tuple, Any] = {}
+
+
+def _options(decoder: Any, raw: Any) -> Any:
+    """The value of the raw option text ``raw`` as ``decoder`` decodes it, decoded once per distinct text."""
+    key = (decoder, bytes(raw))
+    value = _OPTIONS_SEEN.get(key)
+    if value is None:
+        value = decoder.decode(key[1])
+        if len(_OPTIONS_SEEN) >= 4096:
+            _OPTIONS_SEEN.clear()
+        _OPTIONS_SEEN[key] = value
+    return value
+
+
+def resolve_options(doc: Any) -> bool:
+    """Replace the raw ``global options`` and ``job options`` of a :data:`RAW_DECODER` document by their values,
+    exactly as :data:`DECODER` types them. False (the document half done) when some text is not such a value:
+    the caller then decodes the file with DECODER, which reports that error as it always has."""
+    try:
+        if doc.global_options is not _U:
+            doc.global_options = _options(_GLOBAL_OPTIONS, doc.global_options)
+        for entries in (doc.jobs, doc.client_stats):
+            for e in entries or ():
+                if e.job_options is not _U:
+                    e.job_options = _options(_JOB_OPTIONS, e.job_options)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
 
 
 @dataclass
@@ -578,13 +616,33 @@ class _Duplicate(Exception):
     pass
 
 
+def _iops_keys(data: bytes, bins: list) -> int:
+    """The ``"iops"`` in ``data`` outside the raw json+ bins ``bins`` (:class:`msgspec.Raw` views into ``data``,
+    RAW_DECODER's): half of a json+ file is its bins, whose text holds no key but digits (or the batch is read
+    again with DECODER, whose bins are dicts: the whole text is then searched). A bins text starts with ``{``
+    and ends with ``}``, so no ``"iops"`` lies across its edge. Where a view is not found inside ``data``,
+    the whole text is searched."""
+    if not bins:
+        return len(_IOPS_KEY.findall(data))
+    base = pa.py_buffer(data).address
+    spans = sorted((pa.py_buffer(b).address - base, len(b)) for b in bins)
+    findall, n, pos = _IOPS_KEY.findall, 0, 0
+    for start, size in spans:
+        if start < pos or start + size > len(data):  # not views into data: search all of it
+            return len(findall(data))
+        n += len(findall(data, pos, start))
+        pos = start + size
+    return n + len(findall(data, pos))
+
+
 def _check_duplicate_keys(data: bytes, doc: Any, path: str) -> None:
     """Refuse a fio document in which an object holds a key twice (``"iops": 0, ..., "iops": 7262``).
 
     JSON leaves duplicated keys undefined; msgspec (and orjson, the stdlib) keep the last, so an edited
     or concatenated file could pass off either value. fio writes each key once. The check is cheap on
     the usual file: each direction block fio prints has exactly one ``"iops"``, so its byte count (a
-    C-level scan, ~8 us for a 20 KiB json+ file) must equal the blocks decoded; only when it does not is
+    C-level scan of the text outside the raw json+ bins, :func:`_iops_keys`) must equal the blocks decoded; only
+    when it does not is
     the document read again with the standard library, which names the duplicated key (the count is a
     compiled regular expression's ``findall``: 2.6x faster than ``bytes.count`` on json+ text, whose
     many ``"`` defeat the latter's skip table). Another key
@@ -595,9 +653,15 @@ def _check_duplicate_keys(data: bytes, doc: Any, path: str) -> None:
     if doc.client_stats is not _U and doc.client_stats:
         entries = [*entries, *doc.client_stats]
     blocks = 0
+    bins = []
     for e in entries:
-        blocks += (e.read is not _U) + (e.write is not _U) + (e.trim is not _U) + (e.mixed is not _U)
-    if len(_IOPS_KEY.findall(data)) == blocks:
+        for d in (e.read, e.write, e.trim, e.mixed):
+            if d is not _U:
+                blocks += 1
+                clat = d.clat_ns
+                if clat is not _U and type(clat.bins) is msgspec.Raw:
+                    bins.append(clat.bins)
+    if _iops_keys(data, bins) == blocks:
         return
     # the slow reading (the standard library's json): only for a file whose counts are off
     try:

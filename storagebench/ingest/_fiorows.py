@@ -24,7 +24,7 @@ from ..errors import IngestError
 from ..errors import display_path as _display_path
 from ..fio.hosts import host_label
 from ..schema import DIRECTIONS, RUNS
-from ._fiobins import _parse_bins_text, histogram_frame
+from ._fiobins import _parse_bins_text, block_sums, histogram_frame
 from ._fiodoc import (
     ALL_CLIENTS,
     DECODER,
@@ -34,6 +34,7 @@ from ._fiodoc import (
     _check_duplicate_keys,
     decode_or_none,
     read_fio_json,
+    resolve_options,
 )
 from ._fiofactors import FACTOR_FIELDS, UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
 from ._runmeta import NO_POINT, NO_PROVENANCE, TS_MAX, check_point, check_provenance, iso_utc
@@ -86,6 +87,7 @@ class RowSink:
         #: JSON path) for the note
         self.hist_n: list[int] = []
         self.hist_checks: list[tuple | None] = []
+        self.hist_rows: list[int] = []  #: per block: its ``runs`` row (-1: not fio's), for :meth:`block_rows`
         #: per block: the raw JSON of its bins (:class:`msgspec.Raw`, the fast decoder's, ``raw_bins``) until
         #: a step of :meth:`parse_bins` has made them arrays, else None
         self.hist_raw: list = []
@@ -97,6 +99,7 @@ class RowSink:
         self._failed = False  # some raw bins are not the text parse_bins takes: read the batch again
         #: the flat bin values and counts of every block, when :meth:`parse_bins` made them in one piece
         self._flat: tuple | None = None
+        self._n_bins: np.ndarray | None = None  # bins per block, once known (:meth:`n_bins`)
 
     def parse_step(self) -> None:
         """Parse the raw bins of the files added since the last step (:func:`_parse_bins_text`).
@@ -151,14 +154,30 @@ class RowSink:
                            for x in zip(*(step[1:] for step in steps), strict=True))
         if len(at) == len(self.hist_blocks):  # every block (fio's json+ only): the arrays in one piece
             self._flat = (keys, counts)
-            self.hist_blocks = [(*b[:5], m) for b, m in zip(self.hist_blocks, n.tolist(), strict=True)]
+            self._n_bins = n  # the blocks' own lengths stay -1 (unknown when appended): n_bins() has them
             return True
         block_start = np.cumsum(n) - n
         for j, k in enumerate(at):
             b0, b1 = block_start[j], block_start[j] + n[j]
             self.hist_keys[k], self.hist_counts[k] = keys[b0:b1], counts[b0:b1]
             self.hist_blocks[k] = (*self.hist_blocks[k][:5], int(n[j]))
+        self._n_bins = None
         return True
+
+    def n_bins(self) -> np.ndarray:
+        """The bins of each block (int64 array), once :meth:`parse_bins` has run: its lengths when it parsed
+        every block in one piece (the blocks keep -1), else the blocks' own."""
+        n = self._n_bins
+        if n is None or len(n) != len(self.hist_blocks):
+            n = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
+            if len(n) and n.min() < 0:
+                raise RuntimeError("json+ bins not parsed: call parse_bins first")
+            self._n_bins = n
+        return n
+
+    def block_rows(self) -> np.ndarray:
+        """The ``runs`` row of each block (int64 array; -1: a DiskSPD/Iometer block, found by its key)."""
+        return np.array(self.hist_rows, dtype=np.int64)
 
     def check_bins(self, counts, n_bins=None) -> None:
         """Note the ``runs`` rows whose json+ bins do not add up to fio's ``clat_ns.N`` (one vector
@@ -167,14 +186,7 @@ class RowSink:
         completion landing between the two reads) or in an edited file."""
         if not self.hist_blocks:
             return
-        if n_bins is None:
-            n_bins = np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64, count=len(self.hist_blocks))
-        starts = np.zeros(len(n_bins), dtype=np.int64)
-        np.cumsum(n_bins[:-1], out=starts[1:])
-        sums = np.add.reduceat(counts, starts) if len(counts) else np.zeros(len(n_bins), np.int64)
-        # the int64 sum wraps past 2**63 - 1 (an edited count): the float64 sum says where it did
-        over = (np.add.reduceat(counts.astype(np.float64), starts) >= 2.0**63 if len(counts)
-                else np.zeros(len(n_bins), bool))
+        sums, over = block_sums(counts, self.n_bins() if n_bins is None else n_bins)
         expected = np.array(self.hist_n, dtype=np.int64)
         for k in np.flatnonzero((expected >= 0) & ((sums != expected) | over)):
             n = self.hist_n[k]
@@ -189,12 +201,10 @@ class RowSink:
             raise RuntimeError("json+ bins not parsed: call parse_bins first (and read the batch again if it "
                                "returns False)")
         keys, counts = self._flat or (np.concatenate(self.hist_keys), np.concatenate(self.hist_counts))
-        frame = histogram_frame(self.hist_blocks, keys, counts)
-        self.check_bins(counts, np.fromiter((b[5] for b in self.hist_blocks), dtype=np.int64,
-                                            count=len(self.hist_blocks)))
+        n_bins = self.n_bins()
+        frame = histogram_frame(self.hist_blocks, keys, counts, n_bins)
+        self.check_bins(counts, n_bins)
         return frame
-
-
 
 
 # ---- the metrics of one direction block (units, impossible values) ----------------------------------
@@ -591,6 +601,8 @@ def _document(data: bytes, path: str, raw_bins: bool) -> tuple[Any, bool]:
             # errors otherwise: the fast decoder checks all but the bins, so any error it meets is
             # reported as DECODER reports it (the first in the file, which may be in the bins)
             doc = (RAW_DECODER if raw_bins else DECODER).decode(data)
+            if raw_bins and not resolve_options(doc):
+                doc = decode_or_none(data, path)  # an option DECODER refuses: its error
         except msgspec.DecodeError:
             doc = None  # several documents, or not JSON: read_fio_json (the same errors as before)
         except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
@@ -680,6 +692,7 @@ def _add_bins(sink: RowSink, d: Any, block: tuple, loc: tuple) -> bool:
     sink.hist_blocks.append((*block, n))
     sink.hist_n.append(-1 if clat.N is _U else clat.N)
     sink.hist_checks.append((len(sink.runs) - 1, loc))
+    sink.hist_rows.append(len(sink.runs) - 1)
     return True
 
 
