@@ -14,7 +14,7 @@ import hashlib
 import math
 import operator
 import re
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
 import msgspec
@@ -37,7 +37,7 @@ from ._fiodoc import (
     resolve_options,
 )
 from ._fiofactors import FACTOR_FIELDS, UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
-from ._runmeta import NO_POINT, NO_PROVENANCE, TS_MAX, check_point, check_provenance, iso_utc
+from ._runmeta import NO_POINT, NO_PROVENANCE, check_point, check_provenance, fio_times, iso_utc
 
 _NAN = math.nan
 _UTC = timezone.utc
@@ -465,38 +465,6 @@ def _cpu(value: float, where: str, notes: list[str]) -> float:
     return _NAN
 
 
-#: a fio JSON time stamp is after 2000-01-01 (fio's JSON output is from 2012 on) and fits datetime64[ns]
-_FIO_TS_MIN = 946_684_800.0
-
-
-def _fio_times(doc: Any, entries: list, notes: list[str],
-               start_known: bool) -> tuple[datetime | None, datetime | None]:
-    """fio's report time and the run's start as fio's output gives them: ``(started, reported)``.
-
-    ``reported`` is fio's ``timestamp_ms`` (ms; or ``timestamp``, s), written right after its jobs ended: the
-    end of the measured window to the ms plus fio's clean-up. ``started`` is that minus the longest ``elapsed``
-    (whole s). ``None`` (NaT) when fio printed no time stamp (fio 2.1, client output) or one it cannot print
-    (noted; ``started`` only when not ``start_known``: the runner's ``provenance.json`` gives it then)."""
-    ms = doc.timestamp_ms
-    ts = ms / 1000.0 if ms == ms else doc.timestamp
-    if ts != ts:
-        return None, None  # fio 2.1 and client output print no time stamp
-    name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
-    if not _FIO_TS_MIN <= ts < TS_MAX:
-        lost = "reported_at NaT" if start_known else "started_at and reported_at NaT"
-        notes.append(f"{name} is not a time fio can print (2000 to 2262): {lost}")
-        return None, None
-    reported = datetime.fromtimestamp(ts, tz=_UTC)
-    elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
-    longest = max(elapsed, default=0)
-    start = ts - longest
-    if not start_known and not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
-        notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
-                     "started_at NaT")
-        return None, reported
-    return datetime.fromtimestamp(start, tz=_UTC), reported
-
-
 # ---- one file's rows --------------------------------------------------------------------------------
 
 
@@ -533,7 +501,7 @@ def emit_rows(
     entries = doc.client_stats if client_mode else doc.jobs
     where = "client_stats" if client_mode else "jobs"
     doc_notes: list[str] = []
-    started, reported = _fio_times(doc, entries, doc_notes, bool(prov.started_at))
+    started, reported = fio_times(doc, entries, doc_notes, bool(prov.started_at))
     started = iso_utc(prov.started_at, path) if prov.started_at else started  # the runner's clock at the spawn
     head = (point.study, run_id, point.repetition, point.run_order)
     fio_version = doc.fio_version or prov.fio_version or ""

@@ -2,7 +2,8 @@
 
 :func:`check_point` and :func:`check_provenance` (re-exported by :mod:`storagebench.ingest.fio`): each
 value type- and range-checked, a newer format version refused by name, the same clear messages as for
-fio's own JSON (:func:`storagebench.ingest._fiodoc.validation_error`). Internal to
+fio's own JSON (:func:`storagebench.ingest._fiodoc.validation_error`). Also the run's times as fio's output
+gives them (:func:`fio_times`: ``started_at`` without provenance, ``reported_at``). Internal to
 :mod:`storagebench.ingest`.
 """
 
@@ -168,3 +169,35 @@ def check_provenance(prov: Any, path: str) -> Provenance:
             raise IngestError(str(exc), path=path) from None
     iso_utc(prov.started_at, path)
     return prov
+
+
+#: a fio JSON time stamp is after 2000-01-01 (fio's JSON output is from 2012 on) and fits datetime64[ns]
+_FIO_TS_MIN = 946_684_800.0
+
+
+def fio_times(doc: Any, entries: list, notes: list[str],
+               start_known: bool) -> tuple[datetime | None, datetime | None]:
+    """fio's report time and the run's start as fio's output gives them: ``(started, reported)``.
+
+    ``reported`` is fio's ``timestamp_ms`` (ms; or ``timestamp``, s), written right after its jobs ended: the
+    end of the measured window to the ms plus fio's clean-up. ``started`` is that minus the longest ``elapsed``
+    (whole s). ``None`` (NaT) when fio printed no time stamp (fio 2.1, client output) or one it cannot print
+    (noted; ``started`` only when not ``start_known``: the runner's ``provenance.json`` gives it then)."""
+    ms = doc.timestamp_ms
+    ts = ms / 1000.0 if ms == ms else doc.timestamp
+    if ts != ts:
+        return None, None  # fio 2.1 and client output print no time stamp
+    name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
+    if not _FIO_TS_MIN <= ts < TS_MAX:
+        lost = "reported_at NaT" if start_known else "started_at and reported_at NaT"
+        notes.append(f"{name} is not a time fio can print (2000 to 2262): {lost}")
+        return None, None
+    reported = datetime.fromtimestamp(ts, tz=timezone.utc)
+    elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
+    longest = max(elapsed, default=0)
+    start = ts - longest
+    if not start_known and not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
+        notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
+                     "started_at NaT")
+        return None, reported
+    return datetime.fromtimestamp(start, tz=timezone.utc), reported
