@@ -266,3 +266,27 @@ def test_a_foreign_writer_on_the_device_is_found_during_the_runs(loop_dev, fio_b
         assert found[0] in next(v for v in res.not_quiet.values() if v == q["reasons"])
     second = recs[1]
     assert second["carried_s"] > 0.9 and [r for r in second["reasons"] if r.startswith(f"device {name}: ")]
+
+
+def test_runs_of_ours_at_the_same_time_are_not_told_apart(loop_dev, fio_bin, tmp_path):
+    """Two runs of this process on one device at once (a concurrency group): each one's device I/O holds the
+    other's, so neither is judged by it nor carried to a next window (``attributed`` false, with the reason)."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storagebench._runner import run_point
+    from storagebench._store import StudyStore
+    from storagebench._study import load_study
+
+    study = load_study({"name": "both", **_DIRECT_READS})
+    store = StudyStore.for_study(tmp_path / "r", study)
+    store.ensure_spec(study)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run_point, p, study, store, target=loop_dev.path, targets=None, fio_exe=fio_bin,
+                               allow_devices=(), timeout_s=60) for p in study.expand()]
+        assert all(f.result() >= 1.0 for f in futures)
+    for p in study.expand():
+        q = json.loads((store.run_dir(p.run_id) / "provenance.json").read_text())["quiet_host"]
+        assert q["during_run"] == {"attributed": False, "quiet": None,
+                                   "note": "another run of this sweep ran at the same time"}
+        assert not [r for r in q["reasons"] if r.startswith("during the run")]
