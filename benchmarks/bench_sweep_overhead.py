@@ -10,7 +10,7 @@ order over ``--rounds`` rounds:
   ``fio --output-format=json+ --output=... job.fio`` back to back with ``subprocess.run``.
 
 Reported per round and as the median over rounds, in % of the bare fio wall time (target
-<= 1 %) and in ms per run:
+<= 0.5 %, issue 21) and in ms per run:
 
 * ``A/B``: storagebench wall time minus bare fio wall time. Honest but noisy on a shared
   machine: two sweeps of 16 fio runs differ by a few % by themselves.
@@ -34,7 +34,18 @@ Reported per round and as the median over rounds, in % of the bare fio wall time
 default 1 % of runtime + ramp_time, 0.02 s here; 0 reads the device counters back to back), to see
 what the check costs.
 
-Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--quiet-window S]``
+``--uncredited`` adds a third way in the same rounds, ``uncredited``: storagebench with the window *not*
+credited with the previous run's watched fio life (``QuietProbe.credit`` made a no-op), as the check was
+before the run's own watch (issue 21, item 4): each run then waits for its window between the fio runs.
+The same numbers are printed for it, so before and after are measured side by side against one bare loop.
+Target (issue 21): <= 0.5 % with the check on. Measured 2026-11-28 on the shared 2-core VM (as root,
+``--rounds 5 --uncredited``): accounted overhead, median of 5 rounds, 0.46 % credited (rounds 0.27 to 0.96 %,
+round 0 7.2 %: the first sweep of a process also pays fio's parse check of each new job file, 0.15 s each)
+against 1.18 % uncredited; gap between fio runs 6.8 against 24.3 ms; the check itself 0.08 against 19.97 ms a
+run. A/B is dominated by the host's noise (2.23 against 2.31 %; fio's own wall time moves by a few %).
+
+Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--quiet-window S]
+[--uncredited]``
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import storagebench._runone as runone  # noqa: E402
+from storagebench._hostinfo import QuietProbe  # noqa: E402
 from storagebench._jobfile import render_jobfile  # noqa: E402
 from storagebench._runner import run_study  # noqa: E402
 from storagebench._study import load_study  # noqa: E402
@@ -85,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fio", default=shutil.which("fio") or "fio")
     ap.add_argument("--quiet-window", type=float, default=None,
                     help="run_study(quiet_window_s=...), s (default: the runner's default)")
+    ap.add_argument("--uncredited", action="store_true",
+                    help="also run storagebench with the quiet window not credited with the previous run's fio life")
     args = ap.parse_args(argv)
     extra = {} if args.quiet_window is None else {"quiet_window_s": args.quiet_window}
 
@@ -109,19 +123,24 @@ def main(argv: list[str] | None = None) -> int:
         # lay the file out once, so that neither way pays for it
         subprocess.run([args.fio, "--output=/dev/null", str(job_paths[0]), "--runtime=1"], check=True)
 
-        def storagebench_way(r: int) -> tuple[float, float]:
+        def storagebench_way(r: int, credited: bool = True) -> tuple[float, float, float, float]:
             _CHECK_S.clear()
-            t0 = time.perf_counter()
-            res = run_study(study, target=target, out_dir=scratch / f"results-{r}", fio_bin=args.fio, progress=False,
-                            **extra)
-            dt = time.perf_counter() - t0
+            credit = QuietProbe.credit
+            if not credited:
+                QuietProbe.credit = lambda self, *a: None
+            try:
+                t0 = time.perf_counter()
+                res = run_study(study, target=target, out_dir=scratch / f"results-{r}-{credited}", fio_bin=args.fio,
+                                progress=False, **extra)
+                dt = time.perf_counter() - t0
+            finally:
+                QuietProbe.credit = credit
             assert res.ok and len(res.completed) == len(plan), res.errors
             provs = sorted((Provenance.read(d / "provenance.json") for d in res.run_dirs()),
                            key=lambda p: p.started_at)
             in_fio = sum(p.duration_s for p in provs)
-            checks.append(statistics.median(_CHECK_S))
-            gaps.append(statistics.median(_ts(b.started_at) - _ts(a.finished_at) for a, b in itertools.pairwise(provs)))
-            return dt, in_fio
+            gap = statistics.median(_ts(b.started_at) - _ts(a.finished_at) for a, b in itertools.pairwise(provs))
+            return dt, in_fio, gap, statistics.median(_CHECK_S)
 
         def bare_way(r: int) -> tuple[float, float]:
             out = scratch / f"bare-{r}"
@@ -136,35 +155,40 @@ def main(argv: list[str] | None = None) -> int:
             return time.perf_counter() - t0, in_fio
 
         n = len(plan)
+        ways = ("storagebench", "uncredited", "bare") if args.uncredited else ("storagebench", "bare")
         rows = []
-        gaps: list[float] = []
-        checks: list[float] = []
         for r in range(args.rounds):
-            order = ("storagebench", "bare") if r % 2 == 0 else ("bare", "storagebench")
+            order = ways[r % len(ways):] + ways[:r % len(ways)]
             times = {}
             for way in order:
-                times[way] = storagebench_way(r) if way == "storagebench" else bare_way(r)
-            (sb, sb_fio), (bare, bare_fio) = times["storagebench"], times["bare"]
-            rows.append({
-                "round": r, "first": order[0], "sb_s": sb, "bare_s": bare,
-                "ab_pct": 100.0 * (sb - bare) / bare, "ab_ms": 1000.0 * (sb - bare) / n,
-                "acc_pct": 100.0 * (sb - sb_fio) / bare, "acc_ms": 1000.0 * (sb - sb_fio) / n,
-                "floor_ms": 1000.0 * (bare - bare_fio) / n, "gap_ms": 1000.0 * gaps[-1], "check_ms": 1000.0 * checks[-1],
-            })
+                times[way] = bare_way(r) if way == "bare" else storagebench_way(r, credited=way == "storagebench")
+            bare, bare_fio = times["bare"]
+            for way in ways[:-1]:
+                sb, sb_fio, gap, check = times[way]
+                rows.append({
+                    "way": way, "round": r, "first": order[0], "sb_s": sb, "bare_s": bare,
+                    "ab_pct": 100.0 * (sb - bare) / bare, "ab_ms": 1000.0 * (sb - bare) / n,
+                    "acc_pct": 100.0 * (sb - sb_fio) / bare, "acc_ms": 1000.0 * (sb - sb_fio) / n,
+                    "floor_ms": 1000.0 * (bare - bare_fio) / n, "gap_ms": 1000.0 * gap, "check_ms": 1000.0 * check,
+                })
         print(f"sweep overhead: {n} runs x {args.runtime:g} s, fio {args.fio}"
               + (f", quiet window {args.quiet_window:g} s" if args.quiet_window is not None else ""))
-        print(f"{'round':>5} {'first':>12} {'storagebench_s':>14} {'bare_fio_s':>10} {'A/B_%':>7} {'A/B_ms/run':>10} "
-              f"{'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16} {'gap_ms':>7} {'check_ms':>8}")
+        print(f"{'way':>12} {'round':>5} {'first':>12} {'storagebench_s':>14} {'bare_fio_s':>10} {'A/B_%':>7} "
+              f"{'A/B_ms/run':>10} {'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16} {'gap_ms':>7} "
+              f"{'check_ms':>8}")
         for w in rows:
-            print(f"{w['round']:>5} {w['first']:>12} {w['sb_s']:>14.2f} {w['bare_s']:>10.2f} {w['ab_pct']:>7.2f} "
-                  f"{w['ab_ms']:>10.1f} {w['acc_pct']:>11.2f} {w['acc_ms']:>16.1f} {w['floor_ms']:>16.1f} {w['gap_ms']:>7.1f} {w['check_ms']:>8.2f}")
-        med = {k: statistics.median(w[k] for w in rows) for k in ("ab_pct", "ab_ms", "acc_pct", "acc_ms", "gap_ms",
-                                                               "check_ms")}
-        print(f"median A/B overhead: {med['ab_pct']:.2f} % ({med['ab_ms']:.1f} ms per run); "
-              f"median accounted overhead: {med['acc_pct']:.2f} % ({med['acc_ms']:.1f} ms per run); target <= 1 %; "
-              f"median gap between fio runs {med['gap_ms']:.1f} ms "
-              f"({100 * med['gap_ms'] / 1000 / study.run_duration_s:.2f} % of a run); median quiet-host check "
-              f"{med['check_ms']:.2f} ms ({100 * med['check_ms'] / 1000 / study.run_duration_s:.2f} % of a run)")
+            print(f"{w['way']:>12} {w['round']:>5} {w['first']:>12} {w['sb_s']:>14.2f} {w['bare_s']:>10.2f} "
+                  f"{w['ab_pct']:>7.2f} {w['ab_ms']:>10.1f} {w['acc_pct']:>11.2f} {w['acc_ms']:>16.1f} "
+                  f"{w['floor_ms']:>16.1f} {w['gap_ms']:>7.1f} {w['check_ms']:>8.2f}")
+        for way in ways[:-1]:
+            mine = [w for w in rows if w["way"] == way]
+            med = {k: statistics.median(w[k] for w in mine) for k in ("ab_pct", "ab_ms", "acc_pct", "acc_ms", "gap_ms",
+                                                                       "check_ms")}
+            print(f"{way}: median A/B overhead: {med['ab_pct']:.2f} % ({med['ab_ms']:.1f} ms per run); "
+                  f"median accounted overhead: {med['acc_pct']:.2f} % ({med['acc_ms']:.1f} ms per run); target <= 0.5 %; "
+                  f"median gap between fio runs {med['gap_ms']:.1f} ms "
+                  f"({100 * med['gap_ms'] / 1000 / study.run_duration_s:.2f} % of a run); median quiet-host check "
+                  f"{med['check_ms']:.2f} ms ({100 * med['check_ms'] / 1000 / study.run_duration_s:.2f} % of a run)")
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -33,7 +33,7 @@ from .records import DeviceInfo, FilesystemInfo, Provenance
 __all__ = [
     "collect_provenance", "block_device_info", "device_behind", "sysfs_block_dir", "filesystem_of", "git_revision",
     "device_stat_path", "read_io_counters", "QuietProbe", "QUIET_MAX_IOPS", "QUIET_MAX_BYTES_PER_S", "mountinfo",
-    "unescape_mount", "MEMORY_FSTYPES", "memory_note",
+    "unescape_mount", "MEMORY_FSTYPES", "memory_note", "add_other_fio", "run_io_record", "max_io_bytes",
 ]
 
 #: File systems whose files live in memory: a run on one of them measures RAM and the page cache, not storage.
@@ -428,6 +428,13 @@ class QuietProbe:
     (:mod:`storagebench._runone`): the window then covers the time between the two fio runs except
     storagebench's own fsyncs, and waits only for what that falls short of ``window_s``.
 
+    The previous run's fio life is watched too: when its I/O can be told apart from others' (direct I/O on
+    files that exist, no other run of ours at the same time: ``_runone._attribution_problem``), the device's
+    I/O beyond fio's own (:func:`run_io_record`) is others' I/O in that time, and :meth:`credit` counts that
+    time and that I/O into the window -- so in a sweep of such runs the window is full before the next run
+    and nothing is waited for, while any other I/O on the device, during a run or between runs, still makes
+    the window busy.
+
     Parameters
     ----------
     target : str, path-like or None
@@ -444,6 +451,8 @@ class QuietProbe:
         self._paused_at: float | None = None
         self._pause_reading: dict[str, float] | None = None
         self.paused_s = 0.0
+        self.credited_s = 0.0
+        self.last: dict[str, float] | None = None  # the reading :meth:`finish` ended the window with
 
     def same_device(self, target: str | os.PathLike[str] | None) -> bool:
         """Whether ``target`` is on the device this probe samples (so the probe can serve its run)."""
@@ -488,21 +497,47 @@ class QuietProbe:
             self._paused_at = None
             self.t0 = time.monotonic()
 
-    def finish(self, window_s: float = 0.05) -> dict[str, Any]:
+    def credit(self, observed_s: float, ios: float, nbytes: float) -> None:
+        """Count time in which the device was watched while this sweep's own fio ran as window time.
+
+        Parameters
+        ----------
+        observed_s : float
+            The run's fio life, s (from the reading before fio started to the one at its exit).
+        ios, nbytes : float
+            The I/Os and bytes of others found in it: the device's beyond fio's own
+            (:func:`run_io_record`, ``excess_ios``, ``excess_bytes``; negative values count as 0).
+
+        Only a run whose I/O could be told apart from others' (:func:`run_io_record` ``attributed``) may be
+        credited; the window's rates (``iops``, ``bytes_per_s``) are then over the credited time and the
+        time watched since, and ``busy_pct`` over the time watched since only.
+        """
+        self._seen["s"] += observed_s
+        self._seen["ios"] += max(0.0, ios)
+        self._seen["sectors"] += max(0.0, nbytes) / 512.0
+        self.credited_s += observed_s
+
+    def finish(self, window_s: float = 0.05, *, defer_scan: bool = False) -> dict[str, Any]:
         """Last reading and verdict.
 
         Parameters
         ----------
         window_s : float
-            Shortest sample window, s: observed time, pauses excluded.
+            Shortest sample window, s: observed time, pauses excluded (credited time included: :meth:`credit`).
+        defer_scan : bool
+            When the window has no time left to wait, leave the scan for other fio processes (4 ms on a host
+            with 100 processes) to the caller, who makes it as fio starts, off the critical path, and adds it
+            with :func:`add_other_fio` (``other_fio`` is ``None`` until then).
 
         Returns
         -------
         dict
             The ``quiet_host`` record of ``provenance.json``: ``quiet`` (bool), ``reasons`` (list of
-            str), ``window_s`` (s observed), ``paused_s`` (s of storagebench's own fsyncs left out of
+            str), ``window_s`` (s observed), ``carried_s`` (s of it credited from the previous run's fio life,
+            :meth:`credit`), ``paused_s`` (s of storagebench's own fsyncs left out of
             the window), ``other_fio`` (``pid``, ``pgid``, ``state``, ``cmdline`` of each
-            other fio process), ``device`` (``name``, ``stat_path``, ``ios``, ``bytes``, ``iops``
+            other fio process), ``other_fio_at`` (when they were looked for: ``"before fio"`` or
+            ``"as fio started"``), ``device`` (``name``, ``stat_path``, ``ios``, ``bytes``, ``iops``
             (1/s), ``bytes_per_s``, ``in_flight_start``, ``in_flight_end``, ``busy_pct`` (% of the
             window with I/O in flight)) or ``None`` with ``device_note``, ``thresholds``
             (``max_iops``, ``max_bytes_per_s``, ``max_in_flight``), ``check_cost_s`` (s spent reading
@@ -511,6 +546,7 @@ class QuietProbe:
         self.resume()
         left = window_s - (self._seen["s"] + time.monotonic() - self.t0)
         c0 = time.perf_counter()
+        others: list[Any] | None
         if left > 0:  # the /proc scan for other fio runs in the window's remaining wait, not after it
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="storagebench-quiet") as scan:
                 found = scan.submit(other_fio_processes)
@@ -518,37 +554,116 @@ class QuietProbe:
                 others = found.result()
             c0 = time.perf_counter()
         else:
-            others = other_fio_processes()
+            others = None if defer_scan else other_fio_processes()
         after = self._close_segment()
-        seen = self._seen
-        reasons = []
-        if others:
-            reasons.append(f"{len(others)} other fio process(es) running: "
-                           + ", ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in others[:3]))
-        rec: dict[str, Any] = {"quiet": True, "reasons": reasons, "window_s": None, "other_fio": [
-            {k: v for k, v in p.to_json().items() if k in ("pid", "pgid", "state", "cmdline")} for p in others],
-            "device": None, "paused_s": round(self.paused_s, 6),
-            "thresholds": {"max_iops": QUIET_MAX_IOPS, "max_bytes_per_s": QUIET_MAX_BYTES_PER_S,
-                           "max_in_flight": QUIET_MAX_IN_FLIGHT}}
-        if seen["readable"] and after is not None:
-            dt = max(seen["s"], 1e-9)
-            ios = int(seen["ios"])
-            nbytes = int(seen["sectors"]) * 512
-            dev = {"name": self.device[0], "stat_path": str(self.device[1]), "ios": ios, "bytes": nbytes,
-                   "iops": round(ios / dt, 1), "bytes_per_s": round(nbytes / dt, 1),
-                   "in_flight_start": self.in_flight_start, "in_flight_end": int(after["in_flight"]),
-                   "busy_pct": round(min(100.0, 100.0 * seen["ticks_ms"] / (dt * 1000.0)), 1)}
-            rec["device"] = dev
-            rec["window_s"] = round(dt, 6)
-            if (dev["iops"] > QUIET_MAX_IOPS or dev["bytes_per_s"] > QUIET_MAX_BYTES_PER_S
-                    or dev["in_flight_end"] > QUIET_MAX_IN_FLIGHT):
-                reasons.append(f"device {dev['name']}: {ios} I/Os and {nbytes} bytes in {dt:.3f} s "
-                               f"({dev['iops']:g} IOPS, {dev['bytes_per_s'] / 1048576:.2f} MiB/s), "
-                               f"{dev['in_flight_end']} in flight, busy {dev['busy_pct']:g} %")
+        self.last = after
+        rec: dict[str, Any] = {"quiet": True, "reasons": [], "window_s": None, "carried_s": round(self.credited_s, 6),
+                               "other_fio": [], "other_fio_at": "before fio", "device": None,
+                               "paused_s": round(self.paused_s, 6),
+                               "thresholds": {"max_iops": QUIET_MAX_IOPS, "max_bytes_per_s": QUIET_MAX_BYTES_PER_S,
+                                              "max_in_flight": QUIET_MAX_IN_FLIGHT}}
+        if self._seen["readable"] and after is not None:
+            self._device_verdict(rec, after)
         else:
             rec["device_note"] = ("no local target (client/server run)" if self.target is None
                                   else f"no block device behind {self.target} (tmpfs, overlay ...)"
                                   if self.device is None else f"cannot read {self.device[1]}")
-        rec["quiet"] = not reasons
+        if others is None:
+            rec.update(other_fio=None, other_fio_at="as fio started")
+        else:
+            add_other_fio(rec, others)
+        rec["quiet"] = not rec["reasons"]
         rec["check_cost_s"] = round(time.perf_counter() - c0, 6)
         return rec
+
+    def _device_verdict(self, rec: dict[str, Any], after: dict[str, float]) -> None:
+        """The ``device`` part of :meth:`finish`'s record, and its reason when the device was busy."""
+        seen = self._seen
+        dt = max(seen["s"], 1e-9)
+        watched = max(dt - self.credited_s, 1e-9)
+        ios = int(seen["ios"])
+        nbytes = int(seen["sectors"]) * 512
+        dev = {"name": self.device[0], "stat_path": str(self.device[1]), "ios": ios, "bytes": nbytes,
+               "iops": round(ios / dt, 1), "bytes_per_s": round(nbytes / dt, 1),
+               "in_flight_start": self.in_flight_start, "in_flight_end": int(after["in_flight"]),
+               "busy_pct": round(min(100.0, 100.0 * seen["ticks_ms"] / (watched * 1000.0)), 1)}
+        rec["device"] = dev
+        rec["window_s"] = round(dt, 6)
+        if (dev["iops"] > QUIET_MAX_IOPS or dev["bytes_per_s"] > QUIET_MAX_BYTES_PER_S
+                or dev["in_flight_end"] > QUIET_MAX_IN_FLIGHT):
+            rec["reasons"].append(f"device {dev['name']}: {ios} I/Os and {nbytes} bytes in {dt:.3f} s "
+                                  f"({dev['iops']:g} IOPS, {dev['bytes_per_s'] / 1048576:.2f} MiB/s), "
+                                  f"{dev['in_flight_end']} in flight, busy {dev['busy_pct']:g} %")
+
+
+def add_other_fio(rec: dict[str, Any], others: list[Any]) -> dict[str, Any]:
+    """Put the fio processes found running (:func:`storagebench.fio.process.other_fio_processes`) into a
+    ``quiet_host`` record (:meth:`QuietProbe.finish`): ``other_fio``, a reason when there are any, ``quiet``.
+    Returns ``rec``, changed in place."""
+    rec["other_fio"] = [{k: v for k, v in p.to_json().items() if k in ("pid", "pgid", "state", "cmdline")}
+                        for p in others]
+    if others:
+        rec["reasons"].insert(0, f"{len(others)} other fio process(es) running: "
+                              + ", ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in others[:3]))
+    rec["quiet"] = not rec["reasons"]
+    return rec
+
+
+@functools.lru_cache(maxsize=64)
+def max_io_bytes(stat_path: str) -> int | None:
+    """The largest request the block layer sends the device whose ``stat`` file is ``stat_path``, bytes
+    (``queue/max_sectors_kb``, of the whole disk for a partition; Linux ``Documentation/block/queue-sysfs.rst``):
+    a larger I/O of fio's reaches the device as several. ``None`` when sysfs does not say."""
+    base = Path(stat_path).parent
+    for queue in (base / "queue", base.parent / "queue"):
+        text = _read(queue / "max_sectors_kb")
+        if text and text.isdigit() and int(text) > 0:
+            return int(text) * 1024
+    return None
+
+
+def run_io_record(before: dict[str, float], after: dict[str, float], fio_io: tuple[tuple[int, int], ...],
+                  device: tuple[str, Path]) -> dict[str, Any]:
+    """Others' I/O on the target's device while a run's fio ran: the device's I/O beyond fio's own.
+
+    fio counts each I/O it completed and the bytes it moved, ramp_time included (``total_ios``,
+    ``io_bytes``); with direct I/O on files that exist (no layout), each reaches the device as one request,
+    or several when larger than ``queue/max_sectors_kb`` (:func:`max_io_bytes`), so what the device did beyond
+    that is others' I/O -- plus a few I/Os of storagebench's own (it fsyncs the run's job file while fio
+    starts), far below the thresholds. The caller decides whether the run's I/O can be told apart so
+    (``_runone._attribution_problem``).
+
+    Parameters
+    ----------
+    before, after : dict
+        :func:`read_io_counters` readings just before fio started and at its exit.
+    fio_io : tuple of (int, int)
+        ``(total_ios, io_bytes)`` per data direction (:attr:`storagebench._runfio.FioRun.io_counts`).
+    device : (str, Path)
+        Device name and stat path (:func:`device_stat_path`).
+
+    Returns
+    -------
+    dict
+        ``attributed`` (True), ``quiet`` (bool), ``window_s`` (s of fio's life watched), ``device_ios``,
+        ``device_bytes``, ``fio_ios`` (the device requests fio's I/O makes), ``fio_bytes``, ``excess_ios``,
+        ``excess_bytes`` (the rest: others'; may be negative when the block layer merged fio's requests),
+        ``excess_iops`` (1/s), ``excess_bytes_per_s``, ``reason`` (when not quiet; same thresholds as the
+        window before the run: :data:`QUIET_MAX_IOPS`, :data:`QUIET_MAX_BYTES_PER_S`).
+    """
+    dt = max(after["t_s"] - before["t_s"], 1e-9)
+    largest = max_io_bytes(str(device[1]))
+    fio_ios = sum(ios * (max(1, -(-(nbytes // ios) // largest)) if ios and largest else 1) for ios, nbytes in fio_io)
+    fio_bytes = sum(nbytes for _ios, nbytes in fio_io)
+    dev_ios, dev_bytes = int(after["ios"] - before["ios"]), int(after["sectors"] - before["sectors"]) * 512
+    extra_ios, extra_bytes = dev_ios - fio_ios, dev_bytes - fio_bytes
+    rec: dict[str, Any] = {
+        "attributed": True, "quiet": True, "window_s": round(dt, 6), "device_ios": dev_ios, "device_bytes": dev_bytes,
+        "fio_ios": fio_ios, "fio_bytes": fio_bytes, "excess_ios": extra_ios, "excess_bytes": extra_bytes,
+        "excess_iops": round(max(0, extra_ios) / dt, 1), "excess_bytes_per_s": round(max(0, extra_bytes) / dt, 1)}
+    if rec["excess_iops"] > QUIET_MAX_IOPS or rec["excess_bytes_per_s"] > QUIET_MAX_BYTES_PER_S:
+        rec["quiet"] = False
+        rec["reason"] = (f"during the run, device {device[0]}: {max(0, extra_ios)} I/Os and {max(0, extra_bytes)} "
+                         f"bytes beyond fio's own in {dt:.3f} s ({rec['excess_iops']:g} IOPS, "
+                         f"{rec['excess_bytes_per_s'] / 1048576:.2f} MiB/s)")
+    return rec

@@ -154,7 +154,9 @@ def quiet_window_for(study: Study) -> float:
     1 % of a run's nominal duration (runtime + ramp_time), at least 0.02 s and at most 0.5 s: the
     window is time the sweep waits before each run (beyond the run's own preparation), so it
     costs at most 1 % of the sweep, and a longer run, which more I/O of others would disturb,
-    gets a longer look. A device is busy above 50 IOPS (:data:`storagebench._hostinfo.QUIET_MAX_IOPS`):
+    gets a longer look. When the previous run's fio life was watched with its own I/O told apart
+    (direct I/O: :meth:`storagebench._hostinfo.QuietProbe.credit`), that time fills the window and
+    nothing is waited for. A device is busy above 50 IOPS (:data:`storagebench._hostinfo.QUIET_MAX_IOPS`):
     a 0.02 s window sees that as 2 I/Os or more.
     """
     return min(0.5, max(0.02, 0.01 * study.run_duration_s))

@@ -31,10 +31,15 @@ class FioRun:
     returncode : int
     duration_s : float
         Wall-clock time of the fio process, s.
+    io_counts : tuple of (int, int)
+        Per data direction (read, write, trim), summed over the jobs: fio's ``total_ios`` (I/Os completed,
+        ramp_time included) and ``io_bytes`` (bytes moved, ramp_time included) -- what fio itself did, which the
+        quiet-host check tells apart from others' I/O on the device (:func:`storagebench._hostinfo.run_io_record`).
     """
 
     returncode: int
     duration_s: float
+    io_counts: tuple[tuple[int, int], ...] = ()
 
 
 def run_fio(
@@ -114,12 +119,27 @@ def run_fio(
                     returncode=None, stderr=stderr,
                 ) from None
             duration = time.monotonic() - start
-    _check_output(output_path, stderr_path, rc)
-    return FioRun(returncode=rc, duration_s=duration)
+    data = _check_output(output_path, stderr_path, rc)
+    return FioRun(returncode=rc, duration_s=duration, io_counts=io_counts(data))
 
 
-def _check_output(output_path: Path, stderr_path: Path, rc: int) -> None:
-    """fio's exit status, its JSON, each job's ``error``, fatal messages and runs of 0 I/Os."""
+def io_counts(doc: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+    """``(total_ios, io_bytes)`` of each data direction (read, write, trim) of fio's JSON, summed over its jobs
+    (:attr:`FioRun.io_counts`); a missing or malformed count is 0."""
+    out = []
+    for ddir in ("read", "write", "trim"):
+        ios = nbytes = 0
+        for job in doc.get("jobs", ()) if isinstance(doc.get("jobs"), list) else ():
+            part = job.get(ddir) if isinstance(job, Mapping) else None
+            if isinstance(part, Mapping):
+                ios += part.get("total_ios", 0) if isinstance(part.get("total_ios"), int) else 0
+                nbytes += part.get("io_bytes", 0) if isinstance(part.get("io_bytes"), int) else 0
+        out.append((ios, nbytes))
+    return tuple(out)
+
+
+def _check_output(output_path: Path, stderr_path: Path, rc: int) -> dict[str, Any]:
+    """fio's exit status, its JSON, each job's ``error``, fatal messages and runs of 0 I/Os; returns the JSON."""
     stderr = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
     output = output_path.read_text(errors="replace") if output_path.exists() else ""
     if rc != 0:
@@ -142,6 +162,7 @@ def _check_output(output_path: Path, stderr_path: Path, rc: int) -> None:
                 returncode=rc, stderr=stderr,
             )
     check_measured(data, stderr, output[:start], rc)
+    return data
 
 
 def check_measured(doc: Mapping[str, Any], stderr: str, head: str, rc: int | None) -> None:

@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +23,7 @@ import orjson
 
 from . import _clientserver as clientserver
 from . import _safety as safety
-from ._hostinfo import QuietProbe, collect_provenance
+from ._hostinfo import QuietProbe, add_other_fio, collect_provenance, run_io_record
 from ._jobfile import render_jobfile, rendered_options, verify_fio_parse
 from ._runcontext import (
     RunContext,
@@ -35,7 +35,7 @@ from ._runcontext import (
     utc_now,
     wait_for_helper,
 )
-from ._runfio import check_measured, run_fio
+from ._runfio import FioRun, check_measured, run_fio
 from ._runwrite import WRITE_ERRNOS, not_writable, output_cut_short, results_full, target_not_writable
 from ._specvalues import steadystate_request
 from ._store import StudyStore
@@ -239,18 +239,147 @@ def _verify_with_fio(job_path: Path, point: RunPoint, tgt: str, fio_exe: str) ->
     _FIO_PARSED.add(key)
 
 
-def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float, wait_s: float) -> dict[str, Any]:
-    """The ``quiet_host`` record; waits up to ``wait_s`` for a quiet host."""
+def _quiet_record(probe: QuietProbe | None, tgt: str, window_s: float,
+                  wait_s: float) -> tuple[dict[str, Any], dict[str, float] | None]:
+    """The ``quiet_host`` record, and the device reading its window ended with (the start of the run's own
+    watch, :class:`_Watch`); waits up to ``wait_s`` for a quiet host. When nothing is waited for (``wait_s`` 0)
+    and the window has no time left, the scan for other fio processes is left to the helper thread as fio
+    starts (:meth:`QuietProbe.finish` ``defer_scan``)."""
     if probe is None:
-        return {"quiet": None, "note": "client/server run: the target and its device are on the servers"}
-    rec = probe.finish(window_s)
+        return {"quiet": None, "note": "client/server run: the target and its device are on the servers"}, None
+    rec = probe.finish(window_s, defer_scan=wait_s <= 0)
     t0 = time.monotonic()
     while not rec["quiet"] and time.monotonic() - t0 < wait_s:
         time.sleep(min(1.0, max(0.0, wait_s - (time.monotonic() - t0))))
-        rec = QuietProbe(tgt).finish(max(window_s, 0.25))
+        probe = QuietProbe(tgt)
+        rec = probe.finish(max(window_s, 0.25))
     rec["waited_s"] = round(time.monotonic() - t0, 3) if wait_s > 0 else 0.0
     rec["own_fio_runs"] = len(process.live_markers())  # this process's other runs (concurrent workloads)
-    return rec
+    return rec, probe.last
+
+
+#: ioengines whose I/O on a local file or block device reaches the device as fio counts it (with direct=1).
+_BLOCK_ENGINES = frozenset({"psync", "sync", "pvsync", "pvsync2", "vsync", "libaio", "io_uring", "posixaio"})
+#: Options with which fio does I/O it does not count in ``total_ios`` (verify, pre_read) or touches other
+#: files (nrfiles ...), each with the values that leave it off.
+_UNCOUNTED_IO = {"verify": ("0", "null"), "pre_read": ("0",), "nrfiles": ("1",), "unlink": ("0",),
+                 "unlink_each_loop": ("0",), "directory": (), "filename_format": (), "opendir": ()}
+#: Local fio runs of this process: how many run now, and how many have started; a run's own I/O can be told
+#: apart from others' only when no other run of ours (a concurrency group) overlapped it.
+_LOCAL_RUNS = {"active": 0, "started": 0}
+_LOCAL_RUNS_LOCK = threading.Lock()
+
+
+def _attribution_problem(point: RunPoint, tgt: str, probe: QuietProbe | None) -> str | None:
+    """Why the device's I/O during this run cannot be split into fio's and others' (``None``: it can)."""
+    if probe is None or probe.device is None or probe.last is None:
+        return "no block device is watched"
+    key = tuple(sorted((k, repr(v)) for k, v in point.options.items()))
+    if key not in _OPTIONS_PROBLEM:
+        if len(_OPTIONS_PROBLEM) > 4096:
+            _OPTIONS_PROBLEM.clear()
+        _OPTIONS_PROBLEM[key] = _options_problem(point)
+    if _OPTIONS_PROBLEM[key] is not None:
+        return _OPTIONS_PROBLEM[key]
+    for path in split_filenames(tgt):
+        if not probe.same_device(path):
+            return f"{path} is not on device {probe.device[0]}"
+    return None
+
+
+#: :func:`_options_problem` of each option set met (0.5 ms each to work out).
+_OPTIONS_PROBLEM: dict[tuple[tuple[str, str], ...], str | None] = {}
+
+
+def _options_problem(point: RunPoint) -> str | None:
+    """Why fio's I/O under ``point``'s options may not reach the device as fio counts it (``None``: it does)."""
+    opts = rendered_options(point, None)
+    direct = "1" if "direct" in opts and opts["direct"] is None else str(opts.get("direct", "0")).lower()
+    if direct not in ("1", "true", "yes", "on") and opts.get("buffered") != "0":
+        return "buffered I/O (direct=0): the page cache stands between fio's I/O and the device's"
+    engine = opts.get("ioengine") or "psync"
+    if engine not in _BLOCK_ENGINES:
+        return f"ioengine {engine}: its I/O is not known to reach the device one to one"
+    for key, off in _UNCOUNTED_IO.items():
+        if key in opts and opts[key] not in off:
+            return f"{key}={opts[key]}: fio does I/O it does not count, or on other files"
+    return None
+
+
+def _file_state(tgt: str) -> tuple[tuple[int, int], ...] | None:
+    """Size and allocated bytes of each target file (a block device: 0, 0); ``None`` when one is missing or
+    sparse (fio lays out what is missing, and a hole is read without I/O)."""
+    out = []
+    for path in split_filenames(tgt):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if st.st_size and st.st_blocks * 512 < st.st_size:
+            return None
+        out.append((st.st_size, st.st_blocks))
+    return tuple(out)
+
+
+@dataclass
+class _Watch:
+    """The run's own watch of its device while fio runs (:func:`run_io_record`): opened before fio starts,
+    closed at its exit by :func:`_close_watch`."""
+
+    before: dict[str, float] | None
+    problem: str | None
+    files: tuple[tuple[int, int], ...] | None
+    started: int = 0
+
+    @classmethod
+    def open(cls, run: _Run, before: dict[str, float] | None) -> _Watch:
+        problem = None if run.hosts else _attribution_problem(run.point, run.target, run.probe)
+        files = None if problem else _file_state(run.target)
+        if problem is None and files is None:
+            problem = "a target file is missing or sparse (fio lays it out, or reads holes without I/O)"
+        with _LOCAL_RUNS_LOCK:
+            if _LOCAL_RUNS["active"]:
+                problem = problem or "another run of this sweep ran at the same time"
+            _LOCAL_RUNS["active"] += 1
+            _LOCAL_RUNS["started"] += 1
+            started = _LOCAL_RUNS["started"]
+        return cls(before=before, problem=problem, files=files, started=started)
+
+
+def _close_watch(quiet: dict[str, Any], watch: _Watch, run: _Run, nxt: QuietProbe | None,
+                 fio_run: FioRun | None) -> None:
+    """Add the run's own watch to its ``quiet_host`` record (``during_run``; a reason when others' I/O was found)
+    and credit its time to the next run's window (:meth:`QuietProbe.credit`), so that the next run need not wait
+    for it again."""
+    with _LOCAL_RUNS_LOCK:
+        _LOCAL_RUNS["active"] -= 1
+        overlapped = _LOCAL_RUNS["started"] != watch.started
+    problem = watch.problem or ("fio failed" if fio_run is None else None)
+    if problem is None and overlapped:
+        problem = "another run of this sweep ran at the same time"
+    if problem is None and _file_state(run.target) != watch.files:
+        problem = "fio laid out or resized a target file"
+    if problem is None and (nxt is None or nxt.before is None):
+        problem = "the device's counters could not be read at fio's exit"
+    if problem is not None:
+        quiet["during_run"] = {"attributed": False, "quiet": None, "note": problem}
+        return
+    during = run_io_record(watch.before, nxt.before, fio_run.io_counts, run.probe.device)
+    reason = during.pop("reason", None)
+    quiet["during_run"] = during
+    if reason:
+        quiet["reasons"].append(reason)
+        quiet["quiet"] = False
+    nxt.credit(during["window_s"], during["excess_ios"], during["excess_bytes"])
+
+
+def _add_scan(quiet: dict[str, Any], scan: Future[list[Any]]) -> None:
+    """The helper thread's scan for other fio processes into the run's ``quiet_host`` record; a scan that failed
+    is said so (``other_fio`` stays ``None``) rather than cost the run."""
+    try:
+        add_other_fio(quiet, scan.result())
+    except OSError as exc:
+        quiet["other_fio_note"] = f"could not look for other fio processes: {exc}"
 
 
 def _write_inputs(ctx: RunContext, run: _Run) -> Path:
@@ -276,13 +405,16 @@ def _known_before(ctx: RunContext, run: _Run, started: datetime) -> Provenance:
 def _measure(ctx: RunContext, run: _Run) -> float:
     """Write the run's inputs, run fio, write ``provenance.json`` (also for a failed run), commit."""
     job_path = _write_inputs(ctx, run)
-    quiet = _quiet_record(run.probe, run.target, ctx.quiet_window_s, ctx.wait_quiet_s)
+    quiet, before = _quiet_record(run.probe, run.target, ctx.quiet_window_s, ctx.wait_quiet_s)
     if run.report is not None:
         run.report["quiet_host"] = quiet
     pending = ctx.pool.submit(_known_before, ctx, run, datetime.now(timezone.utc))
+    # other fio processes looked for as fio starts, in the helper thread, when the window left none of its own
+    scan = ctx.pool.submit(process.other_fio_processes) if quiet.get("other_fio", ()) is None else None
+    watch = None if run.hosts else _Watch.open(run, before)  # closed (always) by _close_watch below
     output, stderr = run.staging / "output.json", run.staging / "stderr.txt"
     t0 = time.monotonic()
-    client = None
+    client = fio_run = None
     try:
         try:
             if run.hosts:
@@ -292,11 +424,15 @@ def _measure(ctx: RunContext, run: _Run) -> float:
                 doc, head = clientserver.read_client_output(output)
                 check_measured(doc or {}, stderr.read_text(errors="replace"), head, res.returncode)
             else:
-                run_fio(job_path, output, stderr, fio_bin=ctx.fio_exe, timeout_s=ctx.timeout_s, cwd=run.staging,
-                        record_path=run.staging / process.RECORD_NAME, cgroup=ctx.cgroup)
+                fio_run = run_fio(job_path, output, stderr, fio_bin=ctx.fio_exe, timeout_s=ctx.timeout_s,
+                                  cwd=run.staging, record_path=run.staging / process.RECORD_NAME, cgroup=ctx.cgroup)
         finally:
             duration = time.monotonic() - t0
             nxt = None if run.hosts else QuietProbe(run.target)  # the next run's window opens at fio's exit
+            if watch is not None:
+                _close_watch(quiet, watch, run, nxt, fio_run)
+            if scan is not None:
+                _add_scan(quiet, scan)
             _write_provenance(ctx, run, pending.result(), duration, quiet, client)
     except (FioError, HostError) as exc:
         _keep_failure(ctx, run, exc, output)

@@ -153,7 +153,7 @@ def _report_guards(res) -> None:
                     fg="yellow")
     if res.not_quiet:
         first_id, first = next(iter(res.not_quiet.items()))
-        typer.secho(f"storagebench: warning: {len(res.not_quiet)} run(s) started on a busy host, e.g. {first_id}: "
+        typer.secho(f"storagebench: warning: {len(res.not_quiet)} run(s) measured on a busy host, e.g. {first_id}: "
                     f"{'; '.join(first)}; see quiet_host in their provenance.json (--wait-quiet SECONDS waits "
                     "for a quiet host)", err=True, fg="yellow")
 

@@ -363,7 +363,9 @@ class Provenance:
         What :mod:`storagebench._safety` checked and what was allowed (``allow``, ``allow_devices``,
         the objects touched, overrides).
     quiet_host : dict or None
-        The quiet-host check before the run (other fio processes, device activity).
+        The quiet-host check (other fio processes, the target device's activity) before the run and, in
+        ``during_run``, the device's I/O beyond fio's own while it ran
+        (:meth:`storagebench._hostinfo.QuietProbe.finish`, :func:`storagebench._hostinfo.run_io_record`).
     host_steps : tuple of dict
         The study's ``host_steps`` as applied before the run (:mod:`storagebench.hoststeps`), in
         order, each the step's own record: ``step`` (``drop_page_cache``, ``drop_file_cache``,
