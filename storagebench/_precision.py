@@ -15,7 +15,9 @@ Keys (:data:`KEYS`):
   side (0.03: +-3 %), a fraction in (0, 1);
 * ``confidence``: of that CI, default :data:`storagebench.findings.CONFIDENCE`;
 * ``min_repetitions`` (default 3, at least 2) and ``max_repetitions`` (default 30, at least
-  ``min_repetitions``, at most :data:`MAX_REPETITIONS`);
+  ``min_repetitions``, at most :data:`MAX_REPETITIONS`); with ``setups > 1`` they count **set-ups per arm**
+  (the experimental unit: a fresh build of the testbed), not runs, and ``repetitions`` stays the runs per set-up
+  (:func:`check_precision_design`);
 * ``compare``: a factor of the study; each of its levels is compared with its first level at every
   combination of the other factors, and the comparison stops when its verdict is decided (group-sequential,
   :mod:`storagebench.stats.sequential`); ``alpha`` (two-sided, default 0.05), ``equivalence_margin``
@@ -42,8 +44,8 @@ KEYS: dict[str, str] = {
     "metric": "the run-level metric the rule reads (default iops)",
     "ci_rel_half_width": "stop a point when its CI is at most this fraction wide on each side (0.03: +-3 %)",
     "confidence": f"confidence of that CI (default {CONFIDENCE:g})",
-    "min_repetitions": "first look (default 3, at least 2)",
-    "max_repetitions": "budget per point (default 30)",
+    "min_repetitions": "first look (default 3, at least 2; set-ups per arm with setups > 1)",
+    "max_repetitions": "budget per point (default 30; set-ups per arm with setups > 1)",
     "compare": "a factor: stop when each level's comparison with the first level is decided",
     "alpha": "two-sided level of the comparison (default 0.05)",
     "equivalence_margin": "decide 'within this fraction' too (0.05: within 5 %)",
@@ -142,7 +144,13 @@ def _repetitions(value: dict[str, Any]) -> dict[str, int]:
 
 def check_precision_design(study: Any) -> None:
     """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels, and a design the
-    rounds can run (no ``setups > 1``, no ``concurrent``, ``repetitions`` left out).
+    rounds can run (no ``concurrent``; without ``setups > 1``, ``repetitions`` left out).
+
+    With ``setups > 1`` the experimental unit is the set-up (a fresh build of the testbed), so the rule counts
+    set-ups: ``min_repetitions`` and ``max_repetitions`` are set-ups per arm, a round builds one more set-up of
+    every arm with an unfinished point (with ``blocks``: one block), and ``repetitions`` stays the runs per
+    set-up. The spec's ``setups`` number then only says that the set-up is the unit; the plan holds
+    ``max_repetitions`` set-ups per arm.
 
     Raises
     ------
@@ -161,13 +169,15 @@ def check_precision_design(study: Any) -> None:
                              f"must be one of {factors}")
         if len(study.factors[p["compare"]]) < 2:
             raise ValueError(f"precision.compare: factors.{p['compare']} has one level; a comparison needs two")
+    if study.concurrent:
+        raise ValueError("precision: adaptive rounds measure each unfinished point on its own; they do not support "
+                         "concurrent yet (use a fixed repetitions: N, or setups: N)")
+    if study.setups > 1:  # the set-up is the unit: the rule counts set-ups, repetitions stay the runs per set-up
+        return
     if study.repetitions != 1:
         raise ValueError(f"repetitions: with precision the runs per point are min_repetitions to max_repetitions "
                          f"({p['min_repetitions']} to {p['max_repetitions']}); remove repetitions "
                          f"(got {study.repetitions})")
-    if study.setups > 1 or study.concurrent:
-        raise ValueError("precision: adaptive rounds run one point at a time on one build; they do not support "
-                         "setups > 1 or concurrent yet (use a fixed repetitions: N)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +190,8 @@ MAX_PRECISION_BYTES = 16 * 2**20
 #: Why a point stopped, as the record says and as the write-up words it.
 STOPPED = {"target": "target reached", "decided": "comparison decided", "budget": "budget spent (max_repetitions)",
            "not finished": "not finished (the sweep stopped)"}
+#: What the rule counted (``precision.json``'s ``unit``) and its word in the write-up.
+UNITS = {"run": "runs", "setup": "set-ups"}
 #: The verdicts of a comparison and their words.
 VERDICTS = {"different": "different", "equivalent": "equivalent within the margin",
             "not_equivalent": "outside the margin", "smaller_than_detect": "no difference as large as detect_ratio",
@@ -235,7 +247,8 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
-        ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``points`` and ``comparisons``
+        ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``unit`` (``"run"``, or ``"setup"``
+        when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``points`` and ``comparisons``
         (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
 
     Raises
@@ -266,12 +279,16 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
         raise SchemaError(f"{path}: rule: {exc}") from None
     if rule is None:
         raise _bad(path, "rule is missing", data.get("rule"))
-    return {"rule": rule, "points": [_point_row(p, path) for p in data["points"]],
+    unit = data.get("unit", "run")  # records written before set-ups counted had runs
+    if unit not in UNITS:
+        raise _bad(path, f"unit must be one of {list(UNITS)}", unit)
+    return {"rule": rule, "unit": unit, "points": [_point_row(p, path) for p in data["points"]],
             "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
 
 
-def rule_words(rule: dict[str, Any]) -> str:
-    """The stopping rule in a sentence (the values formatted from the checked rule)."""
+def rule_words(rule: dict[str, Any], unit: str = "run") -> str:
+    """The stopping rule in a sentence (the values formatted from the checked rule; ``unit="setup"``: the rule
+    counted set-ups, one fresh build of the testbed each)."""
     parts = []
     if "ci_rel_half_width" in rule:
         parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "
@@ -284,6 +301,12 @@ def rule_words(rule: dict[str, Any]) -> str:
         parts.append(f"until each comparison of {rule['compare']} with its first level was decided: a difference"
                      f"{extra}, each tested at the nominal level of a Lan-DeMets O'Brien-Fleming boundary "
                      f"(two-sided alpha {rule['alpha']:g})")
+    if unit == "setup":
+        return ("The experimental unit was the set-up (a fresh build of the testbed; a point's value on it the "
+                "geometric mean of its runs). Each point was measured in rounds (one more set-up of every arm with an "
+                "unfinished point per round, in a seeded random order, measuring its unfinished points), from "
+                f"{rule['min_repetitions']} set-ups, " + " and ".join(parts).replace("run-to-run", "set-up-to-set-up")
+                + f", or until it had {rule['max_repetitions']} set-ups (its budget).")
     return (f"Each point was measured in rounds (one run of every unfinished point per round, in a seeded random "
             f"order), from {rule['min_repetitions']} runs, " + " and ".join(parts)
             + f", or until it had {rule['max_repetitions']} runs (its budget).")
