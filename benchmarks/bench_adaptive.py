@@ -217,6 +217,137 @@ def demo(args: argparse.Namespace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------------------------------------
+# the known-answer testbeds (issue 20): the set-up is the unit, root
+
+#: The adaptive rules replayed on every fixed-10 sweep (the first is also run for real, --testbed).
+TESTBED_RULES = {
+    "W 2%": {"compare": "device", "ci_rel_half_width": 0.02, "min_repetitions": 3, "max_repetitions": 10},
+    "W 0.5%": {"compare": "device", "ci_rel_half_width": 0.005, "min_repetitions": 3, "max_repetitions": 10},
+}
+
+
+def _ka_subset(data, k: int):
+    """The study's data cut to its first ``k`` set-ups (blocks) of every arm: fixed k as a prefix of fixed 10."""
+    import dataclasses
+
+    pr = data.per_run[data.per_run["setup"] <= k]
+    ids = set(pr["run_id"])
+    cut = {name: getattr(data, name) for name in ("runs", "histograms", "timeseries")}
+    cut = {name: df[df["run_id"].isin(ids)] if "run_id" in df.columns else df for name, df in cut.items()}
+    return dataclasses.replace(data, per_run=pr, set_ups=tuple(r for r in data.set_ups if r.setup <= k), **cut)
+
+
+def _ka_check(name: str, data) -> dict:
+    """The study's own analysis and known answer (its module's ``analyse`` and ``known_answer``) on ``data``."""
+    from storagebench import studies
+
+    ts = studies.get(name)
+    result = ts.module.analyse(data)
+    (c, *_) = ts.module.known_answer(data, result)
+    hw = max(c.ci_high / c.estimate - 1.0, 1.0 - c.ci_low / c.estimate)
+    return {"truth": c.truth, "estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "covered": bool(c.covered), "ratio_half_width": hw}
+
+
+def _rule_outcome(rec_or_replay: dict, truth: float) -> dict:
+    """The rule's own answer: its repeated CI at the decision (``precision.json`` or a replay's verdict)."""
+    (v, *_) = rec_or_replay.values()
+    out = {"decision": v.get("decision"), "rci_covered": None}
+    if v.get("ci_low") is not None:
+        out["rci_covered"] = bool(v["ci_low"] <= truth <= v["ci_high"])
+        out["rci_half_width"] = max(v["ci_high"] / v["ratio"] - 1.0, 1.0 - v["ci_low"] / v["ratio"])
+    return out
+
+
+def _fixed_sweep(name: str, out: Path, setups: int):
+    """The quick variant with ``setups`` set-ups per arm, built, measured and torn down (the testbed of the
+    study's module, as ``storagebench testbed NAME --quick`` does it)."""
+    from storagebench import load_study, run_study, studies
+    from storagebench.studies import _build
+
+    ts = studies.get(name)
+    study = load_study({**ts.spec(quick=True).spec_dict(), "setups": setups})
+    phases = {"build": 0.0, "precondition": 0.0, "tear_down": 0.0}
+    return study, run_study(study, out_dir=out, progress=False, testbed=_build(ts, study, phases, "fio"))
+
+
+def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
+    """One repetition on a known-answer testbed: a real adaptive sweep, a fixed-10 sweep (fixed 3 and 5 are its
+    first 3 and 5 blocks), and every rule of :data:`TESTBED_RULES` replayed on the fixed-10 sweep's values."""
+    import json
+
+    from storagebench import studies
+    from storagebench._runrounds import read_values, replay
+    from storagebench._study import load_study
+    from storagebench.studies._base import load_data
+
+    rows = []
+    t0 = time.monotonic()
+    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=TESTBED_RULES[rule_name])
+    run_s = studies.get(name).spec(quick=True).run_duration_s
+    rec = json.loads((res.study_dir / "precision.json").read_text())
+    data = load_data(name, res.study_dir)
+    check = _ka_check(name, data)
+    n = max(p["repetitions"] for p in rec["points"])
+    rows.append({"study": name, "design": f"adaptive {rule_name} (run)", "setups_per_arm": n,
+                 "builds": len(res.sweep.builds), "runs": len(res.sweep.completed),
+                 "fio_s": len(res.sweep.completed) * run_s, "wall_s": time.monotonic() - t0, **check,
+                 **_rule_outcome({c["comparison"]: c for c in rec["comparisons"]}, check["truth"])})
+    t0 = time.monotonic()
+    fixed, sweep = _fixed_sweep(name, out / "fixed", 10)
+    wall = time.monotonic() - t0
+    data = load_data(name, sweep.root)
+    arms = len(data.per_run) // 10
+    for k in FIXED:
+        rows.append({"study": name, "design": f"fixed {k}", "setups_per_arm": k, "builds": arms * k,
+                     "runs": arms * k, "fio_s": arms * k * fixed.run_duration_s, "wall_s": wall * k / 10,
+                     **_ka_check(name, _ka_subset(data, k))})
+    values = read_values(sweep.raw_dir, sweep.completed, "iops")
+    for rn, rule in TESTBED_RULES.items():
+        ad = load_study({**fixed.spec_dict(), "precision": rule})
+        rounds = replay(ad.expand(), ad.precision, ad.factors, values)
+        stop = next((rd["round"] - 1 for rd in rounds if len(rd["finished"]) == len(ad.expand()) // 10), 10)
+        check = _ka_check(name, _ka_subset(data, stop))
+        rows.append({"study": name, "design": f"adaptive {rn} (replayed on fixed 10)", "setups_per_arm": stop,
+                     "builds": arms * stop, "runs": arms * stop, "fio_s": arms * stop * fixed.run_duration_s,
+                     **check, **_rule_outcome(rounds[stop]["verdicts"], check["truth"])})
+    return rows
+
+
+def testbed(args: argparse.Namespace) -> pd.DataFrame:
+    """``--testbed-reps`` repetitions of :func:`testbed_rep` per study, each in a fresh directory (fresh builds);
+    rows appended to ``--testbed-json`` as they come (a long run keeps what it measured)."""
+    import json
+    import shutil
+
+    out_json = Path(args.testbed_json)
+    rows = json.loads(out_json.read_text())["rows"] if out_json.exists() and args.testbed_append else []
+    for name in [s for s in args.testbed.split(",") if s]:
+        for i in range(args.testbed_reps):
+            out = Path(tempfile.mkdtemp(prefix=f"bench-adaptive-{name}-", dir=args.target_dir))
+            try:
+                rows += [{**r, "rep": i} for r in testbed_rep(name, out, args.testbed_rule)]
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+            out_json.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1, default=str))
+            print(f"{name} rep {i + 1}/{args.testbed_reps} done", flush=True)
+    return testbed_table(pd.DataFrame(rows))
+
+
+def testbed_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per study and design: repetitions, mean set-ups per arm, builds and fio-seconds, the median CI half-width
+    of the ratio (the study's own analysis), its coverage of the truth, and the rule's repeated-CI coverage."""
+    g = df.groupby(["study", "design"], sort=False)
+    out = g.agg(reps=("covered", "size"), setups_per_arm=("setups_per_arm", "mean"), builds=("builds", "mean"),
+                fio_s=("fio_s", "mean"), half_width_median=("ratio_half_width", "median"),
+                coverage=("covered", "mean"))
+    if "rci_covered" in df.columns:
+        out["rci_coverage"] = g["rci_covered"].agg(lambda s: s.dropna().astype(float).mean() if s.notna().any()
+                                                   else float("nan"))
+    return out.reset_index()
+
+
 def _point_widths(plan, values: dict, n: int, guarded: bool) -> list[float]:
     by: dict[str, list[float]] = {}
     for p in plan:
@@ -236,7 +367,24 @@ def main() -> None:
     ap.add_argument("--target-dir", default="/var/tmp", help="--demo: where its results and file go")
     ap.add_argument("--demo-width", type=float, default=0.05, help="--demo: the adaptive sweep's ci_rel_half_width")
     ap.add_argument("--no-sim", action="store_true", help="skip the simulation (with --demo: the demo grid only)")
+    ap.add_argument("--testbed", default="", help="known-answer testbeds, e.g. ka_caps,ka_fast_vs_slow (root)")
+    ap.add_argument("--testbed-reps", type=int, default=10, help="--testbed: repetitions per study (fresh builds)")
+    ap.add_argument("--testbed-rule", default="W 2%", choices=list(TESTBED_RULES), help="--testbed: the rule run")
+    ap.add_argument("--testbed-json", default=str(Path(__file__).resolve().parent / "data" / "adaptive_testbed.json"))
+    ap.add_argument("--testbed-append", action="store_true", help="--testbed: add to the rows already in the JSON")
+    ap.add_argument("--table", action="store_true", help="print the table of --testbed-json and stop")
     args = ap.parse_args()
+    if args.table:
+        import json
+
+        df = pd.DataFrame(json.loads(Path(args.testbed_json).read_text())["rows"])
+        print(testbed_table(df).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        return
+    if args.testbed:
+        print("## known-answer testbeds (quick variants; the set-up is the unit)\n")
+        print(testbed(args).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        if args.no_sim:
+            return
     if args.no_sim:
         if args.demo:
             print("## demo grid on this host (runtime 1 s, 12 points)\n")

@@ -7,6 +7,17 @@ the rule). A killed sweep therefore resumes where it stopped with the same decis
 runs of the plan are those of a fixed sweep of ``max_repetitions`` (one id per repetition), and the ones
 that are complete are read again, never measured again.
 
+With ``blocks: true`` a round is one block: repetition (or set-up) ``r`` of **every** point while any point is
+unfinished, so that each block holds one unit of every arm (the paired analysis pairs on it).
+
+With ``setups > 1`` (a testbed) the experimental unit is the set-up, a fresh build: round ``r`` builds set-up
+``r`` of every arm (level of ``setup_factors``) with a point to measure, one build each in a seeded order
+(:func:`round_units`), and measures those points on it; a point's value in round ``r`` is the geometric mean
+of its runs on set-up ``r`` (``repetitions`` runs per set-up), so ``min_repetitions``/``max_repetitions`` count
+set-ups and the stopping rules read n = set-ups (blocks, when paired). A build interrupted by a kill is redone
+whole on resume (its complete runs set aside, as a fixed sweep does), and since the decisions before round ``r``
+read only set-ups ``< r``, the resumed sweep builds the same units.
+
 After each round ``precision.json`` (in the study's directory, replaced in one rename) records the rule, the
 repetitions each point used, why it stopped, the CI half-width it reached and each comparison's verdict:
 what the write-up reports (``notebooks/analyze.ipynb``).
@@ -112,8 +123,13 @@ class _State:
         return decide(self.precision, self.keys, self.comps, self.values, before, paired=self.paired)
 
     def todo(self, d: Decisions, r: int) -> list[RunPoint]:
-        """The runs of round ``r``: those of every point not finished before it."""
-        return [p for k in self.keys if k not in d.finished for p in self.by_point[k].get(r, ())]
+        """The runs of round ``r``: those of every point not finished before it; with ``blocks`` the whole block
+        r (every point, so that each block holds one unit of every arm, as the paired analysis needs) while any
+        point is not finished."""
+        open_ = [k for k in self.keys if k not in d.finished]
+        if self.paired and open_:
+            open_ = self.keys
+        return [p for k in open_ for p in self.by_point[k].get(r, ())]
 
 
 def replay(plan: RunPlan, precision: Mapping[str, Any], factors: Mapping[str, list[Any]],
