@@ -198,6 +198,11 @@ VERDICTS = {"different": "different", "equivalent": "equivalent within the margi
             None: "not decided within max_repetitions"}
 
 
+def _member(value: Any, allowed: dict[Any, str]) -> bool:
+    """``value`` is a key of ``allowed`` (a list or mapping from JSON is never one: it is unhashable)."""
+    return (value is None or isinstance(value, str)) and value in allowed
+
+
 def _bad(path: Any, what: str, value: Any) -> Exception:
     from .errors import SchemaError
 
@@ -213,7 +218,7 @@ def _point_row(p: Any, path: Any) -> dict[str, Any]:
     reps, stopped, hw = p.get("repetitions"), p.get("stopped"), p.get("ci_rel_half_width")
     if isinstance(reps, bool) or not isinstance(reps, int) or not 0 <= reps <= MAX_REPETITIONS:
         raise _bad(path, f"repetitions must be an integer from 0 to {MAX_REPETITIONS}", reps)
-    if stopped not in STOPPED:
+    if not _member(stopped, STOPPED):
         raise _bad(path, f"stopped must be one of {list(STOPPED)}", stopped)
     if hw is not None and (isinstance(hw, bool) or not isinstance(hw, (int, float)) or not math.isfinite(hw) or hw < 0):
         raise _bad(path, "ci_rel_half_width must be a finite number >= 0 or null", hw)
@@ -221,7 +226,7 @@ def _point_row(p: Any, path: Any) -> dict[str, Any]:
 
 
 def _comparison_row(c: Any, path: Any) -> dict[str, Any]:
-    if not isinstance(c, dict) or not isinstance(c.get("comparison"), str) or c.get("decision") not in VERDICTS:
+    if not isinstance(c, dict) or not isinstance(c.get("comparison"), str) or not _member(c.get("decision"), VERDICTS):
         raise _bad(path, f"each comparison must name itself and a decision of {list(VERDICTS)}", c)
     n = c.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPETITIONS:
@@ -248,7 +253,8 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
     -------
     dict or None
         ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``unit`` (``"run"``, or ``"setup"``
-        when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``points`` and ``comparisons``
+        when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``blocks`` (a round was a
+        whole block), ``points`` and ``comparisons``
         (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
 
     Raises
@@ -279,16 +285,19 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
         raise SchemaError(f"{path}: rule: {exc}") from None
     if rule is None:
         raise _bad(path, "rule is missing", data.get("rule"))
-    unit = data.get("unit", "run")  # records written before set-ups counted had runs
-    if unit not in UNITS:
+    unit, blocks = data.get("unit", "run"), data.get("blocks", False)  # older records: runs, no blocks
+    if not _member(unit, UNITS) or unit is None:
         raise _bad(path, f"unit must be one of {list(UNITS)}", unit)
-    return {"rule": rule, "unit": unit, "points": [_point_row(p, path) for p in data["points"]],
+    if not isinstance(blocks, bool):
+        raise _bad(path, "blocks must be true or false", blocks)
+    return {"rule": rule, "unit": unit, "blocks": blocks, "points": [_point_row(p, path) for p in data["points"]],
             "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
 
 
-def rule_words(rule: dict[str, Any], unit: str = "run") -> str:
+def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False) -> str:
     """The stopping rule in a sentence (the values formatted from the checked rule; ``unit="setup"``: the rule
-    counted set-ups, one fresh build of the testbed each)."""
+    counted set-ups, one fresh build of the testbed each; ``blocks``: a round was a whole block, comparisons
+    paired on it)."""
     parts = []
     if "ci_rel_half_width" in rule:
         parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "
@@ -301,12 +310,17 @@ def rule_words(rule: dict[str, Any], unit: str = "run") -> str:
         parts.append(f"until each comparison of {rule['compare']} with its first level was decided: a difference"
                      f"{extra}, each tested at the nominal level of a Lan-DeMets O'Brien-Fleming boundary "
                      f"(two-sided alpha {rule['alpha']:g})")
+    if blocks:
+        parts = [p.replace("each tested", "each tested by the paired t on the per-block log ratios") for p in parts]
     if unit == "setup":
+        rounds = ("one block per round, a set-up of every arm in a seeded random order, while any point was "
+                  "unfinished" if blocks else "one more set-up of every arm with an unfinished point per round, in a "
+                  "seeded random order, measuring its unfinished points")
         return ("The experimental unit was the set-up (a fresh build of the testbed; a point's value on it the "
-                "geometric mean of its runs). Each point was measured in rounds (one more set-up of every arm with an "
-                "unfinished point per round, in a seeded random order, measuring its unfinished points), from "
+                f"geometric mean of its runs). Each point was measured in rounds ({rounds}), from "
                 f"{rule['min_repetitions']} set-ups, " + " and ".join(parts).replace("run-to-run", "set-up-to-set-up")
                 + f", or until it had {rule['max_repetitions']} set-ups (its budget).")
-    return (f"Each point was measured in rounds (one run of every unfinished point per round, in a seeded random "
-            f"order), from {rule['min_repetitions']} runs, " + " and ".join(parts)
+    rounds = ("one block per round, a run of every point in a seeded random order, while any point was unfinished"
+              if blocks else "one run of every unfinished point per round, in a seeded random order")
+    return (f"Each point was measured in rounds ({rounds}), from {rule['min_repetitions']} runs, " + " and ".join(parts)
             + f", or until it had {rule['max_repetitions']} runs (its budget).")

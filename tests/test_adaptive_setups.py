@@ -189,12 +189,29 @@ def test_adaptive_setups_build_one_setup_per_unfinished_arm_per_round(tmp_path, 
     assert "from 2 set-ups" in rule_words(rec["rule"], rec["unit"])
 
 
-def test_a_precision_record_with_an_unknown_unit_is_refused(tmp_path):
+@pytest.mark.parametrize("over, words", [
+    ({"unit": "<b>build</b>"}, r"unit must be one of \['run', 'setup'\], got '<b>build</b>'"),
+    ({"unit": ["setup"]}, r"unit must be one of \['run', 'setup'\], got \['setup'\]"),
+    ({"blocks": "yes"}, r"blocks must be true or false, got 'yes'"),
+    ({"points": [{"factors": {}, "repetitions": 1, "stopped": ["target"]}]}, r"stopped must be one of"),
+    ({"comparisons": [{"comparison": "a", "decision": {"x": 1}, "n": 1}]}, r"each comparison must name itself"),
+])
+def test_a_precision_record_with_a_bad_unit_or_blocks_is_refused(tmp_path, over, words):
     d = tmp_path / "st"
     d.mkdir()
-    (d / PRECISION_FILE).write_text(json.dumps({"rule": {"compare": "x"}, "unit": "<b>build</b>", "points": []}))
-    with pytest.raises(SchemaError, match=r"unit must be one of \['run', 'setup'\], got '<b>build</b>'"):
+    (d / PRECISION_FILE).write_text(json.dumps({"rule": {"compare": "x"}, "points": [], **over}))
+    with pytest.raises(SchemaError, match=words):
         read_precision(d)
+
+
+def test_rule_words_say_blocks_and_setups():
+    rule = {"compare": "device", "alpha": 0.05, "min_repetitions": 3, "max_repetitions": 10, "metric": "iops",
+            "confidence": 0.95, "ci_rel_half_width": 0.02}
+    words = rule_words(rule, "setup", True)
+    assert "one block per round, a set-up of every arm" in words and "paired t on the per-block log ratios" in words
+    assert "from 3 set-ups" in words and "until it had 10 set-ups (its budget)" in words
+    assert "set-up-to-set-up SD" in words
+    assert "one run of every unfinished point per round" in rule_words(rule)
 
 
 # ---- resume after SIGKILL: the same builds, runs and decisions ----------------------------------------
