@@ -329,3 +329,24 @@ def test_ka_caps_quick_adaptive_recovers_the_caps(tmp_path, fio_bin, require_roo
     assert check.truth == 2.0 and check.covered, check
     again = studies.run("ka_caps", out_dir=tmp_path, quick=True, fio_bin=fio_bin, precision=rule, write=False)
     assert again.completed == 0 and not again.sweep.builds
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--precision", "ci_rel_half_widht=0.02"], "precision: unknown key 'ci_rel_half_widht' (did you mean "
+                                                "'ci_rel_half_width'?)"),
+    (["--precision", "compare=device", "--precision", "compare=device"], "compare= is given twice"),
+    (["--precision", "nokey"], "must be KEY=VALUE with KEY a key of"),
+    (["--precision", "compare=!!python/object/apply:os.system [touch pwned]"], "is refused: a value is plain data"),
+    (["--precision", "ci_rel_half_width=2"], "precision.ci_rel_half_width: must be a number in (0, 1), got 2"),
+    (["--precision", "compare=device", "--precision", "max_repetitions=[1, 2]"],
+     "precision.max_repetitions: must be an integer from 2 to 1,000"),
+    (["--precision", "compare=devcie"], "precision.compare: 'devcie' is not a factor of this study (did you mean "
+                                        "'device'?)"),
+])
+def test_testbed_precision_option_refuses_bad_values_before_building(tmp_path, args, words):
+    out = subprocess.run([sys.executable, "-m", "storagebench.cli", "testbed", "ka_caps", "--quick", "--out",
+                          str(tmp_path / "res"), "--no-report", "--no-progress", *args], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"})
+    assert out.returncode != 0
+    assert words in " ".join((out.stdout + out.stderr).split()), out.stderr
+    assert not (tmp_path / "res").exists() and not (tmp_path / "pwned").exists()
