@@ -169,6 +169,63 @@ def comparison_cell(rng: np.random.Generator, cv: float, ratio: float, sets: int
     return rows
 
 
+def _paired_t(d: np.ndarray, shift: float = 0.0) -> tuple[np.ndarray, int, np.ndarray]:
+    """One-sample t of mean(d) - shift over the last axis (d: per-block log ratios): (t, df, se)."""
+    n = d.shape[-1]
+    se = d.std(axis=-1, ddof=1) / math.sqrt(n)
+    return (d.mean(axis=-1) - shift) / se, n - 1, se
+
+
+def _decide_paired_vec(d: np.ndarray, nominal: dict, lo_n: int, hi_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised copy of comparison_decision(paired=True) over looks lo_n..hi_n: (verdict code, n at stop)."""
+    code = np.zeros(d.shape[0], dtype=int)
+    at = np.full(d.shape[0], hi_n)
+    lo_m, hi_m = math.log(1 - MARGIN), math.log(1 + MARGIN)
+    for n in range(lo_n, hi_n + 1):
+        p2, p1 = nominal[n]
+        t, df, _ = _paired_t(d[:, :n])
+        t_lo, _, _ = _paired_t(d[:, :n], lo_m)
+        t_hi, _, _ = _paired_t(d[:, :n], hi_m)
+        diff = 2 * st.t.sf(np.abs(t), df) < p2
+        equiv = np.maximum(st.t.sf(t_lo, df), st.t.cdf(t_hi, df)) < p1
+        outside = np.minimum(st.t.sf(t_hi, df), st.t.cdf(t_lo, df)) < p1
+        new = code == 0
+        for c, hit in ((1, diff), (2, equiv & ~diff), (3, outside & ~diff & ~equiv)):
+            take = new & hit
+            code[take], at[take] = c, n
+            new &= ~take
+    return code, at
+
+
+def paired_cell(rng: np.random.Generator, cv: float, ratio: float, sets: int, check: int) -> list[dict]:
+    """Set-ups in blocks (the known-answer testbeds' design), budget 3..10 set-ups per arm: a block effect (log SD
+    0.3, shared by the block's set-ups) and a set-up's own noise at ``cv``; the rule's paired decisions, its
+    type-I error and the coverage of the true ratio by the repeated CI at the stop."""
+    lo_n, hi_n = 3, 10
+    nominal = nominal_levels({"min_repetitions": lo_n, "max_repetitions": hi_n, "alpha": ALPHA})
+    block = rng.normal(0.0, 0.3, (sets, hi_n))
+    ly = block + rng.normal(0.0, _sigma(cv), (sets, hi_n))
+    lx = block + math.log(ratio) + rng.normal(0.0, _sigma(cv), (sets, hi_n))
+    code, at = _decide_paired_vec(lx - ly, nominal, lo_n, hi_n)
+    words = {None: 0, "different": 1, "equivalent": 2, "not_equivalent": 3}
+    for s in range(min(check, sets)):  # the library's paired decision on the same data must agree
+        lib = next(((words[w], n) for n in range(lo_n, hi_n + 1)
+                    if (w := comparison_decision(np.exp(lx[s, :n]), np.exp(ly[s, :n]), nominal[n], MARGIN,
+                                                 paired=True))), (0, hi_n))
+        if lib != (code[s], at[s]):
+            raise SystemExit(f"vectorised paired decision differs from the library at cv {cv}, ratio {ratio}, set "
+                             f"{s}: {(code[s], at[s])} vs {lib}")
+    cover = 0
+    for s in range(sets):  # ratio_ci(paired=True) at 1 - p2 of the stopping look
+        d = (lx - ly)[s, :at[s]]
+        half = st.t.isf(nominal[at[s]][0] / 2, at[s] - 1) * d.std(ddof=1) / math.sqrt(at[s])
+        cover += abs(d.mean() - math.log(ratio)) <= half
+    cover /= sets
+    return [{"design": "adaptive paired (compare, margin 5%, 3..10 set-ups)", "cv": cv, "ratio": ratio,
+             "setups_per_arm": at.mean(), "different": np.mean(code == 1), "equivalent": np.mean(code == 2),
+             "not_equivalent": np.mean(code == 3), "undecided": np.mean(code == 0), "coverage_rci": cover}]
+
+
 def simulate(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both tables of the simulation."""
     rng = np.random.default_rng(args.seed)
@@ -176,6 +233,13 @@ def simulate(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     comps = [r for cv in CVS for ratio in RATIOS
              for r in comparison_cell(rng, cv, ratio, args.comp_sets, args.check, args.run_s)]
     return pd.DataFrame(points), pd.DataFrame(comps)
+
+
+def simulate_paired(args: argparse.Namespace) -> pd.DataFrame:
+    """The paired (set-ups in blocks) comparison rule: every CV and ratio (:func:`paired_cell`)."""
+    rng = np.random.default_rng(args.seed + 1)
+    return pd.DataFrame([r for cv in CVS for ratio in RATIOS
+                         for r in paired_cell(rng, cv, ratio, args.comp_sets, args.check)])
 
 
 def demo(args: argparse.Namespace) -> pd.DataFrame:
@@ -373,7 +437,13 @@ def main() -> None:
     ap.add_argument("--testbed-json", default=str(Path(__file__).resolve().parent / "data" / "adaptive_testbed.json"))
     ap.add_argument("--testbed-append", action="store_true", help="--testbed: add to the rows already in the JSON")
     ap.add_argument("--table", action="store_true", help="print the table of --testbed-json and stop")
+    ap.add_argument("--paired", action="store_true", help="only the paired (set-ups in blocks) rule's simulation")
     args = ap.parse_args()
+    if args.paired:
+        df = simulate_paired(args)
+        print(f"## paired comparisons, set-ups in blocks ({args.comp_sets} sets per cell)\n")
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return
     if args.table:
         import json
 
