@@ -32,12 +32,32 @@ repetitions: the same run ids) and one adaptive sweep ``{ci_rel_half_width: 0.05
 max_repetitions: 10}``. Per design: runs, fio-seconds and the points' CI half-widths reached. The truth is
 unknown here, so there is no coverage column.
 
+**--testbed ka_caps,ka_fast_vs_slow** (root: loop devices capped by the block-I/O throttle; the known answers
+of issue 20): the experimental unit is the set-up (a fresh build); estimand: the ratio of the arms' set-up
+geometric means, paired on blocks (the study's own analysis, ``compare_arms``); family: the study's one check.
+Per repetition, in a fresh directory: one real adaptive sweep of the quick variant under ``--testbed-rule``
+(:data:`TESTBED_RULES`, ``studies.run(..., precision=...)``), and one fixed sweep of 10 set-ups per arm, of which
+fixed 3 and 5 are the first 3 and 5 blocks (the same run ids); each rule of :data:`TESTBED_RULES` is also
+replayed on the fixed-10 sweep's values (:func:`storagebench._runrounds.replay`: the decisions are a pure
+function of the set-ups measured, so the replay is what an adaptive sweep would have done on those set-ups).
+Per design: set-ups per arm, builds, fio-seconds, the median CI half-width of the ratio (the study's own known-
+answer check, ``known_answer``) and its coverage of the truth (criterion >= 0.90), and for the rule its repeated
+CI's coverage. Rows go to ``benchmarks/data/adaptive_testbed.json`` as they come; ``--table`` prints them.
+
+**--paired**: the rule of set-ups in blocks by simulation (block log SD 0.3, a set-up's own CV 2/10/30 %, true
+ratio 1.00/1.05/1.20, 3..10 set-ups): the paired decisions (a vectorised copy, the library's
+``comparison_decision(..., paired=True)`` run on the first ``--check`` sets of every cell and required to agree),
+type-I error of "different" at 1.00 (criterion <= 0.06) and the repeated CI's coverage (criterion >= 0.93).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_adaptive.py                  # simulation, ~2-4 min
     .venv/bin/python benchmarks/bench_adaptive.py --sets 4000 --comp-sets 4000
     .venv/bin/python benchmarks/bench_adaptive.py --demo --target-dir /var/tmp   # + real fio, ~5 min
     .venv/bin/python benchmarks/bench_adaptive.py --demo --no-sim                # the demo grid only
+    sudo .venv/bin/python benchmarks/bench_adaptive.py --testbed ka_caps,ka_fast_vs_slow --testbed-reps 10 --no-sim
+    .venv/bin/python benchmarks/bench_adaptive.py --table                        # the testbed rows so far
+    .venv/bin/python benchmarks/bench_adaptive.py --paired --comp-sets 20000     # set-ups in blocks, ~1 min
 """
 
 from __future__ import annotations
