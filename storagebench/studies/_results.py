@@ -196,7 +196,10 @@ class StudyData:
 
     @property
     def setups(self) -> int:
-        """Set-ups per arm in the spec."""
+        """Set-ups per arm in the spec; under adaptive set-ups (``precision:``), the most any arm got (at least 2:
+        the set-up stays the unit however few were measured)."""
+        if self.study.adaptive_setups and "setup" in self.per_run.columns and len(self.per_run):
+            return max(2, int(self.per_run["setup"].max()))
         return self.study.setups
 
     @property
