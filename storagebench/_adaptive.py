@@ -257,7 +257,10 @@ def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
     -------
     dict
         ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
-        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``.
+        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``; with ``setups > 1``
+        also ``arms`` (levels of ``setup_factors``) and ``fixed_builds``, or under ``precision`` (the set-up the
+        unit: ``expected_repetitions`` is set-ups per arm, each of ``repetitions`` runs per point) ``min_builds``,
+        ``expected_builds``, ``max_builds``.
     """
     points = study.n_runs // (study.plan_repetitions * study.plan_setups)
     run_s = float(study.runtime + study.ramp_time)
