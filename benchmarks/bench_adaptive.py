@@ -406,7 +406,10 @@ def testbed(args: argparse.Namespace) -> pd.DataFrame:
     import shutil
 
     out_json = Path(args.testbed_json)
-    rows = json.loads(out_json.read_text())["rows"] if out_json.exists() and args.testbed_append else []
+    old = json.loads(out_json.read_text()) if out_json.exists() and args.testbed_append else {}
+    rows = old.get("rows", [])
+    commands = [*old.get("commands", [old["command"]] if "command" in old else []),
+                f"{' '.join(sys.argv)}  # {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"]
     for name in [s for s in args.testbed.split(",") if s]:
         for i in range(args.testbed_reps):
             out = Path(tempfile.mkdtemp(prefix=f"bench-adaptive-{name}-", dir=args.target_dir))
@@ -414,7 +417,7 @@ def testbed(args: argparse.Namespace) -> pd.DataFrame:
                 rows += [{**r, "rep": i} for r in testbed_rep(name, out, args.testbed_rule)]
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-            out_json.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1, default=str))
+            out_json.write_text(json.dumps({"commands": commands, "rows": rows}, indent=1, default=str))
             print(f"{name} rep {i + 1}/{args.testbed_reps} done", flush=True)
     return testbed_table(pd.DataFrame(rows))
 
