@@ -171,7 +171,7 @@ def check_precision_design(study: Any) -> None:
             raise ValueError(f"precision.compare: factors.{p['compare']} has one level; a comparison needs two")
     if study.concurrent:
         raise ValueError("precision: adaptive rounds measure each unfinished point on its own; they do not support "
-                         "concurrent yet (use a fixed repetitions: N, or setups: N)")
+                         "concurrent yet: remove precision: and use a fixed repetitions: N (or setups: N)")
     if study.setups > 1:  # the set-up is the unit: the rule counts set-ups, repetitions stay the runs per set-up
         return
     if study.repetitions != 1:
