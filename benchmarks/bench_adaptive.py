@@ -32,12 +32,32 @@ repetitions: the same run ids) and one adaptive sweep ``{ci_rel_half_width: 0.05
 max_repetitions: 10}``. Per design: runs, fio-seconds and the points' CI half-widths reached. The truth is
 unknown here, so there is no coverage column.
 
+**--testbed ka_caps,ka_fast_vs_slow** (root: loop devices capped by the block-I/O throttle; the known answers
+of issue 20): the experimental unit is the set-up (a fresh build); estimand: the ratio of the arms' set-up
+geometric means, paired on blocks (the study's own analysis, ``compare_arms``); family: the study's one check.
+Per repetition, in a fresh directory: one real adaptive sweep of the quick variant under ``--testbed-rule``
+(:data:`TESTBED_RULES`, ``studies.run(..., precision=...)``), and one fixed sweep of 10 set-ups per arm, of which
+fixed 3 and 5 are the first 3 and 5 blocks (the same run ids); each rule of :data:`TESTBED_RULES` is also
+replayed on the fixed-10 sweep's values (:func:`storagebench._runrounds.replay`: the decisions are a pure
+function of the set-ups measured, so the replay is what an adaptive sweep would have done on those set-ups).
+Per design: set-ups per arm, builds, fio-seconds, the median CI half-width of the ratio (the study's own known-
+answer check, ``known_answer``) and its coverage of the truth (criterion >= 0.90), and for the rule its repeated
+CI's coverage. Rows go to ``benchmarks/data/adaptive_testbed.json`` as they come; ``--table`` prints them.
+
+**--paired**: the rule of set-ups in blocks by simulation (block log SD 0.3, a set-up's own CV 2/10/30 %, true
+ratio 1.00/1.05/1.20, 3..10 set-ups): the paired decisions (a vectorised copy, the library's
+``comparison_decision(..., paired=True)`` run on the first ``--check`` sets of every cell and required to agree),
+type-I error of "different" at 1.00 (criterion <= 0.06) and the repeated CI's coverage (criterion >= 0.93).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_adaptive.py                  # simulation, ~2-4 min
     .venv/bin/python benchmarks/bench_adaptive.py --sets 4000 --comp-sets 4000
     .venv/bin/python benchmarks/bench_adaptive.py --demo --target-dir /var/tmp   # + real fio, ~5 min
     .venv/bin/python benchmarks/bench_adaptive.py --demo --no-sim                # the demo grid only
+    sudo .venv/bin/python benchmarks/bench_adaptive.py --testbed ka_caps,ka_fast_vs_slow --testbed-reps 10 --no-sim
+    .venv/bin/python benchmarks/bench_adaptive.py --table                        # the testbed rows so far
+    .venv/bin/python benchmarks/bench_adaptive.py --paired --comp-sets 20000     # set-ups in blocks, ~1 min
 """
 
 from __future__ import annotations
@@ -169,6 +189,63 @@ def comparison_cell(rng: np.random.Generator, cv: float, ratio: float, sets: int
     return rows
 
 
+def _paired_t(d: np.ndarray, shift: float = 0.0) -> tuple[np.ndarray, int, np.ndarray]:
+    """One-sample t of mean(d) - shift over the last axis (d: per-block log ratios): (t, df, se)."""
+    n = d.shape[-1]
+    se = d.std(axis=-1, ddof=1) / math.sqrt(n)
+    return (d.mean(axis=-1) - shift) / se, n - 1, se
+
+
+def _decide_paired_vec(d: np.ndarray, nominal: dict, lo_n: int, hi_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised copy of comparison_decision(paired=True) over looks lo_n..hi_n: (verdict code, n at stop)."""
+    code = np.zeros(d.shape[0], dtype=int)
+    at = np.full(d.shape[0], hi_n)
+    lo_m, hi_m = math.log(1 - MARGIN), math.log(1 + MARGIN)
+    for n in range(lo_n, hi_n + 1):
+        p2, p1 = nominal[n]
+        t, df, _ = _paired_t(d[:, :n])
+        t_lo, _, _ = _paired_t(d[:, :n], lo_m)
+        t_hi, _, _ = _paired_t(d[:, :n], hi_m)
+        diff = 2 * st.t.sf(np.abs(t), df) < p2
+        equiv = np.maximum(st.t.sf(t_lo, df), st.t.cdf(t_hi, df)) < p1
+        outside = np.minimum(st.t.sf(t_hi, df), st.t.cdf(t_lo, df)) < p1
+        new = code == 0
+        for c, hit in ((1, diff), (2, equiv & ~diff), (3, outside & ~diff & ~equiv)):
+            take = new & hit
+            code[take], at[take] = c, n
+            new &= ~take
+    return code, at
+
+
+def paired_cell(rng: np.random.Generator, cv: float, ratio: float, sets: int, check: int) -> list[dict]:
+    """Set-ups in blocks (the known-answer testbeds' design), budget 3..10 set-ups per arm: a block effect (log SD
+    0.3, shared by the block's set-ups) and a set-up's own noise at ``cv``; the rule's paired decisions, its
+    type-I error and the coverage of the true ratio by the repeated CI at the stop."""
+    lo_n, hi_n = 3, 10
+    nominal = nominal_levels({"min_repetitions": lo_n, "max_repetitions": hi_n, "alpha": ALPHA})
+    block = rng.normal(0.0, 0.3, (sets, hi_n))
+    ly = block + rng.normal(0.0, _sigma(cv), (sets, hi_n))
+    lx = block + math.log(ratio) + rng.normal(0.0, _sigma(cv), (sets, hi_n))
+    code, at = _decide_paired_vec(lx - ly, nominal, lo_n, hi_n)
+    words = {None: 0, "different": 1, "equivalent": 2, "not_equivalent": 3}
+    for s in range(min(check, sets)):  # the library's paired decision on the same data must agree
+        lib = next(((words[w], n) for n in range(lo_n, hi_n + 1)
+                    if (w := comparison_decision(np.exp(lx[s, :n]), np.exp(ly[s, :n]), nominal[n], MARGIN,
+                                                 paired=True))), (0, hi_n))
+        if lib != (code[s], at[s]):
+            raise SystemExit(f"vectorised paired decision differs from the library at cv {cv}, ratio {ratio}, set "
+                             f"{s}: {(code[s], at[s])} vs {lib}")
+    cover = 0
+    for s in range(sets):  # ratio_ci(paired=True) at 1 - p2 of the stopping look
+        d = (lx - ly)[s, :at[s]]
+        half = st.t.isf(nominal[at[s]][0] / 2, at[s] - 1) * d.std(ddof=1) / math.sqrt(at[s])
+        cover += abs(d.mean() - math.log(ratio)) <= half
+    cover /= sets
+    return [{"design": "adaptive paired (compare, margin 5%, 3..10 set-ups)", "cv": cv, "ratio": ratio,
+             "setups_per_arm": at.mean(), "different": np.mean(code == 1), "equivalent": np.mean(code == 2),
+             "not_equivalent": np.mean(code == 3), "undecided": np.mean(code == 0), "coverage_rci": cover}]
+
+
 def simulate(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both tables of the simulation."""
     rng = np.random.default_rng(args.seed)
@@ -176,6 +253,13 @@ def simulate(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     comps = [r for cv in CVS for ratio in RATIOS
              for r in comparison_cell(rng, cv, ratio, args.comp_sets, args.check, args.run_s)]
     return pd.DataFrame(points), pd.DataFrame(comps)
+
+
+def simulate_paired(args: argparse.Namespace) -> pd.DataFrame:
+    """The paired (set-ups in blocks) comparison rule: every CV and ratio (:func:`paired_cell`)."""
+    rng = np.random.default_rng(args.seed + 1)
+    return pd.DataFrame([r for cv in CVS for ratio in RATIOS
+                         for r in paired_cell(rng, cv, ratio, args.comp_sets, args.check)])
 
 
 def demo(args: argparse.Namespace) -> pd.DataFrame:
@@ -217,6 +301,140 @@ def demo(args: argparse.Namespace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------------------------------------
+# the known-answer testbeds (issue 20): the set-up is the unit, root
+
+#: The adaptive rules replayed on every fixed-10 sweep (the first is also run for real, --testbed).
+TESTBED_RULES = {
+    "W 2%": {"compare": "device", "ci_rel_half_width": 0.02, "min_repetitions": 3, "max_repetitions": 10},
+    "W 0.5%": {"compare": "device", "ci_rel_half_width": 0.005, "min_repetitions": 3, "max_repetitions": 10},
+}
+
+
+def _ka_subset(data, k: int):
+    """The study's data cut to its first ``k`` set-ups (blocks) of every arm: fixed k as a prefix of fixed 10."""
+    import dataclasses
+
+    pr = data.per_run[data.per_run["setup"] <= k]
+    ids = set(pr["run_id"])
+    cut = {name: getattr(data, name) for name in ("runs", "histograms", "timeseries")}
+    cut = {name: df[df["run_id"].isin(ids)] if "run_id" in df.columns else df for name, df in cut.items()}
+    return dataclasses.replace(data, per_run=pr, set_ups=tuple(r for r in data.set_ups if r.setup <= k), **cut)
+
+
+def _ka_check(name: str, data) -> dict:
+    """The study's own analysis and known answer (its module's ``analyse`` and ``known_answer``) on ``data``."""
+    from storagebench import studies
+
+    ts = studies.get(name)
+    result = ts.module.analyse(data)
+    (c, *_) = ts.module.known_answer(data, result)
+    hw = max(c.ci_high / c.estimate - 1.0, 1.0 - c.ci_low / c.estimate)
+    return {"truth": c.truth, "estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "covered": bool(c.covered), "ratio_half_width": hw}
+
+
+def _rule_outcome(rec_or_replay: dict, truth: float) -> dict:
+    """The rule's own answer: its repeated CI at the decision (``precision.json`` or a replay's verdict)."""
+    (v, *_) = rec_or_replay.values()
+    out = {"decision": v.get("decision"), "rci_covered": None}
+    if v.get("ci_low") is not None:
+        out["rci_covered"] = bool(v["ci_low"] <= truth <= v["ci_high"])
+        out["rci_half_width"] = max(v["ci_high"] / v["ratio"] - 1.0, 1.0 - v["ci_low"] / v["ratio"])
+    return out
+
+
+def _fixed_sweep(name: str, out: Path, setups: int):
+    """The quick variant with ``setups`` set-ups per arm, built, measured and torn down (the testbed of the
+    study's module, as ``storagebench testbed NAME --quick`` does it)."""
+    from storagebench import load_study, run_study, studies
+    from storagebench.studies import _build
+
+    ts = studies.get(name)
+    study = load_study({**ts.spec(quick=True).spec_dict(), "setups": setups})
+    phases = {"build": 0.0, "precondition": 0.0, "tear_down": 0.0}
+    return study, run_study(study, out_dir=out, progress=False, testbed=_build(ts, study, phases, "fio"))
+
+
+def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
+    """One repetition on a known-answer testbed: a real adaptive sweep, a fixed-10 sweep (fixed 3 and 5 are its
+    first 3 and 5 blocks), and every rule of :data:`TESTBED_RULES` replayed on the fixed-10 sweep's values."""
+    import json
+
+    from storagebench import studies
+    from storagebench._runrounds import read_values, replay
+    from storagebench._study import load_study
+    from storagebench.studies._base import load_data
+
+    rows = []
+    t0 = time.monotonic()
+    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=TESTBED_RULES[rule_name])
+    run_s = studies.get(name).spec(quick=True).run_duration_s
+    rec = json.loads((res.study_dir / "precision.json").read_text())
+    data = load_data(name, res.study_dir)
+    check = _ka_check(name, data)
+    n = max(p["repetitions"] for p in rec["points"])
+    rows.append({"study": name, "design": f"adaptive {rule_name} (run)", "setups_per_arm": n,
+                 "builds": len(res.sweep.builds), "runs": len(res.sweep.completed),
+                 "fio_s": len(res.sweep.completed) * run_s, "wall_s": time.monotonic() - t0, **check,
+                 **_rule_outcome({c["comparison"]: c for c in rec["comparisons"]}, check["truth"])})
+    t0 = time.monotonic()
+    fixed, sweep = _fixed_sweep(name, out / "fixed", 10)
+    wall = time.monotonic() - t0
+    data = load_data(name, sweep.root)
+    arms = len(data.per_run) // 10
+    for k in FIXED:
+        rows.append({"study": name, "design": f"fixed {k}", "setups_per_arm": k, "builds": arms * k,
+                     "runs": arms * k, "fio_s": arms * k * fixed.run_duration_s, "wall_s": wall * k / 10,
+                     **_ka_check(name, _ka_subset(data, k))})
+    values = read_values(sweep.raw_dir, sweep.completed, "iops")
+    for rn, rule in TESTBED_RULES.items():
+        ad = load_study({**fixed.spec_dict(), "precision": rule})
+        rounds = replay(ad.expand(), ad.precision, ad.factors, values)
+        stop = next((rd["round"] - 1 for rd in rounds if len(rd["finished"]) == len(ad.expand()) // 10), 10)
+        check = _ka_check(name, _ka_subset(data, stop))
+        rows.append({"study": name, "design": f"adaptive {rn} (replayed on fixed 10)", "setups_per_arm": stop,
+                     "builds": arms * stop, "runs": arms * stop, "fio_s": arms * stop * fixed.run_duration_s,
+                     **check, **_rule_outcome(rounds[stop]["verdicts"], check["truth"])})
+    return rows
+
+
+def testbed(args: argparse.Namespace) -> pd.DataFrame:
+    """``--testbed-reps`` repetitions of :func:`testbed_rep` per study, each in a fresh directory (fresh builds);
+    rows appended to ``--testbed-json`` as they come (a long run keeps what it measured)."""
+    import json
+    import shutil
+
+    out_json = Path(args.testbed_json)
+    old = json.loads(out_json.read_text()) if out_json.exists() and args.testbed_append else {}
+    rows = old.get("rows", [])
+    commands = [*old.get("commands", [old["command"]] if "command" in old else []),
+                f"{' '.join(sys.argv)}  # {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC"]
+    for name in [s for s in args.testbed.split(",") if s]:
+        for i in range(args.testbed_reps):
+            out = Path(tempfile.mkdtemp(prefix=f"bench-adaptive-{name}-", dir=args.target_dir))
+            try:
+                rows += [{**r, "rep": i} for r in testbed_rep(name, out, args.testbed_rule)]
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+            out_json.write_text(json.dumps({"commands": commands, "rows": rows}, indent=1, default=str))
+            print(f"{name} rep {i + 1}/{args.testbed_reps} done", flush=True)
+    return testbed_table(pd.DataFrame(rows))
+
+
+def testbed_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per study and design: repetitions, mean set-ups per arm, builds and fio-seconds, the median CI half-width
+    of the ratio (the study's own analysis), its coverage of the truth, and the rule's repeated-CI coverage."""
+    g = df.groupby(["study", "design"], sort=False)
+    out = g.agg(reps=("covered", "size"), setups_per_arm=("setups_per_arm", "mean"), builds=("builds", "mean"),
+                fio_s=("fio_s", "mean"), half_width_median=("ratio_half_width", "median"),
+                coverage=("covered", "mean"))
+    if "rci_covered" in df.columns:
+        out["rci_coverage"] = g["rci_covered"].agg(lambda s: s.dropna().astype(float).mean() if s.notna().any()
+                                                   else float("nan"))
+    return out.reset_index()
+
+
 def _point_widths(plan, values: dict, n: int, guarded: bool) -> list[float]:
     by: dict[str, list[float]] = {}
     for p in plan:
@@ -236,7 +454,30 @@ def main() -> None:
     ap.add_argument("--target-dir", default="/var/tmp", help="--demo: where its results and file go")
     ap.add_argument("--demo-width", type=float, default=0.05, help="--demo: the adaptive sweep's ci_rel_half_width")
     ap.add_argument("--no-sim", action="store_true", help="skip the simulation (with --demo: the demo grid only)")
+    ap.add_argument("--testbed", default="", help="known-answer testbeds, e.g. ka_caps,ka_fast_vs_slow (root)")
+    ap.add_argument("--testbed-reps", type=int, default=10, help="--testbed: repetitions per study (fresh builds)")
+    ap.add_argument("--testbed-rule", default="W 2%", choices=list(TESTBED_RULES), help="--testbed: the rule run")
+    ap.add_argument("--testbed-json", default=str(Path(__file__).resolve().parent / "data" / "adaptive_testbed.json"))
+    ap.add_argument("--testbed-append", action="store_true", help="--testbed: add to the rows already in the JSON")
+    ap.add_argument("--table", action="store_true", help="print the table of --testbed-json and stop")
+    ap.add_argument("--paired", action="store_true", help="only the paired (set-ups in blocks) rule's simulation")
     args = ap.parse_args()
+    if args.paired:
+        df = simulate_paired(args)
+        print(f"## paired comparisons, set-ups in blocks ({args.comp_sets} sets per cell)\n")
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return
+    if args.table:
+        import json
+
+        df = pd.DataFrame(json.loads(Path(args.testbed_json).read_text())["rows"])
+        print(testbed_table(df).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        return
+    if args.testbed:
+        print("## known-answer testbeds (quick variants; the set-up is the unit)\n")
+        print(testbed(args).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        if args.no_sim:
+            return
     if args.no_sim:
         if args.demo:
             print("## demo grid on this host (runtime 1 s, 12 points)\n")

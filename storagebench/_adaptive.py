@@ -71,7 +71,8 @@ def _items(key: str) -> list[tuple[str, Any]]:
     return list(orjson.loads(key).items())
 
 
-def comparisons(points: Sequence[Mapping[str, Any]], factor: str, levels: Sequence[Any]) -> tuple[Comparison, ...]:
+def comparisons(points: Sequence[Mapping[str, Any]], factor: str, levels: Sequence[Any],
+                derived: Sequence[str] = ()) -> tuple[Comparison, ...]:
     """Each level of ``factor`` after the first vs the first, at every combination of the other factors.
 
     Parameters
@@ -81,10 +82,13 @@ def comparisons(points: Sequence[Mapping[str, Any]], factor: str, levels: Sequen
     factor : str
     levels : sequence
         The level labels of ``factor`` in spec order (the first is the baseline).
+    derived : sequence of str
+        Columns that follow from ``factor``'s level, not other factors (``target`` when its levels pick the
+        target, as ``device: [{name: low, target: low}, ...]`` does): left out of "the other factors".
     """
     by_rest: dict[str, dict[Any, str]] = {}
     for f in points:
-        rest = {k: v for k, v in f.items() if k != factor}
+        rest = {k: v for k, v in f.items() if k != factor and k not in derived}
         by_rest.setdefault(point_key(rest), {})[f[factor]] = point_key(f)
     out = []
     for rest, arms in by_rest.items():
@@ -134,31 +138,42 @@ def _series(values: Mapping[int, float], before: int) -> np.ndarray:
     return np.array([values[r] for r in sorted(values) if r < before], dtype=float)
 
 
-def _verdict(comp: Comparison, data: Mapping[str, np.ndarray], precision: Mapping[str, Any],
-             nominal: Mapping[int, tuple[float, float]]) -> dict[str, Any]:
-    x, y = data[comp.other], data[comp.baseline]
+def _arms(comp: Comparison, values: Mapping[str, Mapping[int, float]], before: int,
+          paired: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two arms' values of rounds ``< before``; paired: only the rounds (blocks) both arms have, aligned."""
+    xo, yb = values.get(comp.other, {}), values.get(comp.baseline, {})
+    if not paired:
+        return _series(xo, before), _series(yb, before)
+    both = sorted(r for r in xo if r in yb and r < before)
+    return np.array([xo[r] for r in both], dtype=float), np.array([yb[r] for r in both], dtype=float)
+
+
+def _verdict(comp: Comparison, values: Mapping[str, Mapping[int, float]], precision: Mapping[str, Any],
+             nominal: Mapping[int, tuple[float, float]], before: int, paired: bool = False) -> dict[str, Any]:
+    x, y = _arms(comp, values, before, paired)
     last = min(x.size, y.size)
     for n in range(precision["min_repetitions"], last + 1):
         word = comparison_decision(x[:n], y[:n], nominal[n], precision.get("equivalence_margin"),
-                                   precision.get("detect_ratio"))
+                                   precision.get("detect_ratio"), paired=paired)
         if word is not None:
-            return {"decision": word, "n": n, **_repeated_ci(x[:n], y[:n], nominal[n][0])}
+            return {"decision": word, "n": n, **_repeated_ci(x[:n], y[:n], nominal[n][0], paired)}
     out: dict[str, Any] = {"decision": None, "n": int(last)}
     if last >= precision["min_repetitions"]:
-        out.update(_repeated_ci(x, y, nominal[min(last, precision["max_repetitions"])][0]))
+        last = min(last, precision["max_repetitions"])
+        out.update(_repeated_ci(x[:last], y[:last], nominal[last][0], paired))
     return out
 
 
-def _repeated_ci(x: np.ndarray, y: np.ndarray, p2: float) -> dict[str, float]:
+def _repeated_ci(x: np.ndarray, y: np.ndarray, p2: float, paired: bool = False) -> dict[str, float]:
     """The ratio and its repeated confidence interval at a look: :func:`ratio_ci` at level ``1 - p2``, the look's
     nominal level, so it excludes 1 exactly when the look's test says "different" (Jennison & Turnbull 2000,
     ch. 9: repeated confidence intervals keep their level at any stopping time)."""
-    r = ratio_ci(x, y, 1.0 - p2)
+    r = ratio_ci(x, y, 1.0 - p2, paired=paired)
     return {"ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high, "ci_level": 1.0 - p2}
 
 
 def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[Comparison],
-           values: Mapping[str, Mapping[int, float]], before: int) -> Decisions:
+           values: Mapping[str, Mapping[int, float]], before: int, *, paired: bool = False) -> Decisions:
     """Which points are finished before round ``before``, from the values of repetitions ``< before``.
 
     Parameters
@@ -172,7 +187,11 @@ def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[
     values : mapping
         Point key -> repetition -> the metric of that completed run (missing: not complete or failed).
     before : int
-        The round about to run (1-based); only repetitions ``< before`` are read.
+        The round about to run (1-based); only repetitions ``< before`` are read. With ``setups > 1`` a round
+        is a set-up number and a value is the set-up's (the geometric mean of its runs).
+    paired : bool
+        ``blocks: true``: a comparison pairs its arms on the round (the block) and tests the paired t on the log
+        ratios, the fixed design's own analysis; n counts blocks.
 
     Returns
     -------
@@ -186,7 +205,7 @@ def decide(precision: Mapping[str, Any], points: Sequence[str], comps: Sequence[
     if comps:
         nominal = nominal_levels(precision)
         for c in comps:
-            v = _verdict(c, data, precision, nominal)
+            v = _verdict(c, values, precision, nominal, before, paired)
             out.verdicts[c.label()] = v
             if v["decision"] is None:
                 open_arms.update((c.baseline, c.other))
@@ -238,21 +257,34 @@ def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
     -------
     dict
         ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
-        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``.
+        ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``; with ``setups > 1``
+        also ``arms`` (levels of ``setup_factors``) and ``fixed_builds``, or under ``precision`` (the set-up the
+        unit: ``expected_repetitions`` is set-ups per arm, each of ``repetitions`` runs per point) ``min_builds``,
+        ``expected_builds``, ``max_builds``.
     """
-    points = study.n_runs // (study.plan_repetitions * study.setups)
+    points = study.n_runs // (study.plan_repetitions * study.plan_setups)
     run_s = float(study.runtime + study.ramp_time)
+    arms = math.prod(len(study.factors[f]) for f in study.setup_factors) if study.setups > 1 else 0
     out: dict[str, Any] = {"points": points, "run_s": run_s}
+    if arms:
+        out["arms"] = arms
     p = study.precision
     if p is None:
         out.update(fixed_runs=study.n_runs, fixed_s=study.n_runs * run_s)
+        if arms:
+            out["fixed_builds"] = arms * study.setups
         return out
     src = "given" if cv is not None else ("precision.assumed_cv" if "assumed_cv" in p else "default 0.05")
     cv = cv if cv is not None else p.get("assumed_cv", 0.05)
     n = expected_repetitions(cv, p)
-    out.update(min_runs=points * p["min_repetitions"], expected_runs=points * n, expected_s=points * n * run_s,
-               max_runs=points * p["max_repetitions"], max_s=points * p["max_repetitions"] * run_s,
-               assumed_cv=cv, cv_source=src, expected_repetitions=n)
+    per = study.repetitions if study.adaptive_setups else 1  # runs per set-up (the rule counts set-ups)
+    out.update(min_runs=points * p["min_repetitions"] * per, expected_runs=points * n * per,
+               expected_s=points * n * per * run_s, max_runs=points * p["max_repetitions"] * per,
+               max_s=points * p["max_repetitions"] * per * run_s, assumed_cv=cv, cv_source=src,
+               expected_repetitions=n)
+    if study.adaptive_setups:
+        out.update(min_builds=arms * p["min_repetitions"], expected_builds=arms * n,
+                   max_builds=arms * p["max_repetitions"])
     return out
 
 
@@ -282,6 +314,22 @@ def time_text(study: Any, cv: float | None = None) -> list[str]:
     if study.precision is None:
         lines.append(f"fixed: {study.repetitions} repetition(s) per point = {t['fixed_runs']} runs, "
                      f"fio time {_hms(t['fixed_s'])}")
+    elif study.adaptive_setups:
+        p = study.precision
+        arms = t["arms"]
+        lines += [f"adaptive (precision), the set-up as the unit: {p['min_repetitions']} to {p['max_repetitions']} "
+                  f"set-ups per arm ({arms} arm(s) of {', '.join(study.setup_factors) or 'the whole testbed'}; "
+                  f"min_repetitions/max_repetitions count set-ups; setups: {study.setups} is replaced by them), "
+                  f"{study.repetitions} run(s) per point and set-up",
+                  f"  expected: {t['expected_repetitions']} set-ups per arm = {t['expected_builds']} builds, "
+                  f"{t['expected_runs']} runs, fio time {_hms(t['expected_s'])} (at a set-up-to-set-up CV of "
+                  f"{t['assumed_cv']:g}, {t['cv_source']})",
+                  f"  at least: {t['min_builds']} builds, {t['min_runs']} runs, fio time "
+                  f"{_hms(t['min_runs'] * t['run_s'])}",
+                  f"  at most:  {t['max_builds']} builds, {t['max_runs']} runs, fio time {_hms(t['max_s'])} "
+                  "(max_repetitions)",
+                  "  the builds' time is not counted (it depends on the testbed)"]
+        return lines
     else:
         p = study.precision
         lines += [f"adaptive (precision): {p['min_repetitions']} to {p['max_repetitions']} repetitions per point",

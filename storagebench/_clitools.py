@@ -26,6 +26,7 @@ from .errors import (
     StorageBenchError,
     StudyError,
     display_path,
+    shown,
 )
 from .findings import CONFIDENCE
 from .fio.hosts import parse_host, parse_hostfile
@@ -50,6 +51,10 @@ def testbed_cmd(
         "--report/--no-report", help="execute notebooks/studies/testbed.ipynb into OUT/<study>/report.html")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar on stderr")] = True,
     list_: Annotated[bool, typer.Option("--list", help="list the testbed studies and their parameters")] = False,
+    precision: Annotated[Optional[List[str]], typer.Option(
+        "--precision", help="adaptive set-ups, a key of precision: as KEY=VALUE (repeatable), e.g. --precision "
+        "compare=device --precision ci_rel_half_width=0.02: min_repetitions/max_repetitions count set-ups per "
+        "arm and replace the spec's setups")] = None,
 ) -> None:
     """Build STUDY's testbed afresh for each set-up (root), measure, tear down, print the findings.
 
@@ -61,6 +66,9 @@ def testbed_cmd(
 
       storagebench testbed fast_vs_slow -p qos_p99_ms=2 --confidence 0.99 \\
           --out results
+
+      storagebench testbed ka_caps --quick --precision compare=device \\
+          --precision ci_rel_half_width=0.02 --precision max_repetitions=10
     """
     import pandas as pd
 
@@ -75,7 +83,9 @@ def testbed_cmd(
     if study is None:
         raise typer.BadParameter(f"name a study: one of {', '.join(studies.names())}", param_hint="STUDY")
     params = _params(param)
-    res = studies.run(study, out_dir=_out_dir(out), quick=quick, progress=progress, confidence=confidence, params=params)
+    rule = _precision_items(precision)
+    res = studies.run(study, out_dir=_out_dir(out), quick=quick, progress=progress, confidence=confidence, params=params,
+                      precision=rule)
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in res.phases_s.items())
     sw = res.sweep
     typer.echo(f"{res.name}: {res.completed} run(s) measured, {res.skipped} already complete, {res.failed} failed, "
@@ -100,6 +110,27 @@ def testbed_cmd(
         typer.echo(f"\nreport: {html}")
     if res.failed:
         raise typer.Exit(1)
+
+
+def _precision_items(items: Optional[List[str]]) -> dict | None:
+    """``--precision KEY=VALUE`` pairs as a ``precision:`` mapping; each value plain YAML data through the parameter
+    gate's reader (:func:`storagebench._params.parse_value`: no tag, JSON-typed, bounded), the mapping then checked
+    by the spec's own ``precision:`` check when the study is loaded (unknown key with a did-you-mean, ranges)."""
+    from ._params import parse_value
+
+    if not items:
+        return None
+    out: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"must be KEY=VALUE with KEY a key of precision:, got {shown(item)}",
+                                     param_hint="--precision")
+        if key in out:
+            raise typer.BadParameter(f"{key}= is given twice; give each key once", param_hint="--precision")
+        out[key] = parse_value(value, name=key, where="--precision")
+    return out
 
 
 @_command("calibrate")

@@ -238,7 +238,7 @@ def build_plan(study: Any) -> RunPlan:
                     options[name] = level
         arm = tuple((f, factors[f]) for f in study.setup_factors)
         rest = tuple((k, canonical_json(v)) for k, v in factors.items() if k not in concurrent)
-        for setup in range(1, study.setups + 1):
+        for setup in range(1, study.plan_setups + 1):
             for rep in range(1, study.plan_repetitions + 1):
                 key = {"study": study.name, "options": options, "factors": factors, "repetition": rep}
                 if study.setups > 1:

@@ -15,7 +15,9 @@ Keys (:data:`KEYS`):
   side (0.03: +-3 %), a fraction in (0, 1);
 * ``confidence``: of that CI, default :data:`storagebench.findings.CONFIDENCE`;
 * ``min_repetitions`` (default 3, at least 2) and ``max_repetitions`` (default 30, at least
-  ``min_repetitions``, at most :data:`MAX_REPETITIONS`);
+  ``min_repetitions``, at most :data:`MAX_REPETITIONS`); with ``setups > 1`` they count **set-ups per arm**
+  (the experimental unit: a fresh build of the testbed), not runs, and ``repetitions`` stays the runs per set-up
+  (:func:`check_precision_design`);
 * ``compare``: a factor of the study; each of its levels is compared with its first level at every
   combination of the other factors, and the comparison stops when its verdict is decided (group-sequential,
   :mod:`storagebench.stats.sequential`); ``alpha`` (two-sided, default 0.05), ``equivalence_margin``
@@ -42,8 +44,8 @@ KEYS: dict[str, str] = {
     "metric": "the run-level metric the rule reads (default iops)",
     "ci_rel_half_width": "stop a point when its CI is at most this fraction wide on each side (0.03: +-3 %)",
     "confidence": f"confidence of that CI (default {CONFIDENCE:g})",
-    "min_repetitions": "first look (default 3, at least 2)",
-    "max_repetitions": "budget per point (default 30)",
+    "min_repetitions": "first look (default 3, at least 2; set-ups per arm with setups > 1)",
+    "max_repetitions": "budget per point (default 30; set-ups per arm with setups > 1)",
     "compare": "a factor: stop when each level's comparison with the first level is decided",
     "alpha": "two-sided level of the comparison (default 0.05)",
     "equivalence_margin": "decide 'within this fraction' too (0.05: within 5 %)",
@@ -142,7 +144,13 @@ def _repetitions(value: dict[str, Any]) -> dict[str, int]:
 
 def check_precision_design(study: Any) -> None:
     """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels, and a design the
-    rounds can run (no ``setups > 1``, no ``concurrent``, ``repetitions`` left out).
+    rounds can run (no ``concurrent``; without ``setups > 1``, ``repetitions`` left out).
+
+    With ``setups > 1`` the experimental unit is the set-up (a fresh build of the testbed), so the rule counts
+    set-ups: ``min_repetitions`` and ``max_repetitions`` are set-ups per arm, a round builds one more set-up of
+    every arm with an unfinished point (with ``blocks``: one block), and ``repetitions`` stays the runs per
+    set-up. The spec's ``setups`` number then only says that the set-up is the unit; the plan holds
+    ``max_repetitions`` set-ups per arm.
 
     Raises
     ------
@@ -161,13 +169,15 @@ def check_precision_design(study: Any) -> None:
                              f"must be one of {factors}")
         if len(study.factors[p["compare"]]) < 2:
             raise ValueError(f"precision.compare: factors.{p['compare']} has one level; a comparison needs two")
+    if study.concurrent:
+        raise ValueError("precision: adaptive rounds measure each unfinished point on its own; they do not support "
+                         "concurrent yet: remove precision: and use a fixed repetitions: N (or setups: N)")
+    if study.setups > 1:  # the set-up is the unit: the rule counts set-ups, repetitions stay the runs per set-up
+        return
     if study.repetitions != 1:
         raise ValueError(f"repetitions: with precision the runs per point are min_repetitions to max_repetitions "
                          f"({p['min_repetitions']} to {p['max_repetitions']}); remove repetitions "
                          f"(got {study.repetitions})")
-    if study.setups > 1 or study.concurrent:
-        raise ValueError("precision: adaptive rounds run one point at a time on one build; they do not support "
-                         "setups > 1 or concurrent yet (use a fixed repetitions: N)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,10 +190,17 @@ MAX_PRECISION_BYTES = 16 * 2**20
 #: Why a point stopped, as the record says and as the write-up words it.
 STOPPED = {"target": "target reached", "decided": "comparison decided", "budget": "budget spent (max_repetitions)",
            "not finished": "not finished (the sweep stopped)"}
+#: What the rule counted (``precision.json``'s ``unit``) and its word in the write-up.
+UNITS = {"run": "runs", "setup": "set-ups"}
 #: The verdicts of a comparison and their words.
 VERDICTS = {"different": "different", "equivalent": "equivalent within the margin",
             "not_equivalent": "outside the margin", "smaller_than_detect": "no difference as large as detect_ratio",
             None: "not decided within max_repetitions"}
+
+
+def _member(value: Any, allowed: dict[Any, str]) -> bool:
+    """``value`` is a key of ``allowed`` (a list or mapping from JSON is never one: it is unhashable)."""
+    return (value is None or isinstance(value, str)) and value in allowed
 
 
 def _bad(path: Any, what: str, value: Any) -> Exception:
@@ -201,7 +218,7 @@ def _point_row(p: Any, path: Any) -> dict[str, Any]:
     reps, stopped, hw = p.get("repetitions"), p.get("stopped"), p.get("ci_rel_half_width")
     if isinstance(reps, bool) or not isinstance(reps, int) or not 0 <= reps <= MAX_REPETITIONS:
         raise _bad(path, f"repetitions must be an integer from 0 to {MAX_REPETITIONS}", reps)
-    if stopped not in STOPPED:
+    if not _member(stopped, STOPPED):
         raise _bad(path, f"stopped must be one of {list(STOPPED)}", stopped)
     if hw is not None and (isinstance(hw, bool) or not isinstance(hw, (int, float)) or not math.isfinite(hw) or hw < 0):
         raise _bad(path, "ci_rel_half_width must be a finite number >= 0 or null", hw)
@@ -209,7 +226,7 @@ def _point_row(p: Any, path: Any) -> dict[str, Any]:
 
 
 def _comparison_row(c: Any, path: Any) -> dict[str, Any]:
-    if not isinstance(c, dict) or not isinstance(c.get("comparison"), str) or c.get("decision") not in VERDICTS:
+    if not isinstance(c, dict) or not isinstance(c.get("comparison"), str) or not _member(c.get("decision"), VERDICTS):
         raise _bad(path, f"each comparison must name itself and a decision of {list(VERDICTS)}", c)
     n = c.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPETITIONS:
@@ -235,7 +252,9 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
-        ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``points`` and ``comparisons``
+        ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``unit`` (``"run"``, or ``"setup"``
+        when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``blocks`` (a round was a
+        whole block), ``points`` and ``comparisons``
         (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
 
     Raises
@@ -266,12 +285,19 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
         raise SchemaError(f"{path}: rule: {exc}") from None
     if rule is None:
         raise _bad(path, "rule is missing", data.get("rule"))
-    return {"rule": rule, "points": [_point_row(p, path) for p in data["points"]],
+    unit, blocks = data.get("unit", "run"), data.get("blocks", False)  # older records: runs, no blocks
+    if not _member(unit, UNITS) or unit is None:
+        raise _bad(path, f"unit must be one of {list(UNITS)}", unit)
+    if not isinstance(blocks, bool):
+        raise _bad(path, "blocks must be true or false", blocks)
+    return {"rule": rule, "unit": unit, "blocks": blocks, "points": [_point_row(p, path) for p in data["points"]],
             "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
 
 
-def rule_words(rule: dict[str, Any]) -> str:
-    """The stopping rule in a sentence (the values formatted from the checked rule)."""
+def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False) -> str:
+    """The stopping rule in a sentence (the values formatted from the checked rule; ``unit="setup"``: the rule
+    counted set-ups, one fresh build of the testbed each; ``blocks``: a round was a whole block, comparisons
+    paired on it)."""
     parts = []
     if "ci_rel_half_width" in rule:
         parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "
@@ -284,6 +310,17 @@ def rule_words(rule: dict[str, Any]) -> str:
         parts.append(f"until each comparison of {rule['compare']} with its first level was decided: a difference"
                      f"{extra}, each tested at the nominal level of a Lan-DeMets O'Brien-Fleming boundary "
                      f"(two-sided alpha {rule['alpha']:g})")
-    return (f"Each point was measured in rounds (one run of every unfinished point per round, in a seeded random "
-            f"order), from {rule['min_repetitions']} runs, " + " and ".join(parts)
+    if blocks:
+        parts = [p.replace("each tested", "each tested by the paired t on the per-block log ratios") for p in parts]
+    if unit == "setup":
+        rounds = ("one block per round, a set-up of every arm in a seeded random order, while any point was "
+                  "unfinished" if blocks else "one more set-up of every arm with an unfinished point per round, in a "
+                  "seeded random order, measuring its unfinished points")
+        return ("The experimental unit was the set-up (a fresh build of the testbed; a point's value on it the "
+                f"geometric mean of its runs). Each point was measured in rounds ({rounds}), from "
+                f"{rule['min_repetitions']} set-ups, " + " and ".join(parts).replace("run-to-run", "set-up-to-set-up")
+                + f", or until it had {rule['max_repetitions']} set-ups (its budget).")
+    rounds = ("one block per round, a run of every point in a seeded random order, while any point was unfinished"
+              if blocks else "one run of every unfinished point per round, in a seeded random order")
+    return (f"Each point was measured in rounds ({rounds}), from {rule['min_repetitions']} runs, " + " and ".join(parts)
             + f", or until it had {rule['max_repetitions']} runs (its budget).")

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +282,9 @@ def run_study(
     A study with ``precision:`` is measured in rounds (:func:`storagebench._runrounds.run_rounds`): round r is
     repetition r of every point not finished yet, in a seeded order, and the decisions are made again before
     each round from the runs complete in ``raw/`` (a pure function of their values and the rule), so a killed
-    adaptive sweep resumes with the same decisions; ``precision.json`` records them. Not with ``testbed``.
+    adaptive sweep resumes with the same decisions; ``precision.json`` records them. With ``setups > 1`` (and a
+    ``testbed``) the set-up is the unit: round r builds set-up r of every arm with an unfinished point (with
+    ``blocks``, one block) and measures those points on it; an interrupted build is redone whole.
 
     Resume is exact at every level of the design:
 
@@ -306,9 +309,10 @@ def run_study(
         raise StudyError(
             f"study {study.name}: throttle: caps devices a testbed builds (storagebench testbed NAME, or "
             "run_study(..., testbed=...)); a plain sweep makes no device to cap: remove throttle")
-    if study.precision is not None and testbed is not None:
-        raise StudyError(f"study {study.name}: precision (adaptive rounds) runs on one target; a testbed build "
-                         "per set-up is not supported with it yet: use a fixed repetitions: N")
+    if study.precision is not None and testbed is not None and study.setups == 1:
+        raise StudyError(f"study {study.name}: precision with a testbed counts set-ups (the unit is a fresh build), "
+                         "so it needs setups > 1 (any number: min_repetitions to max_repetitions set-ups per arm "
+                         "replace it); with setups: 1 run it on one target without a testbed")
     fio_exe = find_fio(fio_bin)
     plan = study.expand()
     _check_hosts(study, plan)
@@ -361,7 +365,7 @@ def _sweep(ctx: RunContext, plan: RunPlan, resumed: Resumed, testbed: Callable |
     ctx = replace(ctx, pool=pool, progress=bar)
     try:
         if ctx.study.precision is not None:  # adaptive: rounds of the unfinished points (_runrounds)
-            run_rounds(ctx, plan)
+            run_rounds(ctx, plan, None if testbed is None else partial(_measure_unit, testbed=testbed))
         for unit in plan.units() if ctx.study.precision is None else ():
             if unit_is_complete(ctx, unit):
                 continue
@@ -381,6 +385,16 @@ def _sweep(ctx: RunContext, plan: RunPlan, resumed: Resumed, testbed: Callable |
                        errors=tally.errors, stale_stopped=resumed.stale, not_quiet=tally.not_quiet,
                        set_aside=tuple(tally.set_aside), builds=tuple(tally.builds),
                        schedulers_restored=resumed.restored)
+
+
+def _measure_unit(ctx: RunContext, unit: SetUpUnit, *,
+                  testbed: Callable[[SetUpUnit], AbstractContextManager[SetUp]]) -> None:
+    """One set-up unit of an adaptive round: skipped when complete, else built and measured whole (its runs of an
+    interrupted build set aside first), as a fixed sweep does it."""
+    if unit_is_complete(ctx, unit):
+        return
+    set_aside_unit(ctx, unit)
+    _run_unit(ctx, unit, testbed)
 
 
 def _run_unit(ctx: RunContext, unit: SetUpUnit, testbed: Callable[[SetUpUnit], AbstractContextManager[SetUp]]) -> None:

@@ -200,16 +200,29 @@ class StudyRules:
 
         Computed without expanding anything, so a 10**20-run grid is counted, not built.
         """
-        n = self.plan_repetitions * self.setups
+        n = self.plan_repetitions * self.plan_setups
         for levels in self.factors.values():
             n *= len(levels)
         return n
 
     @property
+    def adaptive_setups(self) -> bool:
+        """``precision`` with ``setups > 1``: the set-up is the unit the rule counts (``min_repetitions`` to
+        ``max_repetitions`` set-ups per arm; the runs per set-up stay ``repetitions``)."""
+        return bool(getattr(self, "precision", None)) and self.setups > 1
+
+    @property
     def plan_repetitions(self) -> int:
-        """Repetitions per point in the plan: ``precision.max_repetitions`` with ``precision``, else ``repetitions``."""
+        """Repetitions per point and set-up in the plan: ``precision.max_repetitions`` with ``precision`` (and one
+        set-up), else ``repetitions``."""
         precision = getattr(self, "precision", None)
-        return precision["max_repetitions"] if precision else self.repetitions
+        return precision["max_repetitions"] if precision and self.setups == 1 else self.repetitions
+
+    @property
+    def plan_setups(self) -> int:
+        """Set-ups per arm in the plan: ``precision.max_repetitions`` with ``precision`` and ``setups > 1`` (the rule
+        counts set-ups), else ``setups``."""
+        return self.precision["max_repetitions"] if self.adaptive_setups else self.setups
 
     def check_max_runs(self, max_runs: int | None = None) -> int:
         """Refuse a plan of more than ``max_runs`` runs, before any run is made.
@@ -239,7 +252,7 @@ class StudyRules:
             shown_counts = " x ".join(str(c) for c in counts[:8]) + (" x ..." if len(counts) > 8 else "")
             reps = f"{self.plan_repetitions:,} repetition{'s' if self.plan_repetitions != 1 else ''}"
             if self.setups > 1:
-                reps += f" x {self.setups:,} set-ups"
+                reps += f" x {self.plan_setups:,} set-ups"
             grid = f"{len(counts)} factor{'s' if len(counts) != 1 else ''}: {shown_counts} levels, x {reps}"
             raise StudyError(
                 f"study {self.name}: the plan has {_count_text(n)} runs ({grid}); the limit is {limit:,} "

@@ -136,7 +136,8 @@ def _report_precision(root: Path, planned: int) -> None:
         return
     why = Counter(p["stopped"] for p in rec["points"])
     used = sum(p["runs"] for p in rec["points"])
-    typer.echo(f"precision: {len(rec['points'])} points, {used} of at most {planned} runs; "
+    what = "runs" if rec["unit"] == "run" else "set-ups (summed over the points)"
+    typer.echo(f"precision: {len(rec['points'])} points, {used} {what} ({planned} runs planned at most); "
                + ", ".join(f"{n} {w}" for w, n in why.items()) + f" (details: {root / 'precision.json'})")
 
 

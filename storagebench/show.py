@@ -324,7 +324,7 @@ def precision_section(study_dir: Any) -> list[Any] | None:
     SchemaError
         ``precision.json`` is not what the runner writes.
     """
-    from ._precision import read_precision, rule_words
+    from ._precision import UNITS, read_precision, rule_words
 
     rec = read_precision(study_dir)
     if rec is None:
@@ -333,18 +333,20 @@ def precision_section(study_dir: Any) -> list[Any] | None:
     rule = rec["rule"]
     runs = points["runs"]
     counts = points["stopped"].value_counts()
-    parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule)),
-                        markdown("{} points used {} runs in all (at most {}): {} to {} runs per point (median {}); {}.",
-                                 len(points), int(runs.sum()), len(points) * rule["max_repetitions"], int(runs.min()),
-                                 int(runs.max()), f"{runs.median():g}",
+    word = UNITS[rec["unit"]]  # runs, or set-ups when the set-up was the unit
+    parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule, rec["unit"], rec["blocks"])),
+                        markdown("{} points used {} {} in all (at most {}): {} to {} {} per point (median {}); {}.",
+                                 len(points), int(runs.sum()), word, len(points) * rule["max_repetitions"],
+                                 int(runs.min()), int(runs.max()), word, f"{runs.median():g}",
                                  "; ".join(f"{n} {why}" for why, n in counts.items()))]
     if "ci_rel_half_width" in rule:
         hw = points["ci_rel_half_width"].dropna()
         if len(hw):
             parts.append(markdown("Precision reached: the CI half-width of the points runs from ±{} to ±{} (target "
                                   "±{}).", f"{hw.min():.1%}", f"{hw.max():.1%}", f"{rule['ci_rel_half_width']:.1%}"))
-    labels = {"runs": "runs used", "stopped": "why it stopped", "ci_rel_half_width": "CI half-width reached (fraction)"}
-    parts.append(_table(points, labels=labels, units=False, caption="Runs used and precision reached per point"))
+    labels = {"runs": f"{word} used", "stopped": "why it stopped",
+              "ci_rel_half_width": "CI half-width reached (fraction)"}
+    parts.append(_table(points, labels=labels, units=False, caption=f"{word.capitalize()} used and precision reached per point"))
     if rec["comparisons"]:
         comps = pd.DataFrame(rec["comparisons"])
         parts.append(_table(comps.drop(columns="ci_level"), units=False, merge_ci=False,
@@ -352,6 +354,6 @@ def precision_section(study_dir: Any) -> list[Any] | None:
                             "and its repeated confidence interval at the decision (at the look's nominal level, so "
                             "that it keeps its coverage at whatever look the rule stopped; the analysis above "
                             "reports its own tests)",
-                            labels={"runs_per_arm": "runs per arm at the decision", "ci_low": "repeated CI low",
+                            labels={"runs_per_arm": f"{word} per arm at the decision", "ci_low": "repeated CI low",
                                     "ci_high": "repeated CI high"}))
     return parts

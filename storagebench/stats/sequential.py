@@ -305,7 +305,7 @@ def point_stops(values, target: float, min_n: int, confidence: float = CONFIDENC
 
 
 def comparison_decision(other, baseline, nominal: tuple[float, float], equivalence_margin: float | None = None,
-                        detect_ratio: float | None = None) -> str | None:
+                        detect_ratio: float | None = None, *, paired: bool = False) -> str | None:
     """A comparison's verdict at one look, each test at the look's nominal level, or None (undecided).
 
     Parameters
@@ -319,6 +319,9 @@ def comparison_decision(other, baseline, nominal: tuple[float, float], equivalen
         Equivalence is ratio within ``(1 - m, 1 + m)`` (:func:`storagebench.stats.tost`'s bounds).
     detect_ratio : float, optional
         A difference this large (ratio >= d or <= 1/d) ruled out also decides.
+    paired : bool
+        The i-th values of the arms are one block (``blocks: true``): every test is the paired t-test on the log
+        ratios, as the fixed design's analysis (:func:`storagebench.stats.compare` with ``pair_on``) makes it.
 
     Returns
     -------
@@ -336,22 +339,31 @@ def comparison_decision(other, baseline, nominal: tuple[float, float], equivalen
     """
     p2, p1 = nominal
     x, y = np.asarray(other, float), np.asarray(baseline, float)
-    r = ratio_ci(x, y)
+    r = ratio_ci(x, y, paired=paired)
     if np.isfinite(r.p) and r.p < p2:
         return "different"
     if equivalence_margin is not None and ratio_tost(x, y, (1.0 - equivalence_margin, 1.0 + equivalence_margin),
-                                                     p1) < p1:
+                                                     p1, paired=paired) < p1:
         return "equivalent"
-    if equivalence_margin is not None and _outside(x, y, 1.0 - equivalence_margin, 1.0 + equivalence_margin) < p1:
+    if equivalence_margin is not None and _outside(x, y, 1.0 - equivalence_margin, 1.0 + equivalence_margin,
+                                                   paired) < p1:
         return "not_equivalent"
-    if detect_ratio is not None and ratio_tost(x, y, (1.0 / detect_ratio, detect_ratio), p1) < p1:
+    if detect_ratio is not None and ratio_tost(x, y, (1.0 / detect_ratio, detect_ratio), p1, paired=paired) < p1:
         return "smaller_than_detect"
     return None
 
 
-def _outside(x: np.ndarray, y: np.ndarray, low: float, high: float) -> float:
-    """One-sided p that ``x / y`` lies outside ``(low, high)`` (the smaller of the two sides), Welch t on logs."""
+def _outside(x: np.ndarray, y: np.ndarray, low: float, high: float, paired: bool = False) -> float:
+    """One-sided p that ``x / y`` lies outside ``(low, high)`` (the smaller of the two sides), Welch t on logs
+    (paired: one-sample t on the log ratios)."""
     lx, ly = np.log(x), np.log(y)
+    if paired:
+        d = lx - ly
+        if np.var(d) == 0:
+            return math.nan
+        above = st.ttest_1samp(d, math.log(high), alternative="greater").pvalue
+        below = st.ttest_1samp(d, math.log(low), alternative="less").pvalue
+        return float(min(above, below))
     if np.var(lx) == 0 and np.var(ly) == 0:
         return math.nan
     above = st.ttest_ind(lx, ly + math.log(high), equal_var=False, alternative="greater").pvalue

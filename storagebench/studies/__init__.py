@@ -447,7 +447,7 @@ def _build(ts: TestbedStudy, study: Study, phases: dict[str, float], fio_bin: st
 
 def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool = False, progress: bool = False,
         fio_bin: str = "fio", confidence: float = CONFIDENCE, params: Mapping[str, Any] | None = None,
-        write: bool = True) -> TestbedOutcome:
+        write: bool = True, precision: Mapping[str, Any] | None = None) -> TestbedOutcome:
     """Build, measure, tear down and analyse a testbed study.
 
     Each set-up unit of the plan (:meth:`storagebench._plan.RunPlan.units`) gets a build of its own
@@ -472,6 +472,11 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
         The study's analysis parameters (:meth:`TestbedStudy.parameters`).
     write : bool
         Write ``analysis/findings.csv``, ``analysis/verdicts.csv`` and the other tables.
+    precision : mapping, optional
+        Adaptive set-ups: a ``precision:`` (:mod:`storagebench._precision`, checked by the spec's own gate) that
+        replaces the spec's; the set-up is the unit, so ``min_repetitions``/``max_repetitions`` count set-ups
+        per arm and the spec's ``setups`` number is replaced by them (e.g. ``{compare: device,
+        ci_rel_half_width: 0.02, min_repetitions: 3, max_repetitions: 10}``).
 
     Returns
     -------
@@ -491,6 +496,8 @@ def run(name: str, *, out_dir: str | os.PathLike[str] = "results", quick: bool =
     params = dict(params or {})
     ts.check_parameters(params, confidence)
     study = ts.spec(quick=quick)
+    if precision is not None:
+        study = load_study({**study.spec_dict(), "precision": dict(precision)})
     tb.require_testbed()
     t0 = time.monotonic()
     phases = {"build": 0.0, "precondition": 0.0, "tear_down": 0.0}
@@ -583,7 +590,9 @@ def describe_design(name: str, study_dir: str | os.PathLike[str]) -> str:
     factors = "; ".join(f"{f} {', '.join(str(lv['name'] if isinstance(lv, dict) else lv) for lv in levels)}"
                         for f, levels in ran.factors.items())
     arms = "/".join(ran.setup_factors) or "testbed"
-    text = (f"{ran.description.strip()}\n\nAs run: {factors}; {_count(ran.setups, 'set-up')} per {arms} arm"
+    per_arm = (f"{ran.precision['min_repetitions']} to {ran.precision['max_repetitions']} set-ups (adaptive: "
+               "precision:, each arm as many as its rule asked)" if ran.adaptive_setups else _count(ran.setups, 'set-up'))
+    text = (f"{ran.description.strip()}\n\nAs run: {factors}; {per_arm} per {arms} arm"
             + (" in blocks (each block builds every arm once, in random order)" if ran.blocks else "")
             + f"; {_count(ran.repetitions, 'run')} per set-up and point, each {ran.runtime:g} s"
             + (f" after {ran.ramp_time:g} s of ramp-up" if ran.ramp_time else "")

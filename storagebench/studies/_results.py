@@ -244,7 +244,10 @@ class StudyData:
 
     @property
     def setups(self) -> int:
-        """Set-ups per arm in the spec."""
+        """Set-ups per arm in the spec; under adaptive set-ups (``precision:``), the most any arm got (at least 2:
+        the set-up stays the unit however few were measured)."""
+        if self.study.adaptive_setups and "setup" in self.per_run.columns and len(self.per_run):
+            return max(2, int(self.per_run["setup"].max()))
         return self.study.setups
 
     @property
@@ -266,8 +269,11 @@ class StudyData:
         """The experimental unit of the arm comparisons, in words (the pairing is in the design's words)."""
         arms = "/".join(self.study.setup_factors) or "whole"
         if self.setups > 1:
+            count = (f"{self.study.precision['min_repetitions']} to {self.study.precision['max_repetitions']} per arm, "
+                     "as many as the adaptive rule (precision:) asked" if self.study.adaptive_setups
+                     else f"{self.setups} per arm")
             return (f"set-up (the {arms} testbed built afresh: new loop files, mkfs, file placement, "
-                    f"preconditioning; {self.setups} per arm"
+                    f"preconditioning; {count}"
                     + (", each block holding one set-up of every arm in random order" if self.paired else "") + ")")
         return ("run (a fresh fio process on the one build of the testbed: the build-to-build variation is not "
                 "sampled)")
