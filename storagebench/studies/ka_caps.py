@@ -25,6 +25,7 @@ from storagebench.studies import (  # the kit for study authors
     caps_text,
     compare_arms,
     conf_text,
+    count_resolution,
     finish,
     loop_size,
     ratio_figure,
@@ -72,7 +73,8 @@ def analyse(data: StudyData, *, confidence: float = CONFIDENCE) -> TestbedResult
 
 
 def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = CONFIDENCE) -> list[KnownAnswerCheck]:
-    """Per level against the baseline: truth = the ratio of their caps (the first key both set).
+    """Per level against the baseline: truth = the ratio of their caps (the first key both set); the interval is
+    held to fio's counting resolution (:func:`~storagebench.studies.count_resolution`).
 
     Raises
     ------
@@ -90,5 +92,6 @@ def known_answer(data: StudyData, result: TestbedResult, *, confidence: float = 
         out.append(KnownAnswerCheck.of(
             f"{r['level']} / {r['baseline']} IOPS", truth, r["ratio"], (r["ci_low"], r["ci_high"]),
             f"{r['level']} capped at {caps_text(hi)}, {r['baseline']} at {caps_text(lo)}: truth = the ratio of the caps, "
-            f"{fmt_number(truth)}"))
+            f"{fmt_number(truth)}",
+            resolution=count_resolution(data.per_run, ARM, (r["level"], r["baseline"]))))
     return out
