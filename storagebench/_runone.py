@@ -303,6 +303,9 @@ def _options_problem(point: RunPoint) -> str | None:
     for key, off in _UNCOUNTED_IO.items():
         if key in opts and opts[key] not in off:
             return f"{key}={opts[key]}: fio does I/O it does not count, or on other files"
+    ramp = str(opts.get("ramp_time") or "0").strip().lower().rstrip("smu") or "0"
+    if ramp.strip("0.") != "":  # fio resets its counts when the ramp ends: the ramp's I/O is on the device only
+        return f"ramp_time={opts['ramp_time']}: fio's counts leave out the ramp's I/O, which the device saw"
     return None
 
 

@@ -239,6 +239,29 @@ def test_a_run_s_own_io_is_told_apart_and_its_time_carried_to_the_next_window(lo
     assert second["check_cost_s"] < 0.02  # no sleep: the window was full before the run
 
 
+def test_a_ramp_leaves_the_run_unattributed_and_its_ramp_io_is_not_called_foreign(loop_dev, fio_bin, tmp_path):
+    """fio resets its counts when ramp_time ends, so the device sees the ramp's I/O that fio's total_ios leaves
+    out (a direct randread of 1 s + 2 s counted 140,705 I/Os where the device did 210,485): with a ramp the run's
+    own I/O cannot be told apart, the watch is off with that reason, and nothing is called foreign (the demo's
+    spec, ramp_time 1, had all its runs flagged busy before)."""
+    import json
+
+    from storagebench._runner import run_study
+    from storagebench._study import load_study
+
+    spec = {"name": "ramp", **_DIRECT_READS, "ramp_time": 1}
+    res = run_study(load_study(spec), target=loop_dev.path, out_dir=tmp_path / "out", fio_bin=fio_bin,
+                    progress=False)
+    assert res.ok, res.errors
+    name = Path(loop_dev.path).name
+    for p in (tmp_path / "out" / "ramp" / "raw").glob("*/provenance.json"):
+        q = json.loads(p.read_text())["quiet_host"]
+        run = q["during_run"]
+        assert run["attributed"] is False and "ramp_time=1" in run["note"], run
+        assert not [r for r in q["reasons"] if name in r and "beyond fio's own" in r]
+    assert not [r for r in res.not_quiet if name in " ".join(res.not_quiet[r])]
+
+
 def test_a_foreign_writer_on_the_device_is_found_during_the_runs(loop_dev, fio_bin, tmp_path):
     """Another process writing to the run's device while fio runs is found by the run's own watch (its I/O
     beyond fio's own: ``during_run``), flags the run as not quiet (``SweepResult.not_quiet``, the record's
