@@ -42,7 +42,7 @@ from ._store import StudyStore
 from ._study import RunPoint, Study
 from .errors import FioError, HostError
 from .fio import process
-from .fio.options import split_filenames
+from .fio.options import parse_time_us, split_filenames
 from .records import Provenance, SetUpInfo
 
 
@@ -303,8 +303,11 @@ def _options_problem(point: RunPoint) -> str | None:
     for key, off in _UNCOUNTED_IO.items():
         if key in opts and opts[key] not in off:
             return f"{key}={opts[key]}: fio does I/O it does not count, or on other files"
-    ramp = str(opts.get("ramp_time") or "0").strip().lower().rstrip("smu") or "0"
-    if ramp.strip("0.") != "":  # fio resets its counts when the ramp ends: the ramp's I/O is on the device only
+    try:  # fio resets its counts when the ramp ends: the ramp's I/O is on the device only
+        ramp_us = parse_time_us(opts.get("ramp_time") or 0)
+    except ValueError:
+        ramp_us = 1  # a value fio's parse check refuses anyway: do not attribute
+    if ramp_us:
         return f"ramp_time={opts['ramp_time']}: fio's counts leave out the ramp's I/O, which the device saw"
     return None
 
