@@ -43,6 +43,12 @@ the same round-robin, so both ratios come from one run.
     ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
     time, best of ``--repeat``.
 
+(d) With ``--stages``, on the multijob and dense corpora: where ingest's CPU time goes. Each stage of
+    ``ingest_paths`` is timed alone (ingest's own functions on the same files: the walk, the reads, the
+    SHA-256 run ids of loose files, the typed decode, the duplicate-``"iops"`` scan, the row tuples, the
+    json+ bins text parse, the histograms and runs tables, ``run_totals``, the table gate), best of
+    ``--repeat``, each round beside bare ``orjson.loads``, in x orjson; then their sum against the whole.
+
 ``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
 Every time is printed as wall time and as the process's CPU time: on a machine shared with other
 jobs, wall time also counts the time the process waited for a CPU. Beside the best of ``--repeat`` rounds,
@@ -53,6 +59,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_ingest.py                 # both corpora, 2,000 files, memory test on 20,000
     .venv/bin/python benchmarks/bench_ingest.py --corpus multijob --mem-files 0 --compare-ref main
+    .venv/bin/python benchmarks/bench_ingest.py --corpus dense --mem-files 0 --repeat 7 --stages
     .venv/bin/python benchmarks/bench_ingest.py --files 200 --mem-files 2000 --repeat 1
 """
 
