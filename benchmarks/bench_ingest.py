@@ -43,6 +43,12 @@ the same round-robin, so both ratios come from one run.
     ``TypeAdapter.validate_json`` of an equivalent strict model (:class:`_PydanticDoc` below), CPU
     time, best of ``--repeat``.
 
+(d) With ``--stages``, on the multijob and dense corpora: where ingest's CPU time goes. Each stage of
+    ``ingest_paths`` is timed alone (ingest's own functions on the same files: the walk, the reads, the
+    SHA-256 run ids of loose files, the typed decode, the duplicate-``"iops"`` scan, the row tuples, the
+    json+ bins text parse, the histograms and runs tables, ``run_totals``, the table gate), best of
+    ``--repeat``, each round beside bare ``orjson.loads``, in x orjson; then their sum against the whole.
+
 ``--compare-ref`` also checks that the ref's tables equal this tree's (``assert_frame_equal``, exact).
 Every time is printed as wall time and as the process's CPU time: on a machine shared with other
 jobs, wall time also counts the time the process waited for a CPU. Beside the best of ``--repeat`` rounds,
@@ -53,6 +59,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_ingest.py                 # both corpora, 2,000 files, memory test on 20,000
     .venv/bin/python benchmarks/bench_ingest.py --corpus multijob --mem-files 0 --compare-ref main
+    .venv/bin/python benchmarks/bench_ingest.py --corpus dense --mem-files 0 --repeat 7 --stages
     .venv/bin/python benchmarks/bench_ingest.py --files 200 --mem-files 2000 --repeat 1
 """
 
@@ -153,16 +160,19 @@ def bench_storagebench(paths):
 
 
 def bench_storagebench_without_run_totals(paths):
-    """ingest_paths with the run-level table switched off: the rest of ingest, for the table's own cost."""
-    import storagebench.ingest as ing
+    """ingest_paths with the run-level table switched off: the rest of ingest, for the table's own cost.
+
+    The name is replaced where ingest calls it (``storagebench.ingest._collector``, which imports
+    ``run_totals`` into its namespace): replacing ``storagebench.ingest.run_totals`` switched nothing off."""
+    import storagebench.ingest._collector as col
     from storagebench import schema
 
-    saved = ing.run_totals
-    ing.run_totals = lambda runs, hist, **_: schema.empty("run_totals")
+    saved = col.run_totals
+    col.run_totals = lambda runs, hist, **_: schema.empty("run_totals")
     try:
         return bench_storagebench(paths)
     finally:
-        ing.run_totals = saved
+        col.run_totals = saved
 
 
 def timed(fn, paths, repeat):
@@ -419,6 +429,107 @@ def time_decoders(label: str, paths: list[Path], repeat: int) -> None:
         print(f"  {name:46s} {best[name]:8.3f} {best[name] / base:9.2f} x orjson")
 
 
+def _stage_inputs(paths: list[Path]) -> dict:
+    """What each stage of :func:`time_stages` starts from, made once: the files' bytes and run ids, their
+    decoded documents, the raw json+ bins in the steps ingest parses them in, and a batch's collector and
+    tables (``storagebench.ingest`` internals: the stages are ingest's own functions, called alone)."""
+    from storagebench.ingest import _collector, _fiodoc, _fiorows, _walk
+
+    cap = _walk.MAX_FILE_BYTES
+    datas = [p.read_bytes() for p in paths]
+    names = [str(p) for p in paths]
+    ids = [_fiorows.file_run_id(x) for x in datas]
+    docs = [_fiorows._document(x, n, True)[0] for x, n in zip(datas, names, strict=True)]
+    sink = _fiorows.RowSink(raw_bins=True)
+    for x, n, i in zip(datas, names, ids, strict=True):
+        _fiorows.emit_rows(sink, x, n, None, None, i)
+    steps, step, size = [], [], 0  # as RowSink.parse_step cuts them: ~BINS_STEP bytes of bins text each
+    for raw in sink.hist_raw:
+        step.append(raw)
+        size += len(raw)
+        if size >= _fiorows.BINS_STEP:
+            steps.append(step)
+            step, size = [], 0
+    steps += [step] if step else []
+    col, errors = _collector._collect_once(list(_walk._discover([paths[0].parent], cap)), cap, None)
+    assert not errors, errors[:3]
+    return {"cap": cap, "datas": datas, "names": names, "ids": ids, "docs": docs, "steps": steps, "col": col,
+            "frames": col.frames(), "dir": paths[0].parent, "decode": _fiodoc.RAW_DECODER.decode,
+            "resolve": _fiodoc.resolve_options, "dup": _fiodoc._check_duplicate_keys}
+
+
+def _stages(paths: list[Path]) -> list[tuple[str, object]]:
+    """(name, function of no argument) of every stage of ingest_paths on ``paths``, in pipeline order."""
+    from storagebench import schema
+    from storagebench.ingest import _fiobins, _fiorows, _walk, ingest_paths
+    from storagebench.ingest.fio import runs_frame
+    from storagebench.runlevel import run_totals
+
+    s = _stage_inputs(paths)
+    cap, datas, names, docs, col, frames = s["cap"], s["datas"], s["names"], s["docs"], s["col"], s["frames"]
+
+    def emit():
+        sink = _fiorows.RowSink(raw_bins=True)
+        for x, n, i in zip(datas, names, s["ids"], strict=True):
+            _fiorows.emit_rows(sink, x, n, None, None, i)
+
+    return [
+        ("walk: the files to read (_walk._discover)", lambda: list(_walk._discover([s["dir"]], cap))),
+        ("read: open_input + read of each file", lambda: [_walk._read_file(n, cap) for n in names]),
+        ("run_id: SHA-256 of each loose file", lambda: [_fiorows.file_run_id(x) for x in datas]),
+        ("decode: msgspec typed, bins raw, + options", lambda: [s["resolve"](s["decode"](x)) for x in datas]),
+        ("duplicate-key scan (\"iops\" count)", lambda: [s["dup"](x, d, n) for x, d, n in zip(datas, docs, names, strict=True)]),
+        ("emit_rows (decode + scan + the row tuples)", emit),
+        ("json+ bins text -> int64 arrays", lambda: [_fiobins._parse_bins_text(step) for step in s["steps"]]),
+        ("histograms table (+ bins vs N check, validate)",
+         lambda: schema.validate(col.histograms(), "histograms")),
+        ("runs table (runs_frame + validate)",
+         lambda: schema.validate(runs_frame(col.runs, col.runs_extra, "runs"), "runs")),
+        ("run_totals", lambda: run_totals(frames["runs"], frames["histograms"], _blocks=col._blocks())),
+        ("table gate (check_rows of every table)", lambda: col.gate(frames)),
+        ("ingest_paths, all of it", lambda: ingest_paths([s["dir"]])),
+    ]
+
+
+def time_stages(label: str, paths: list[Path], repeat: int) -> None:
+    """(d) Where ingest's CPU time goes: each stage of ``ingest_paths`` alone (ingest's own functions on the
+    same files), best of ``repeat`` rounds, each round beside bare orjson, in x orjson. The row tuples'
+    own cost is emit_rows less decode and scan. What ingest_paths costs beyond the sum of its stages is the
+    batch machinery's and the stages' together: one stage's fresh memory and cold caches are the next
+    one's (a stage timed alone reuses the memory its last round freed)."""
+    stages = _stages(paths)
+    best = {name: float("inf") for name, _ in stages}
+    base = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.process_time()
+        bench_orjson(paths)
+        base = min(base, time.process_time() - t0)
+        for name, fn in stages:
+            gc.collect()
+            gc.disable()  # as ingest runs (storagebench.ingest._collector._gc_paused)
+            try:
+                t0 = time.process_time()
+                fn()
+                best[name] = min(best[name], time.process_time() - t0)
+            finally:
+                gc.enable()
+    names = [name for name, _ in stages]
+    rows_only = best[names[5]] - best[names[3]] - best[names[4]]
+    parts = [best[n] for n in names[:3]] + [best[names[5]]] + [best[n] for n in names[6:11]]
+    print(f"(d) stages of ingest_paths alone, {label}: CPU ms, best of {repeat}; bare orjson {base * 1e3:.1f} ms")
+    for name in names:
+        print(f"  {name:50s} {best[name] * 1e3:8.1f} ms {best[name] / base:6.2f} x orjson")
+    print(f"    of emit_rows, the row tuples alone (emit_rows - decode - scan) {rows_only * 1e3:8.1f} ms "
+          f"{rows_only / base:6.2f} x orjson")
+    total = sum(parts)
+    print(f"    sum of the stages alone (walk, read, run_id, emit_rows ... gate)  {total * 1e3:8.1f} ms "
+          f"{total / base:6.2f} x orjson")
+    rest = best[names[-1]] - total
+    print(f"    ingest_paths beyond that sum (batch machinery; stages together)   {rest * 1e3:8.1f} ms "
+          f"{rest / base:6.2f} x orjson")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="json+ files for the timing table (a)")
@@ -431,6 +542,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timing repeats, round-robin (best of)")
     ap.add_argument("--batch-files", type=int, default=500, help="files per parquet batch in (b)")
     ap.add_argument("--compare-ref", default="", help="also time the storagebench of this git ref (e.g. main)")
+    ap.add_argument("--stages", action="store_true", help="also (d): the CPU time of each stage of ingest alone")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="sb-bench-ingest-") as tmp:
@@ -440,11 +552,15 @@ def main(argv=None) -> int:
             time_corpus(f"multijob corpus (copies of {len(list(MULTIJOB.glob('*.json')))} real fio 3.33 outputs, "
                         "numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
             time_decoders("multijob corpus", paths, args.repeat)
+            if args.stages:
+                time_stages("multijob corpus", paths, args.repeat)
         if args.corpus == "dense":
             paths = make_multijob_files(tmp / "d", args.files, args.dense_dir)
             time_corpus(f"dense-bin corpus (copies of {len(list(args.dense_dir.glob('*.json')))} real fio 3.33 "
                         "outputs of 4-s runs, numjobs 1-2 without group_reporting, iodepth 1-32)", paths, args, tmp)
             time_decoders("dense-bin corpus", paths, args.repeat)
+            if args.stages:
+                time_stages("dense-bin corpus", paths, args.repeat)
         if args.corpus in ("single", "both"):
             paths = make_files(tmp / "a", args.files)
             time_corpus(f"single-job corpus (variants of {FIXTURE.name})", paths, args, tmp)
