@@ -13,6 +13,7 @@ in fio 3.x (µs in fio 2.x: ×1000, pass ``fio_version``).
 from __future__ import annotations
 
 import io
+import os
 import re
 from pathlib import Path
 
@@ -32,7 +33,7 @@ _DIRS = np.array(["read", "write", "trim"], dtype=object)
 
 def is_fio_log(path: str | Path) -> bool:
     """True when the file name has fio's log pattern ``<prefix>_<iops|bw|lat|clat|slat>.<n>.log``."""
-    name = path if isinstance(path, str) and "/" not in path else Path(path).name
+    name = os.path.basename(os.fspath(path))  # not Path(path).name: a twentieth of a loose file's ingest
     return name.endswith(".log") and LOG_NAME.match(name) is not None
 
 
