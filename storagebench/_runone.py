@@ -367,7 +367,8 @@ def _close_watch(quiet: dict[str, Any], watch: _Watch, run: _Run, nxt: QuietProb
                  fio_run: FioRun | None) -> None:
     """Add the run's own watch to its ``quiet_host`` record (``during_run``; a reason when others' I/O was found)
     and credit its time to the next run's window (:meth:`QuietProbe.credit`), so that the next run need not wait
-    for it again."""
+    for it again. A ramped run is compared with fio's counts from its ramp's end only
+    (:func:`storagebench._runwatch.ramp_io_record`), and only that measured part is credited."""
     with _LOCAL_RUNS_LOCK:
         _LOCAL_RUNS["active"] -= 1
         overlapped = _LOCAL_RUNS["started"] != watch.started
@@ -393,7 +394,9 @@ def _close_watch(quiet: dict[str, Any], watch: _Watch, run: _Run, nxt: QuietProb
     if reason:
         quiet["reasons"].append(reason)
         quiet["quiet"] = False
-    nxt.credit(during["window_s"], during["excess_ios"], during["excess_bytes"])
+    # what is surely others' (beyond the tolerance of a ramped run's window; the verdict's own rule)
+    nxt.credit(during["window_s"], during["excess_ios"] - during["tolerance_ios"],
+               during["excess_bytes"] - during["tolerance_bytes"])
 
 
 def _add_scan(quiet: dict[str, Any], scan: Future[list[Any]]) -> None:

@@ -26,12 +26,13 @@ from typing import Any
 from ._hostinfo import read_io_counters, run_io_record
 
 #: Seconds between two samples where the ramp's end or the run's end is expected, and elsewhere. A sample costs
-#: about 20 us of CPU (the read and the thread's wake-up): 1 ms sampling over the 0.8 s and the tail where it
-#: matters, 25 ms elsewhere, is about 5 ms of CPU for a 1 s ramp + 2 s run.
+#: about 20 us of CPU (the read and the thread's wake-up): 1 ms sampling over the 0.7 s where the ramp's end is
+#: expected and from the earliest end of the run, 25 ms elsewhere, is about 25 ms of CPU for a 1 s ramp + 2 s run.
 DENSE_S, COARSE_S = 0.001, 0.025
 #: Where the ramp's end is looked for, s after fio's spawn less ``ramp_time``: fio's start (its parse, the
-#: jobs' set-up and its 100 ms start-up wait, ``backend.c`` ``run_threads``) took 0.26 to 0.45 s on a 2-core VM.
-RAMP_END_AFTER_S = (-0.05, 0.75)
+#: jobs' set-up and its 100 ms start-up wait, ``backend.c`` ``run_threads``) took 0.26 to 0.45 s on a 2-core VM,
+#: and never less than 0.1 s (so the run's end is looked for from ``runtime`` + 0.05 s after that too).
+RAMP_END_AFTER_S = (0.05, 0.75)
 #: Others' rate is read over this many s before fio's report: fio's jobs had ended by then (fio's drain, from its
 #: jobs' end to its report, took 40 to 60 ms on a 2-core VM). The last sample interval with clearly more I/O than
 #: that (3 standard deviations of a Poisson count, + 1) holds fio's last I/O: the run's end.
@@ -84,7 +85,7 @@ class IoSampler:
         ramp = since - self._ramp_s
         if RAMP_END_AFTER_S[0] <= ramp <= RAMP_END_AFTER_S[1]:
             return DENSE_S
-        if self._runtime_s is not None and ramp >= self._runtime_s - 0.1:
+        if self._runtime_s is not None and ramp >= self._runtime_s + RAMP_END_AFTER_S[0]:
             return DENSE_S
         return COARSE_S
 

@@ -292,6 +292,28 @@ def test_a_ramped_run_s_own_io_is_told_apart_from_its_ramp_s_end(loop_dev, fio_b
     assert second["check_cost_s"] < 0.02  # no sleep: the window was full before the run
 
 
+def test_a_ramp_s_end_that_cannot_be_placed_is_said_and_not_called_quiet(loop_dev):
+    """Where the samples cannot place the ramp's end -- fio's output without ``timestamp_ms``, or no I/O of fio's
+    on the device before its report (here: real samples of an idle loop device) -- the record is not made and the
+    reason is given, so the run stays unattributed rather than quiet."""
+    import time
+
+    from storagebench._hostinfo import device_stat_path
+    from storagebench._runwatch import IoSampler, ramp_io_record
+
+    device = device_stat_path(loop_dev.path)
+    sampler = IoSampler(device[1], ramp_s=0.05, runtime_s=0.1).start()
+    time.sleep(0.2)
+    sampler.stop()
+    assert len(sampler.t_s) > 10 and sampler.ios[-1] == sampler.ios[0]  # 1 ms samples where the ends are expected
+    fio_io = ((2000, 2000 * 4096), (0, 0), (0, 0))
+    assert ramp_io_record(sampler, None, fio_io, device) == (
+        None, "fio's output gives no timestamp_ms or runtime: the ramp's end cannot be placed")
+    reported = sampler.t_s[-1] + sampler.wall_offset - 0.01
+    rec, note = ramp_io_record(sampler, (reported, 0.1), fio_io, device)
+    assert rec is None and note == "fio's I/O is not seen on the device's samples: the ramp's end cannot be placed"
+
+
 @pytest.mark.parametrize("ramped", [False, True], ids=["no-ramp", "ramp"])
 def test_a_foreign_writer_on_the_device_is_found_during_the_runs(loop_dev, fio_bin, tmp_path, ramped):
     """Another process writing to the run's device while fio runs is found by the run's own watch (its I/O
