@@ -44,8 +44,20 @@ round 0 7.2 %: the first sweep of a process also pays fio's parse check of each 
 against 1.18 % uncredited; gap between fio runs 6.8 against 24.3 ms; the check itself 0.08 against 19.97 ms a
 run. A/B is dominated by the host's noise (2.23 against 2.31 %; fio's own wall time moves by a few %).
 
-Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--quiet-window S]
-[--uncredited]``
+``--ramp S`` gives every run a ``ramp_time`` of S s; the bare loop runs the same job files, ramp included. fio
+resets its counts when the ramp ends, so the run's own watch samples the device while fio runs and places the
+ramp's end on those samples (``storagebench._runwatch``); only the measured part is compared with fio's counts
+and credited. ``watched`` counts the runs whose own I/O was told apart (``during_run.attributed``). Before that
+watch, a ramped run was not attributed and waited its whole window, as ``uncredited`` does now. Measured
+2026-11-28 on the shared 2-core VM (as root, ``--rounds 3 --ramp 1 --uncredited``, 16 runs of 1 s ramp + 2 s,
+at the lowest load of the session, 1.1 rising to 4.6: benchmarks/data/sweep_overhead_ramp.txt): accounted overhead,
+median of 3 rounds, 0.44 % credited (rounds 0.31 and 0.44 %, round 0 5.0 %: fio's parse check of each new job
+file) against 1.15 % uncredited; gap between fio runs 7.9 against 33.5 ms; the check itself 0.07 against 29.1 ms
+a run; 16 of 16 runs watched. A/B: 2.20 against 1.43 %, with one round where fio itself took 1.2 s longer; an
+earlier run at load 5.7 gave 0.33 against 1.30 % accounted and -0.19 against 1.95 % A/B.
+
+Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--ramp S]
+[--quiet-window S] [--uncredited]``
 """
 
 from __future__ import annotations
