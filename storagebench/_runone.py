@@ -352,14 +352,14 @@ class _Watch:
         files = None if problem else _file_state(run.target)
         if problem is None and files is None:
             problem = "a target file is missing or sparse (fio lays it out, or reads holes without I/O)"
-        ramp, runtime = _run_length(run.point) if problem is None else (0.0, None)
-        sampler = IoSampler(run.probe.device[1], ramp, runtime).start() if ramp > 0 else None
         with _LOCAL_RUNS_LOCK:
             if _LOCAL_RUNS["active"]:
                 problem = problem or "another run of this sweep ran at the same time"
             _LOCAL_RUNS["active"] += 1
             _LOCAL_RUNS["started"] += 1
             started = _LOCAL_RUNS["started"]
+        ramp, runtime = _run_length(run.point) if problem is None else (0.0, None)
+        sampler = IoSampler(run.probe.device[1], ramp, runtime).start() if ramp > 0 else None
         return cls(before=before, problem=problem, files=files, started=started, sampler=sampler)
 
 
