@@ -44,8 +44,20 @@ round 0 7.2 %: the first sweep of a process also pays fio's parse check of each 
 against 1.18 % uncredited; gap between fio runs 6.8 against 24.3 ms; the check itself 0.08 against 19.97 ms a
 run. A/B is dominated by the host's noise (2.23 against 2.31 %; fio's own wall time moves by a few %).
 
-Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--quiet-window S]
-[--uncredited]``
+``--ramp S`` gives every run a ``ramp_time`` of S s; the bare loop runs the same job files, ramp included. fio
+resets its counts when the ramp ends, so the run's own watch samples the device while fio runs and places the
+ramp's end on those samples (``storagebench._runwatch``); only the measured part is compared with fio's counts
+and credited. ``watched`` counts the runs whose own I/O was told apart (``during_run.attributed``). Before that
+watch, a ramped run was not attributed and waited its whole window, as ``uncredited`` does now. Measured
+2026-11-28 on the shared 2-core VM (as root, ``--rounds 3 --ramp 1 --uncredited``, 16 runs of 1 s ramp + 2 s,
+at the lowest load of the session, 1.1 rising to 4.6: benchmarks/data/sweep_overhead_ramp.txt): accounted overhead,
+median of 3 rounds, 0.44 % credited (rounds 0.31 and 0.44 %, round 0 5.0 %: fio's parse check of each new job
+file) against 1.15 % uncredited; gap between fio runs 7.9 against 33.5 ms; the check itself 0.07 against 29.1 ms
+a run; 16 of 16 runs watched. A/B: 2.20 against 1.43 %, with one round where fio itself took 1.2 s longer; an
+earlier run at load 5.7 gave 0.33 against 1.30 % accounted and -0.19 against 1.95 % A/B.
+
+Run: ``.venv/bin/python benchmarks/bench_sweep_overhead.py [--rounds 2] [--runtime 2] [--ramp S]
+[--quiet-window S] [--uncredited]``
 """
 
 from __future__ import annotations
@@ -97,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fio", default=shutil.which("fio") or "fio")
     ap.add_argument("--quiet-window", type=float, default=None,
                     help="run_study(quiet_window_s=...), s (default: the runner's default)")
+    ap.add_argument("--ramp", type=float, default=0.0,
+                    help="ramp_time of every run, s (bare fio runs the same job files, ramp included)")
     ap.add_argument("--uncredited", action="store_true",
                     help="also run storagebench with the quiet window not credited with the previous run's fio life")
     args = ap.parse_args(argv)
@@ -110,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             "fixed": {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": 1},
             "runtime": args.runtime,
             "size": "16m",
+            **({"ramp_time": args.ramp} if args.ramp else {}),
         })
         target = scratch / "data"
         plan = study.expand()
@@ -123,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         # lay the file out once, so that neither way pays for it
         subprocess.run([args.fio, "--output=/dev/null", str(job_paths[0]), "--runtime=1"], check=True)
 
-        def storagebench_way(r: int, credited: bool = True) -> tuple[float, float, float, float]:
+        def storagebench_way(r: int, credited: bool = True) -> tuple[float, float, float, float, int]:
             _CHECK_S.clear()
             credit = QuietProbe.credit
             if not credited:
@@ -140,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                            key=lambda p: p.started_at)
             in_fio = sum(p.duration_s for p in provs)
             gap = statistics.median(_ts(b.started_at) - _ts(a.finished_at) for a, b in itertools.pairwise(provs))
-            return dt, in_fio, gap, statistics.median(_CHECK_S)
+            watched = sum(bool((p.quiet_host or {}).get("during_run", {}).get("attributed")) for p in provs)
+            return dt, in_fio, gap, statistics.median(_CHECK_S), watched
 
         def bare_way(r: int) -> tuple[float, float]:
             out = scratch / f"bare-{r}"
@@ -164,22 +180,24 @@ def main(argv: list[str] | None = None) -> int:
                 times[way] = bare_way(r) if way == "bare" else storagebench_way(r, credited=way == "storagebench")
             bare, bare_fio = times["bare"]
             for way in ways[:-1]:
-                sb, sb_fio, gap, check = times[way]
+                sb, sb_fio, gap, check, watched = times[way]
                 rows.append({
                     "way": way, "round": r, "first": order[0], "sb_s": sb, "bare_s": bare,
                     "ab_pct": 100.0 * (sb - bare) / bare, "ab_ms": 1000.0 * (sb - bare) / n,
                     "acc_pct": 100.0 * (sb - sb_fio) / bare, "acc_ms": 1000.0 * (sb - sb_fio) / n,
                     "floor_ms": 1000.0 * (bare - bare_fio) / n, "gap_ms": 1000.0 * gap, "check_ms": 1000.0 * check,
+                    "watched": watched,
                 })
-        print(f"sweep overhead: {n} runs x {args.runtime:g} s, fio {args.fio}"
+        print(f"sweep overhead: {n} runs x {args.runtime:g} s" + (f" + {args.ramp:g} s ramp" if args.ramp else "")
+              + f", fio {args.fio}"
               + (f", quiet window {args.quiet_window:g} s" if args.quiet_window is not None else ""))
         print(f"{'way':>12} {'round':>5} {'first':>12} {'storagebench_s':>14} {'bare_fio_s':>10} {'A/B_%':>7} "
               f"{'A/B_ms/run':>10} {'accounted_%':>11} {'accounted_ms/run':>16} {'bare_loop_ms/run':>16} {'gap_ms':>7} "
-              f"{'check_ms':>8}")
+              f"{'check_ms':>8} {'watched':>7}")
         for w in rows:
             print(f"{w['way']:>12} {w['round']:>5} {w['first']:>12} {w['sb_s']:>14.2f} {w['bare_s']:>10.2f} "
                   f"{w['ab_pct']:>7.2f} {w['ab_ms']:>10.1f} {w['acc_pct']:>11.2f} {w['acc_ms']:>16.1f} "
-                  f"{w['floor_ms']:>16.1f} {w['gap_ms']:>7.1f} {w['check_ms']:>8.2f}")
+                  f"{w['floor_ms']:>16.1f} {w['gap_ms']:>7.1f} {w['check_ms']:>8.2f} {w['watched']:>7}")
         for way in ways[:-1]:
             mine = [w for w in rows if w["way"] == way]
             med = {k: statistics.median(w[k] for w in mine) for k in ("ab_pct", "ab_ms", "acc_pct", "acc_ms", "gap_ms",

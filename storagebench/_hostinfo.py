@@ -386,8 +386,11 @@ def _device_stat_path(key: tuple[str, int, int]) -> tuple[str, Path] | None:
     return (info.name, path) if path.exists() else None
 
 
-def read_io_counters(path: str | os.PathLike[str]) -> dict[str, float] | None:
+def read_io_counters(path: str | os.PathLike[str], fd: int | None = None) -> dict[str, float] | None:
     """One reading of a block device's ``stat`` file (Linux ``Documentation/block/stat.rst``).
+
+    ``fd``, when given, is the file opened once and read again from offset 0 (sysfs makes the text anew at
+    each read from 0; a sampler's 3 us a reading rather than 10).
 
     Returns
     -------
@@ -397,8 +400,11 @@ def read_io_counters(path: str | os.PathLike[str]) -> dict[str, float] | None:
         ``io_ticks_ms`` (ms the device had I/O in flight); ``None`` when it cannot be read.
     """
     try:
-        with open(path, "rb") as fh:
-            f = [int(x) for x in fh.read().split()]
+        if fd is not None:
+            f = [int(x) for x in os.pread(fd, 4096, 0).split()]
+        else:
+            with open(path, "rb") as fh:
+                f = [int(x) for x in fh.read().split()]
     except (OSError, ValueError):
         return None
     if len(f) < 11:
@@ -623,11 +629,12 @@ def max_io_bytes(stat_path: str) -> int | None:
 
 
 def run_io_record(before: dict[str, float], after: dict[str, float], fio_io: tuple[tuple[int, int], ...],
-                  device: tuple[str, Path]) -> dict[str, Any]:
+                  device: tuple[str, Path], tolerance: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """Others' I/O on the target's device while a run's fio ran: the device's I/O beyond fio's own.
 
-    fio counts each I/O it completed and the bytes it moved, ramp_time included (``total_ios``,
-    ``io_bytes``); with direct I/O on files that exist (no layout), each reaches the device as one request,
+    fio counts each I/O it completed and the bytes it moved in its measured window (``total_ios``,
+    ``io_bytes``; fio resets them when ``ramp_time`` ends, so a ramped run's ``before`` is the reading at the
+    ramp's end, :func:`storagebench._runwatch.ramp_io_record`); with direct I/O on files that exist (no layout), each reaches the device as one request,
     or several when larger than ``queue/max_sectors_kb`` (:func:`max_io_bytes`), so what the device did beyond
     that is others' I/O -- plus a few I/Os of storagebench's own (it fsyncs the run's job file while fio
     starts), far below the thresholds. The caller decides whether the run's I/O can be told apart so
@@ -641,6 +648,10 @@ def run_io_record(before: dict[str, float], after: dict[str, float], fio_io: tup
         ``(total_ios, io_bytes)`` per data direction (:attr:`storagebench._runfio.FioRun.io_counts`).
     device : (str, Path)
         Device name and stat path (:func:`device_stat_path`).
+    tolerance : (int, int)
+        How many I/Os and bytes of the device's the readings may hold or miss by when they were taken (a ramped
+        run's ``before`` is known only to the samples around its ramp's end): the run is called busy only when
+        its excess is beyond them.
 
     Returns
     -------
@@ -648,8 +659,9 @@ def run_io_record(before: dict[str, float], after: dict[str, float], fio_io: tup
         ``attributed`` (True), ``quiet`` (bool), ``window_s`` (s of fio's life watched), ``device_ios``,
         ``device_bytes``, ``fio_ios`` (the device requests fio's I/O makes), ``fio_bytes``, ``excess_ios``,
         ``excess_bytes`` (the rest: others'; may be negative when the block layer merged fio's requests),
-        ``excess_iops`` (1/s), ``excess_bytes_per_s``, ``reason`` (when not quiet; same thresholds as the
-        window before the run: :data:`QUIET_MAX_IOPS`, :data:`QUIET_MAX_BYTES_PER_S`).
+        ``excess_iops`` (1/s), ``excess_bytes_per_s``, ``tolerance_ios``, ``tolerance_bytes``, ``reason`` (when
+        not quiet: the excess less the tolerance is beyond the thresholds of the window before the run,
+        :data:`QUIET_MAX_IOPS`, :data:`QUIET_MAX_BYTES_PER_S`).
     """
     dt = max(after["t_s"] - before["t_s"], 1e-9)
     largest = max_io_bytes(str(device[1]))
@@ -660,10 +672,12 @@ def run_io_record(before: dict[str, float], after: dict[str, float], fio_io: tup
     rec: dict[str, Any] = {
         "attributed": True, "quiet": True, "window_s": round(dt, 6), "device_ios": dev_ios, "device_bytes": dev_bytes,
         "fio_ios": fio_ios, "fio_bytes": fio_bytes, "excess_ios": extra_ios, "excess_bytes": extra_bytes,
-        "excess_iops": round(max(0, extra_ios) / dt, 1), "excess_bytes_per_s": round(max(0, extra_bytes) / dt, 1)}
-    if rec["excess_iops"] > QUIET_MAX_IOPS or rec["excess_bytes_per_s"] > QUIET_MAX_BYTES_PER_S:
+        "excess_iops": round(max(0, extra_ios) / dt, 1), "excess_bytes_per_s": round(max(0, extra_bytes) / dt, 1),
+        "tolerance_ios": int(tolerance[0]), "tolerance_bytes": int(tolerance[1])}
+    if (extra_ios - tolerance[0]) / dt > QUIET_MAX_IOPS or (extra_bytes - tolerance[1]) / dt > QUIET_MAX_BYTES_PER_S:
         rec["quiet"] = False
+        within = f", +/- {tolerance[0]} I/Os and {tolerance[1]} bytes" if any(tolerance) else ""
         rec["reason"] = (f"during the run, device {device[0]}: {max(0, extra_ios)} I/Os and {max(0, extra_bytes)} "
                          f"bytes beyond fio's own in {dt:.3f} s ({rec['excess_iops']:g} IOPS, "
-                         f"{rec['excess_bytes_per_s'] / 1048576:.2f} MiB/s)")
+                         f"{rec['excess_bytes_per_s'] / 1048576:.2f} MiB/s{within})")
     return rec

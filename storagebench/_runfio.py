@@ -32,14 +32,19 @@ class FioRun:
     duration_s : float
         Wall-clock time of the fio process, s.
     io_counts : tuple of (int, int)
-        Per data direction (read, write, trim), summed over the jobs: fio's ``total_ios`` (I/Os completed,
-        ramp_time included) and ``io_bytes`` (bytes moved, ramp_time included) -- what fio itself did, which the
-        quiet-host check tells apart from others' I/O on the device (:func:`storagebench._hostinfo.run_io_record`).
+        Per data direction (read, write, trim), summed over the jobs: fio's ``total_ios`` (I/Os completed)
+        and ``io_bytes`` (bytes moved) in its measured window -- fio resets both when ``ramp_time`` ends, so the
+        ramp's I/O is left out -- what fio itself did, which the quiet-host check tells apart from others' I/O
+        on the device (:func:`storagebench._hostinfo.run_io_record`).
+    window : (float, float) or None
+        When the measured window ended (fio's ``timestamp_ms``, s since the Unix epoch) and how long it lasted,
+        s (:func:`storagebench.fio.process.measured_window`); ``None`` when fio's output does not say.
     """
 
     returncode: int
     duration_s: float
     io_counts: tuple[tuple[int, int], ...] = ()
+    window: tuple[float, float] | None = None
 
 
 def run_fio(
@@ -120,7 +125,7 @@ def run_fio(
                 ) from None
             duration = time.monotonic() - start
     data = _check_output(output_path, stderr_path, rc)
-    return FioRun(returncode=rc, duration_s=duration, io_counts=io_counts(data))
+    return FioRun(returncode=rc, duration_s=duration, io_counts=io_counts(data), window=process.measured_window(data))
 
 
 def io_counts(doc: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:

@@ -36,6 +36,7 @@ from ._runcontext import (
     wait_for_helper,
 )
 from ._runfio import FioRun, check_measured, run_fio
+from ._runwatch import IoSampler, ramp_io_record
 from ._runwrite import WRITE_ERRNOS, not_writable, output_cut_short, results_full, target_not_writable
 from ._specvalues import steadystate_request
 from ._store import StudyStore
@@ -303,13 +304,20 @@ def _options_problem(point: RunPoint) -> str | None:
     for key, off in _UNCOUNTED_IO.items():
         if key in opts and opts[key] not in off:
             return f"{key}={opts[key]}: fio does I/O it does not count, or on other files"
-    try:  # fio resets its counts when the ramp ends: the ramp's I/O is on the device only
-        ramp_us = parse_time_us(opts.get("ramp_time") or 0)
-    except ValueError:
-        ramp_us = 1  # a value fio's parse check refuses anyway: do not attribute
-    if ramp_us:
-        return f"ramp_time={opts['ramp_time']}: fio's counts leave out the ramp's I/O, which the device saw"
+    try:  # fio resets its counts when the ramp ends: the ramp's end is placed on the device's samples
+        _run_length(point)
+    except ValueError:  # a value fio's parse check refuses anyway: do not attribute
+        return f"ramp_time={opts.get('ramp_time')!r}, runtime={opts.get('runtime')!r}: not a time fio reads"
     return None
+
+
+def _run_length(point: RunPoint) -> tuple[float, float | None]:
+    """``ramp_time`` and ``runtime`` of ``point``, s (``runtime`` ``None`` when unset); ``ValueError`` when one is
+    not a time (:func:`storagebench.fio.options.parse_time_us`)."""
+    opts = rendered_options(point, None)
+    ramp = parse_time_us(opts.get("ramp_time") or 0) / 1e6
+    runtime = parse_time_us(opts["runtime"]) / 1e6 if opts.get("runtime") else None
+    return ramp, runtime
 
 
 def _file_state(tgt: str) -> tuple[tuple[int, int], ...] | None:
@@ -336,6 +344,7 @@ class _Watch:
     problem: str | None
     files: tuple[tuple[int, int], ...] | None
     started: int = 0
+    sampler: IoSampler | None = None  # a ramped run's samples of its device (:func:`ramp_io_record`)
 
     @classmethod
     def open(cls, run: _Run, before: dict[str, float] | None) -> _Watch:
@@ -349,17 +358,22 @@ class _Watch:
             _LOCAL_RUNS["active"] += 1
             _LOCAL_RUNS["started"] += 1
             started = _LOCAL_RUNS["started"]
-        return cls(before=before, problem=problem, files=files, started=started)
+        ramp, runtime = _run_length(run.point) if problem is None else (0.0, None)
+        sampler = IoSampler(run.probe.device[1], ramp, runtime).start() if ramp > 0 else None
+        return cls(before=before, problem=problem, files=files, started=started, sampler=sampler)
 
 
 def _close_watch(quiet: dict[str, Any], watch: _Watch, run: _Run, nxt: QuietProbe | None,
                  fio_run: FioRun | None) -> None:
     """Add the run's own watch to its ``quiet_host`` record (``during_run``; a reason when others' I/O was found)
     and credit its time to the next run's window (:meth:`QuietProbe.credit`), so that the next run need not wait
-    for it again."""
+    for it again. A ramped run is compared with fio's counts from its ramp's end only
+    (:func:`storagebench._runwatch.ramp_io_record`), and only that measured part is credited."""
     with _LOCAL_RUNS_LOCK:
         _LOCAL_RUNS["active"] -= 1
         overlapped = _LOCAL_RUNS["started"] != watch.started
+    if watch.sampler is not None:
+        watch.sampler.stop(None if nxt is None else nxt.before)
     problem = watch.problem or ("fio failed" if fio_run is None else None)
     if problem is None and overlapped:
         problem = "another run of this sweep ran at the same time"
@@ -367,16 +381,22 @@ def _close_watch(quiet: dict[str, Any], watch: _Watch, run: _Run, nxt: QuietProb
         problem = "fio laid out or resized a target file"
     if problem is None and (nxt is None or nxt.before is None):
         problem = "the device's counters could not be read at fio's exit"
-    if problem is not None:
+    during = None
+    if problem is None and watch.sampler is None:
+        during = run_io_record(watch.before, nxt.before, fio_run.io_counts, run.probe.device)
+    elif problem is None:  # only the measured part, from the ramp's end to fio's exit, is watched and credited
+        during, problem = ramp_io_record(watch.sampler, fio_run.window, fio_run.io_counts, run.probe.device)
+    if during is None:
         quiet["during_run"] = {"attributed": False, "quiet": None, "note": problem}
         return
-    during = run_io_record(watch.before, nxt.before, fio_run.io_counts, run.probe.device)
     reason = during.pop("reason", None)
     quiet["during_run"] = during
     if reason:
         quiet["reasons"].append(reason)
         quiet["quiet"] = False
-    nxt.credit(during["window_s"], during["excess_ios"], during["excess_bytes"])
+    # what is surely others' (beyond the tolerance of a ramped run's window; the verdict's own rule)
+    nxt.credit(during["window_s"], during["excess_ios"] - during["tolerance_ios"],
+               during["excess_bytes"] - during["tolerance_bytes"])
 
 
 def _add_scan(quiet: dict[str, Any], scan: Future[list[Any]]) -> None:

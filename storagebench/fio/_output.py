@@ -105,3 +105,42 @@ def zero_io_jobs(doc: Mapping[str, Any]) -> list[str] | None:
     if not entries or any(_ios(j) for j in entries):
         return None
     return [str(j.get("jobname")) for j in entries]
+
+
+def measured_window(doc: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When fio's measured window ended and how long it lasted, as fio's JSON gives them: ``(reported_s, runtime_s)``.
+
+    fio resets its counts, its job's ``epoch`` and its per-direction ``runtime`` when ``ramp_time`` ends
+    (fio 3.33 ``reset_all_stats``), and writes ``timestamp_ms`` (wall clock, ms since the epoch, truncated)
+    when it reports, after every job ended and was reaped. So each job counted its I/O over a window of its
+    ``<dir>.runtime`` (ms, rounded up; with ``group_reporting`` the longest member's) that ended at or before
+    ``timestamp_ms``: the rule the ingest's ``reported_at`` and ``runtime_s`` columns hold per run and
+    :func:`storagebench.studies.bucket_shares` reasons with. fio's drain between the jobs' end and its report
+    (reaping in 10 ms steps, closing files, the statistics) is 40 to 60 ms on a 2-core VM, so the window's
+    start is ``reported_s - runtime_s`` only to that; the runner's watch of a ramped run finds the end on the
+    device (:func:`storagebench._runwatch.ramp_io_record`).
+
+    Parameters
+    ----------
+    doc : mapping
+        fio's ``--output-format=json``/``json+`` document of a local run (``jobs``).
+
+    Returns
+    -------
+    (float, float) or None
+        ``timestamp_ms / 1000`` (s since the Unix epoch) and the longest ``<dir>.runtime`` of any job and
+        direction, s; ``None`` when fio printed no ``timestamp_ms`` (fio 2.1, client/server output), no job,
+        or no positive runtime.
+    """
+    ms = doc.get("timestamp_ms")
+    jobs = doc.get("jobs")
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0 or not isinstance(jobs, list):
+        return None
+    longest = 0
+    for job in jobs:
+        for ddir in ("read", "write", "trim"):
+            part = job.get(ddir) if isinstance(job, Mapping) else None
+            rt = part.get("runtime") if isinstance(part, Mapping) else None
+            if isinstance(rt, int) and not isinstance(rt, bool) and rt > longest:
+                longest = rt
+    return (ms / 1000.0, longest / 1000.0) if longest > 0 else None

@@ -74,7 +74,7 @@ from typing import IO, Any
 from .._recorded import boot_id
 from ..errors import FioError, FioNotFoundError
 from ._output import FATAL_PATTERNS as FATAL_PATTERNS  # reached here too, as before
-from ._output import fatal_lines, fio_message, zero_io_jobs
+from ._output import fatal_lines, fio_message, measured_window, zero_io_jobs
 from ._proc import (
     GONE_WITHIN_S,
     INSTALL_HINT,
@@ -104,6 +104,7 @@ __all__ = [
     "fio_message",
     "fatal_lines",
     "zero_io_jobs",
+    "measured_window",
     "RECORD_NAME",
     "RECORD_FORMAT",
     "start_ticks",
