@@ -143,8 +143,14 @@ def _repetitions(value: dict[str, Any]) -> dict[str, int]:
 
 
 def check_precision_design(study: Any) -> None:
-    """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels, and a design the
-    rounds can run (no ``concurrent``; without ``setups > 1``, ``repetitions`` left out).
+    """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels that is not in
+    ``concurrent``, and a design the rounds can run (without ``setups > 1``, ``repetitions`` left out).
+
+    With ``concurrent`` the rounds measure whole concurrency groups (:mod:`storagebench._runrounds`): a group is
+    run, as in a fixed sweep, all its runs at once, whenever any of its points is unfinished, so a point is never
+    measured without the load the others put beside it. The unit stays the run (or the set-up, with ``setups >
+    1``); a comparison across the levels of a concurrent factor is refused (they share the host, so they are not
+    independent arms).
 
     With ``setups > 1`` the experimental unit is the set-up (a fresh build of the testbed), so the rule counts
     set-ups: ``min_repetitions`` and ``max_repetitions`` are set-ups per arm, a round builds one more set-up of
@@ -169,9 +175,12 @@ def check_precision_design(study: Any) -> None:
                              f"must be one of {factors}")
         if len(study.factors[p["compare"]]) < 2:
             raise ValueError(f"precision.compare: factors.{p['compare']} has one level; a comparison needs two")
-    if study.concurrent:
-        raise ValueError("precision: adaptive rounds measure each unfinished point on its own; they do not support "
-                         "concurrent yet: remove precision: and use a fixed repetitions: N (or setups: N)")
+        if p["compare"] in study.concurrent:
+            others = [f for f in factors if f not in study.concurrent and len(study.factors[f]) > 1]
+            raise ValueError(f"precision.compare: {shown(p['compare'])} is in concurrent: its levels run at the same "
+                             "time, on one host and testbed, so they are not independent arms and a stopping test "
+                             "between them has no honest error rate; compare a factor that is not in concurrent"
+                             + (f" (one of {others})" if others else "") + ", or use ci_rel_half_width alone")
     if study.setups > 1:  # the set-up is the unit: the rule counts set-ups, repetitions stay the runs per set-up
         return
     if study.repetitions != 1:
