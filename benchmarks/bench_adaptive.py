@@ -312,9 +312,17 @@ TESTBED_RULES = {
 }
 
 
-def _rule(rule_name: str, study) -> dict:
-    """The rule ``rule_name`` comparing the study's arms (its first set-up factor: device, stripe_width, layout ...)."""
-    return {"compare": study.setup_factors[0], **TESTBED_RULES[rule_name]}
+def _rule(rule_name: str, study, name: str) -> dict:
+    """The rule ``rule_name`` comparing the study's arms (its first set-up factor: device, stripe_width, layout ...),
+    with the study's own equivalence margin when its analysis has one (ka_rdm_vs_vmfs: TOST within 1 %, truth
+    1.0: without a margin "different" is never decided there and every sweep would spend its budget)."""
+    import inspect
+
+    from storagebench import studies
+
+    margin = inspect.signature(studies.get(name).module.analyse).parameters.get("margin")
+    extra = {"equivalence_margin": margin.default} if margin is not None else {}
+    return {"compare": study.setup_factors[0], **TESTBED_RULES[rule_name], **extra}
 
 
 def _fio_s(study, run_ids) -> float:
@@ -404,7 +412,9 @@ def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
     rows = []
     t0 = time.monotonic()
     quick = studies.get(name).spec(quick=True)
-    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=_rule(rule_name, quick))
+    rule = _rule(rule_name, quick, name)
+    adaptive = load_study({**quick.spec_dict(), "precision": rule})  # its plan: max_repetitions set-ups per arm
+    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=rule)
     rec = json.loads((res.study_dir / "precision.json").read_text())
     data = load_data(name, res.study_dir)
     n = max(p["repetitions"] for p in rec["points"])
@@ -412,7 +422,7 @@ def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
     for check in _ka_check(name, data):
         rows.append({"study": name, "design": f"adaptive {rule_name} (run)", "setups_per_arm": n,
                      "builds": len(res.sweep.builds), "runs": len(res.sweep.completed),
-                     "fio_s": _fio_s(quick, res.sweep.completed), "wall_s": time.monotonic() - t0, **check,
+                     "fio_s": _fio_s(adaptive, res.sweep.completed), "wall_s": time.monotonic() - t0, **check,
                      **_rule_outcome(verdicts, check)})
     t0 = time.monotonic()
     fixed, sweep = _fixed_sweep(name, out / "fixed", 10)
@@ -426,7 +436,7 @@ def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
                  for check in _ka_check(name, _ka_subset(data, k))]
     values = read_values(sweep.raw_dir, sweep.completed, "iops")
     for rn in TESTBED_RULES:
-        ad = load_study({**fixed.spec_dict(), "precision": _rule(rn, fixed)})
+        ad = load_study({**fixed.spec_dict(), "precision": _rule(rn, fixed, name)})
         rounds = replay(ad.expand(), ad.precision, ad.factors, values)
         stop = next((rd["round"] - 1 for rd in rounds if len(rd["finished"]) == len(ad.expand()) // 10), 10)
         sub = _ka_subset(data, stop)
