@@ -495,3 +495,29 @@ def stdhtml_unescape(fragment: str) -> str:
     import re
 
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("\x00", "")
+
+
+def test_partial_banner_of_an_adaptive_sweep_says_runs_used_and_the_most_allowed(tmp_path):
+    """A study with precision: plans max_repetitions per point, a maximum, not what it runs: the banner of a
+    sweep still measuring says the runs used so far and the most the rule allows, not "planned runs"."""
+    from storagebench._store import StudyStore
+    from storagebench.errors import PublishError
+    from storagebench.publish import partial_banner
+
+    for precision, words in (({"ci_rel_half_width": 0.03, "max_repetitions": 10},
+                               "0 runs used so far, of at most 60 that precision: allows (max_repetitions; the "
+                               "adaptive sweep stops each point once it is answered)"),
+                              (None, "0 of 18 planned runs done")):
+        spec = {**_spec(**(precision or {})), "name": f"ad{'a' if precision else 'f'}"}
+        if precision is None:
+            spec = {**{k: v for k, v in spec.items() if k != "precision"}, "repetitions": 3}
+        study = load_study(spec)
+        store = StudyStore(tmp_path / study.name)
+        with store.lock():
+            store.ensure_spec(study)
+            banner = partial_banner(store.root, partial=True)
+            assert words in banner and ("planned" in banner) == (precision is None), banner
+            with pytest.raises(PublishError) as exc:
+                partial_banner(store.root)
+            assert words in str(exc.value)
+        assert partial_banner(store.root, partial=True) is None  # the lock released: no banner
