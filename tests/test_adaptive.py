@@ -184,6 +184,21 @@ def test_time_to_answer_fixed_expected_and_most():
     assert time_to_answer(adaptive, 0.5)["expected_repetitions"] == 20  # noisy: the budget
 
 
+def test_time_to_answer_counts_a_concurrent_group_once(tmp_path):
+    """Two workloads run at once take one run's fio time, fixed or adaptive (ka_consolidation's comment: 66 s)."""
+    spec = {k: v for k, v in _concurrent_spec(tmp_path).items() if k != "precision"}
+    fixed = time_to_answer(load_study({**spec, "repetitions": 3}))
+    assert (fixed["fixed_runs"], fixed["fixed_s"], fixed["together"]) == (12, 6.0, 2)
+    t = time_to_answer(load_study(_concurrent_spec(tmp_path, ci_rel_half_width=0.03, max_repetitions=10)))
+    assert (t["min_runs"], t["max_runs"], t["max_s"]) == (12, 40, 20.0)
+    from storagebench import studies
+    from storagebench._adaptive import time_text
+
+    lines = time_text(studies.get("ka_consolidation").spec(quick=True))
+    assert "11 s per run (runtime 10 s + ramp_time 1 s), 2 runs at a time (concurrent: workload)" in lines[0]
+    assert lines[1] == "fixed: 1 repetition(s) per point = 12 runs, fio time 0:01:06"
+
+
 def test_dry_run_prints_the_time_and_runs_nothing(tmp_path):
     spec = tmp_path / "ad.yaml"
     spec.write_text(json.dumps(_spec(ci_rel_half_width=0.03, max_repetitions=10)))
