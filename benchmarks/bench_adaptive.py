@@ -32,9 +32,14 @@ repetitions: the same run ids) and one adaptive sweep ``{ci_rel_half_width: 0.05
 max_repetitions: 10}``. Per design: runs, fio-seconds and the points' CI half-widths reached. The truth is
 unknown here, so there is no coverage column.
 
-**--testbed ka_caps,ka_fast_vs_slow** (root: loop devices capped by the block-I/O throttle; the known answers
-of issue 20): the experimental unit is the set-up (a fresh build); estimand: the ratio of the arms' set-up
-geometric means, paired on blocks (the study's own analysis, ``compare_arms``); family: the study's one check.
+**--testbed ka_caps,ka_fast_vs_slow,ka_stripe_width,ka_rdm_vs_vmfs,ka_consolidation** (root: loop devices capped
+by the block-I/O throttle; the known answers of issue 20): the experimental unit is the set-up (a fresh build);
+estimand: the ratio of the arms' set-up geometric means, paired on blocks (the study's own analysis); family: each
+of the study's known-answer checks on its own (one row per check: ka_consolidation has three, each workload's
+shared/isolated and their total). The rule compares the study's arm factor (its first set-up factor) and takes
+the study's own equivalence margin when its analysis has one (ka_rdm_vs_vmfs: 1 %). ka_consolidation runs its two
+workloads at the same time: a round is one block of two builds, each running the pair together, and its fio-
+seconds count a pair once.
 Per repetition, in a fresh directory: one real adaptive sweep of the quick variant under ``--testbed-rule``
 (:data:`TESTBED_RULES`, ``studies.run(..., precision=...)``), and one fixed sweep of 10 set-ups per arm, of which
 fixed 3 and 5 are the first 3 and 5 blocks (the same run ids); each rule of :data:`TESTBED_RULES` is also
