@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ._specvalues import whole
@@ -196,6 +197,8 @@ def check_precision_design(study: Any) -> None:
 PRECISION_FILE = "precision.json"
 #: Largest ``precision.json`` read, bytes (a few hundred bytes a point).
 MAX_PRECISION_BYTES = 16 * 2**20
+#: Most ``concurrent`` factors a record may name (a study has a handful).
+MAX_CONCURRENT = 64
 #: Why a point stopped, as the record says and as the write-up words it.
 STOPPED = {"target": "target reached", "decided": "comparison decided", "budget": "budget spent (max_repetitions)",
            "not finished": "not finished (the sweep stopped)"}
@@ -263,7 +266,8 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
     dict or None
         ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``unit`` (``"run"``, or ``"setup"``
         when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``blocks`` (a round was a
-        whole block), ``points`` and ``comparisons``
+        whole block), ``concurrent`` (the factors whose levels ran together: a round ran those groups whole),
+        ``points`` and ``comparisons``
         (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
 
     Raises
@@ -299,14 +303,28 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
         raise _bad(path, f"unit must be one of {list(UNITS)}", unit)
     if not isinstance(blocks, bool):
         raise _bad(path, "blocks must be true or false", blocks)
-    return {"rule": rule, "unit": unit, "blocks": blocks, "points": [_point_row(p, path) for p in data["points"]],
+    concurrent = data.get("concurrent", [])  # older records: none
+    if not isinstance(concurrent, list) or len(concurrent) > MAX_CONCURRENT \
+            or any(not isinstance(f, str) or not 0 < len(f) <= 200 for f in concurrent):
+        raise _bad(path, f"concurrent must be a list of at most {MAX_CONCURRENT} factor names", concurrent)
+    return {"rule": rule, "unit": unit, "blocks": blocks, "concurrent": concurrent,
+            "points": [_point_row(p, path) for p in data["points"]],
             "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
 
 
-def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False) -> str:
+def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False, concurrent: Sequence[str] = ()) -> str:
     """The stopping rule in a sentence (the values formatted from the checked rule; ``unit="setup"``: the rule
     counted set-ups, one fresh build of the testbed each; ``blocks``: a round was a whole block, comparisons
-    paired on it)."""
+    paired on it; ``concurrent``: the factors whose levels ran at the same time, a round running them whole)."""
+    text = _rule_text(rule, unit, blocks)
+    if concurrent:
+        text += (f" The levels of {', '.join(concurrent)} ran at the same time (concurrent), so a round ran each such "
+                 "group whole while any of its points was unfinished, and a finished point could get more runs "
+                 "than its rule asked for.")
+    return text
+
+
+def _rule_text(rule: dict[str, Any], unit: str, blocks: bool) -> str:
     parts = []
     if "ci_rel_half_width" in rule:
         parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "

@@ -239,7 +239,7 @@ def write_record(root: Path, study: Any, state: _State, final: Decisions) -> Pat
                        "run_ids": [p.run_id for r in sorted(state.values[k]) for p in state.by_point[k][r]
                                    if p.run_id in state.run_values]})
     record = {"study": study.name, "rule": dict(study.precision), "unit": "setup" if state.setups else "run",
-              "blocks": state.paired, "points": points,
+              "blocks": state.paired, "concurrent": list(study.concurrent), "points": points,
               "comparisons": [{"comparison": label, **v} for label, v in final.verdicts.items()]}
     path = root / PRECISION_FILE
     tmp = path.with_name(f".{PRECISION_FILE}.{os.getpid()}.tmp")

@@ -302,6 +302,12 @@ def test_adaptive_concurrent_sweep_runs_pairs_together(tmp_path, fio_bin):
         assert (min(e for _, e in spans) - max(s for s, _ in spans)).total_seconds() > 0.5  # they overlapped
     rec = json.loads((res.root / PRECISION_FILE).read_text())
     assert len({p["repetitions"] for p in rec["points"]}) == 1  # a pair's points have the same runs
+    from storagebench._precision import read_precision, rule_words
+
+    typed = read_precision(res.root)
+    assert typed["concurrent"] == ["workload"]
+    assert "The levels of workload ran at the same time (concurrent), so a round ran each such group whole" in \
+        rule_words(typed["rule"], typed["unit"], typed["blocks"], typed["concurrent"])
 
 
 # ---- the runner: rounds, resume after SIGKILL ----------------------------------------------------------
@@ -469,6 +475,9 @@ def test_precision_section_states_rule_runs_and_precision_with_values_escaped(tm
     ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ratio": "1e999"}]}, "ratio must be a finite"),
     ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ci_level": 1.5}]}, "ci_level must be"),
     ({"points": {}}, "must be a mapping with points and comparisons lists"),
+    ({"concurrent": "workload"}, "concurrent must be a list of at most 64 factor names, got 'workload'"),
+    ({"concurrent": [["workload"]]}, "concurrent must be a list of at most 64 factor names"),
+    ({"concurrent": [""]}, "concurrent must be a list"),
 ])
 def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
     from storagebench._precision import read_precision
@@ -483,7 +492,7 @@ def _hostile_record(tmp_path: Path, payload: str) -> Path:
     return _record(tmp_path, points=[
         {"factors": {payload: payload}, "repetitions": 3, "stopped": "target", "ci_rel_half_width": 0.02},
         {"factors": {payload: "b"}, "repetitions": 5, "stopped": "budget", "ci_rel_half_width": None}],
-        comparisons=[{"comparison": payload, "decision": None, "n": 5}])
+        comparisons=[{"comparison": payload, "decision": None, "n": 5}], concurrent=[payload])
 
 
 def test_hostile_values_in_precision_json_reach_the_page_only_as_text(tmp_path):
