@@ -32,9 +32,14 @@ repetitions: the same run ids) and one adaptive sweep ``{ci_rel_half_width: 0.05
 max_repetitions: 10}``. Per design: runs, fio-seconds and the points' CI half-widths reached. The truth is
 unknown here, so there is no coverage column.
 
-**--testbed ka_caps,ka_fast_vs_slow** (root: loop devices capped by the block-I/O throttle; the known answers
-of issue 20): the experimental unit is the set-up (a fresh build); estimand: the ratio of the arms' set-up
-geometric means, paired on blocks (the study's own analysis, ``compare_arms``); family: the study's one check.
+**--testbed ka_caps,ka_fast_vs_slow,ka_stripe_width,ka_rdm_vs_vmfs,ka_consolidation** (root: loop devices capped
+by the block-I/O throttle; the known answers of issue 20): the experimental unit is the set-up (a fresh build);
+estimand: the ratio of the arms' set-up geometric means, paired on blocks (the study's own analysis); family: each
+of the study's known-answer checks on its own (one row per check: ka_consolidation has three, each workload's
+shared/isolated and their total). The rule compares the study's arm factor (its first set-up factor) and takes
+the study's own equivalence margin when its analysis has one (ka_rdm_vs_vmfs: 1 %). ka_consolidation runs its two
+workloads at the same time: a round is one block of two builds, each running the pair together, and its fio-
+seconds count a pair once.
 Per repetition, in a fresh directory: one real adaptive sweep of the quick variant under ``--testbed-rule``
 (:data:`TESTBED_RULES`, ``studies.run(..., precision=...)``), and one fixed sweep of 10 set-ups per arm, of which
 fixed 3 and 5 are the first 3 and 5 blocks (the same run ids); each rule of :data:`TESTBED_RULES` is also
@@ -305,10 +310,37 @@ def demo(args: argparse.Namespace) -> pd.DataFrame:
 # the known-answer testbeds (issue 20): the set-up is the unit, root
 
 #: The adaptive rules replayed on every fixed-10 sweep (the first is also run for real, --testbed).
+#: ``compare`` is filled in per study: its first set-up factor (the arm, :func:`_rule`).
 TESTBED_RULES = {
-    "W 2%": {"compare": "device", "ci_rel_half_width": 0.02, "min_repetitions": 3, "max_repetitions": 10},
-    "W 0.5%": {"compare": "device", "ci_rel_half_width": 0.005, "min_repetitions": 3, "max_repetitions": 10},
+    "W 2%": {"ci_rel_half_width": 0.02, "min_repetitions": 3, "max_repetitions": 10},
+    "W 0.5%": {"ci_rel_half_width": 0.005, "min_repetitions": 3, "max_repetitions": 10},
 }
+
+
+def _rule(rule_name: str, study, name: str) -> dict:
+    """The rule ``rule_name`` comparing the study's arms (its first set-up factor: device, stripe_width, layout ...),
+    with the study's own equivalence margin when its analysis has one (ka_rdm_vs_vmfs: TOST within 1 %, truth
+    1.0: without a margin "different" is never decided there and every sweep would spend its budget)."""
+    import inspect
+
+    from storagebench import studies
+
+    margin = inspect.signature(studies.get(name).module.analyse).parameters.get("margin")
+    extra = {"equivalence_margin": margin.default} if margin is not None else {}
+    return {"compare": study.setup_factors[0], **TESTBED_RULES[rule_name], **extra}
+
+
+def _fio_s(study, run_ids) -> float:
+    """fio-seconds of the runs ``run_ids``: one run duration per concurrency group (a concurrent group's runs take
+    the time of one)."""
+    ids = set(run_ids)
+    plan = study.expand()
+    return len(plan.groups([p for p in plan if p.run_id in ids])) * study.run_duration_s
+
+
+def _arms(study) -> int:
+    """Arms (combinations of the set-up factors' levels): one build each per set-up."""
+    return len({tuple(repr(p.factors[f]) for f in study.setup_factors) for p in study.expand()})
 
 
 def _ka_subset(data, k: int):
@@ -322,24 +354,40 @@ def _ka_subset(data, k: int):
     return dataclasses.replace(data, per_run=pr, set_ups=tuple(r for r in data.set_ups if r.setup <= k), **cut)
 
 
-def _ka_check(name: str, data) -> dict:
-    """The study's own analysis and known answer (its module's ``analyse`` and ``known_answer``) on ``data``."""
+def _ka_check(name: str, data) -> list[dict]:
+    """The study's own analysis and known answers (its module's ``analyse`` and ``known_answer``) on ``data``: one
+    dict per check (ka_consolidation has three: each workload and their total)."""
     from storagebench import studies
 
     ts = studies.get(name)
     result = ts.module.analyse(data)
-    (c, *_) = ts.module.known_answer(data, result)
-    hw = max(c.ci_high / c.estimate - 1.0, 1.0 - c.ci_low / c.estimate)
-    return {"truth": c.truth, "estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high,
-            "covered": bool(c.covered), "ratio_half_width": hw}
+    return [{"check": c.name, "truth": c.truth, "estimate": c.estimate, "ci_low": c.ci_low, "ci_high": c.ci_high,
+             "covered": bool(c.covered),
+             "ratio_half_width": max(c.ci_high / c.estimate - 1.0, 1.0 - c.ci_low / c.estimate)}
+            for c in ts.module.known_answer(data, result)]
 
 
-def _rule_outcome(rec_or_replay: dict, truth: float) -> dict:
-    """The rule's own answer: its repeated CI at the decision (``precision.json`` or a replay's verdict)."""
-    (v, *_) = rec_or_replay.values()
+def _matching(verdicts: dict, check: str) -> dict | None:
+    """The comparison of the rule that a check is about: the only one, or the one whose other factors' levels
+    (``... at workload=store``) all appear in the check's name; None when none does (e.g. a total)."""
+    if len(verdicts) == 1:
+        return next(iter(verdicts.values()))
+    words = set(check.replace(",", " ").split())
+    for label, v in verdicts.items():
+        at = label.split(" at ", 1)[1] if " at " in label else ""
+        levels = [kv.split("=", 1)[1] for kv in at.split(", ") if "=" in kv]
+        if levels and all(lv in words for lv in levels):
+            return v
+    return None
+
+
+def _rule_outcome(verdicts: dict, check: dict) -> dict:
+    """The rule's own answer for ``check``: its repeated CI at the decision (``precision.json`` or a replay's
+    verdict), of the comparison the check is about."""
+    v = _matching(verdicts, check["check"]) or {}
     out = {"decision": v.get("decision"), "rci_covered": None}
     if v.get("ci_low") is not None:
-        out["rci_covered"] = bool(v["ci_low"] <= truth <= v["ci_high"])
+        out["rci_covered"] = bool(v["ci_low"] <= check["truth"] <= v["ci_high"])
         out["rci_half_width"] = max(v["ci_high"] / v["ratio"] - 1.0, 1.0 - v["ci_low"] / v["ratio"])
     return out
 
@@ -368,34 +416,39 @@ def testbed_rep(name: str, out: Path, rule_name: str) -> list[dict]:
 
     rows = []
     t0 = time.monotonic()
-    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=TESTBED_RULES[rule_name])
-    run_s = studies.get(name).spec(quick=True).run_duration_s
+    quick = studies.get(name).spec(quick=True)
+    rule = _rule(rule_name, quick, name)
+    adaptive = load_study({**quick.spec_dict(), "precision": rule})  # its plan: max_repetitions set-ups per arm
+    res = studies.run(name, out_dir=out / "adaptive", quick=True, precision=rule)
     rec = json.loads((res.study_dir / "precision.json").read_text())
     data = load_data(name, res.study_dir)
-    check = _ka_check(name, data)
     n = max(p["repetitions"] for p in rec["points"])
-    rows.append({"study": name, "design": f"adaptive {rule_name} (run)", "setups_per_arm": n,
-                 "builds": len(res.sweep.builds), "runs": len(res.sweep.completed),
-                 "fio_s": len(res.sweep.completed) * run_s, "wall_s": time.monotonic() - t0, **check,
-                 **_rule_outcome({c["comparison"]: c for c in rec["comparisons"]}, check["truth"])})
+    verdicts = {c["comparison"]: c for c in rec["comparisons"]}
+    for check in _ka_check(name, data):
+        rows.append({"study": name, "design": f"adaptive {rule_name} (run)", "setups_per_arm": n,
+                     "builds": len(res.sweep.builds), "runs": len(res.sweep.completed),
+                     "fio_s": _fio_s(adaptive, res.sweep.completed), "wall_s": time.monotonic() - t0, **check,
+                     **_rule_outcome(verdicts, check)})
     t0 = time.monotonic()
     fixed, sweep = _fixed_sweep(name, out / "fixed", 10)
     wall = time.monotonic() - t0
     data = load_data(name, sweep.root)
-    arms = len(data.per_run) // 10
+    arms = _arms(fixed)
+    ids = {k: set(_ka_subset(data, k).per_run["run_id"]) for k in FIXED}
     for k in FIXED:
-        rows.append({"study": name, "design": f"fixed {k}", "setups_per_arm": k, "builds": arms * k,
-                     "runs": arms * k, "fio_s": arms * k * fixed.run_duration_s, "wall_s": wall * k / 10,
-                     **_ka_check(name, _ka_subset(data, k))})
+        rows += [{"study": name, "design": f"fixed {k}", "setups_per_arm": k, "builds": arms * k,
+                  "runs": len(ids[k]), "fio_s": _fio_s(fixed, ids[k]), "wall_s": wall * k / 10, **check}
+                 for check in _ka_check(name, _ka_subset(data, k))]
     values = read_values(sweep.raw_dir, sweep.completed, "iops")
-    for rn, rule in TESTBED_RULES.items():
-        ad = load_study({**fixed.spec_dict(), "precision": rule})
+    for rn in TESTBED_RULES:
+        ad = load_study({**fixed.spec_dict(), "precision": _rule(rn, fixed, name)})
         rounds = replay(ad.expand(), ad.precision, ad.factors, values)
         stop = next((rd["round"] - 1 for rd in rounds if len(rd["finished"]) == len(ad.expand()) // 10), 10)
-        check = _ka_check(name, _ka_subset(data, stop))
-        rows.append({"study": name, "design": f"adaptive {rn} (replayed on fixed 10)", "setups_per_arm": stop,
-                     "builds": arms * stop, "runs": arms * stop, "fio_s": arms * stop * fixed.run_duration_s,
-                     **check, **_rule_outcome(rounds[stop]["verdicts"], check["truth"])})
+        sub = _ka_subset(data, stop)
+        kept = set(sub.per_run["run_id"])
+        rows += [{"study": name, "design": f"adaptive {rn} (replayed on fixed 10)", "setups_per_arm": stop,
+                  "builds": arms * stop, "runs": len(kept), "fio_s": _fio_s(fixed, kept), **check,
+                  **_rule_outcome(rounds[stop]["verdicts"], check)} for check in _ka_check(name, sub)]
     return rows
 
 
@@ -425,7 +478,8 @@ def testbed(args: argparse.Namespace) -> pd.DataFrame:
 def testbed_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per study and design: repetitions, mean set-ups per arm, builds and fio-seconds, the median CI half-width
     of the ratio (the study's own analysis), its coverage of the truth, and the rule's repeated-CI coverage."""
-    g = df.groupby(["study", "design"], sort=False)
+    df = df.assign(check=df["check"].fillna("") if "check" in df.columns else "")  # older rows: one check each
+    g = df.groupby(["study", "check", "design"], sort=False)
     out = g.agg(reps=("covered", "size"), setups_per_arm=("setups_per_arm", "mean"), builds=("builds", "mean"),
                 fio_s=("fio_s", "mean"), half_width_median=("ratio_half_width", "median"),
                 coverage=("covered", "mean"))

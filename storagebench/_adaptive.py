@@ -256,16 +256,21 @@ def time_to_answer(study: Any, cv: float | None = None) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``points``, ``run_s`` (runtime + ramp_time), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
+        ``points``, ``run_s`` (runtime + ramp_time; with ``concurrent``, divided by ``together``, the runs of
+        a concurrency group, which run at once), and ``fixed_runs``/``fixed_s`` or ``min_runs``,
         ``expected_runs``, ``expected_s``, ``max_runs``, ``max_s``, ``assumed_cv``, ``cv_source``; with ``setups > 1``
         also ``arms`` (levels of ``setup_factors``) and ``fixed_builds``, or under ``precision`` (the set-up the
         unit: ``expected_repetitions`` is set-ups per arm, each of ``repetitions`` runs per point) ``min_builds``,
         ``expected_builds``, ``max_builds``.
     """
     points = study.n_runs // (study.plan_repetitions * study.plan_setups)
-    run_s = float(study.runtime + study.ramp_time)
+    # the runs of a concurrency group (the levels of the concurrent factors) run at once: one run's time each group
+    together = math.prod(len(study.factors[f]) for f in study.concurrent)
+    run_s = float(study.runtime + study.ramp_time) / together
     arms = math.prod(len(study.factors[f]) for f in study.setup_factors) if study.setups > 1 else 0
     out: dict[str, Any] = {"points": points, "run_s": run_s}
+    if together > 1:
+        out["together"] = together
     if arms:
         out["arms"] = arms
     p = study.precision
@@ -309,7 +314,9 @@ def time_text(study: Any, cv: float | None = None) -> list[str]:
     list of str
     """
     t = time_to_answer(study, cv)
-    run = f"{t['run_s']:g} s per run (runtime {study.runtime:g} s + ramp_time {study.ramp_time:g} s)"
+    run = f"{study.runtime + study.ramp_time:g} s per run (runtime {study.runtime:g} s + ramp_time {study.ramp_time:g} s)"
+    if "together" in t:
+        run += f", {t['together']} runs at a time (concurrent: {', '.join(study.concurrent)})"
     lines = [f"study {study.name}: {t['points']} point(s), {run}"]
     if study.precision is None:
         lines.append(f"fixed: {study.repetitions} repetition(s) per point = {t['fixed_runs']} runs, "

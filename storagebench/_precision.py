@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ._specvalues import whole
@@ -143,8 +144,14 @@ def _repetitions(value: dict[str, Any]) -> dict[str, int]:
 
 
 def check_precision_design(study: Any) -> None:
-    """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels, and a design the
-    rounds can run (no ``concurrent``; without ``setups > 1``, ``repetitions`` left out).
+    """What ``precision`` asks of the rest of the study: ``compare`` a factor with >= 2 levels that is not in
+    ``concurrent``, and a design the rounds can run (without ``setups > 1``, ``repetitions`` left out).
+
+    With ``concurrent`` the rounds measure whole concurrency groups (:mod:`storagebench._runrounds`): a group is
+    run, as in a fixed sweep, all its runs at once, whenever any of its points is unfinished, so a point is never
+    measured without the load the others put beside it. The unit stays the run (or the set-up, with ``setups >
+    1``); a comparison across the levels of a concurrent factor is refused (they share the host, so they are not
+    independent arms).
 
     With ``setups > 1`` the experimental unit is the set-up (a fresh build of the testbed), so the rule counts
     set-ups: ``min_repetitions`` and ``max_repetitions`` are set-ups per arm, a round builds one more set-up of
@@ -169,9 +176,12 @@ def check_precision_design(study: Any) -> None:
                              f"must be one of {factors}")
         if len(study.factors[p["compare"]]) < 2:
             raise ValueError(f"precision.compare: factors.{p['compare']} has one level; a comparison needs two")
-    if study.concurrent:
-        raise ValueError("precision: adaptive rounds measure each unfinished point on its own; they do not support "
-                         "concurrent yet: remove precision: and use a fixed repetitions: N (or setups: N)")
+        if p["compare"] in study.concurrent:
+            others = [f for f in factors if f not in study.concurrent and len(study.factors[f]) > 1]
+            raise ValueError(f"precision.compare: {shown(p['compare'])} is in concurrent: its levels run at the same "
+                             "time, on one host and testbed, so they are not independent arms and a stopping test "
+                             "between them has no honest error rate; compare a factor that is not in concurrent"
+                             + (f" (one of {others})" if others else "") + ", or use ci_rel_half_width alone")
     if study.setups > 1:  # the set-up is the unit: the rule counts set-ups, repetitions stay the runs per set-up
         return
     if study.repetitions != 1:
@@ -187,6 +197,8 @@ def check_precision_design(study: Any) -> None:
 PRECISION_FILE = "precision.json"
 #: Largest ``precision.json`` read, bytes (a few hundred bytes a point).
 MAX_PRECISION_BYTES = 16 * 2**20
+#: Most ``concurrent`` factors a record may name (a study has a handful).
+MAX_CONCURRENT = 64
 #: Why a point stopped, as the record says and as the write-up words it.
 STOPPED = {"target": "target reached", "decided": "comparison decided", "budget": "budget spent (max_repetitions)",
            "not finished": "not finished (the sweep stopped)"}
@@ -254,7 +266,8 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
     dict or None
         ``rule`` (checked by :func:`check_precision`, the spec's own gate), ``unit`` (``"run"``, or ``"setup"``
         when the rule counted set-ups: ``runs`` and ``runs_per_arm`` are then set-ups), ``blocks`` (a round was a
-        whole block), ``points`` and ``comparisons``
+        whole block), ``concurrent`` (the factors whose levels ran together: a round ran those groups whole),
+        ``points`` and ``comparisons``
         (lists of row dicts for a table: factor levels, ``runs``, ``stopped`` in words, ``ci_rel_half_width``).
 
     Raises
@@ -290,14 +303,28 @@ def read_precision(study_dir: Any) -> dict[str, Any] | None:
         raise _bad(path, f"unit must be one of {list(UNITS)}", unit)
     if not isinstance(blocks, bool):
         raise _bad(path, "blocks must be true or false", blocks)
-    return {"rule": rule, "unit": unit, "blocks": blocks, "points": [_point_row(p, path) for p in data["points"]],
+    concurrent = data.get("concurrent", [])  # older records: none
+    if not isinstance(concurrent, list) or len(concurrent) > MAX_CONCURRENT \
+            or any(not isinstance(f, str) or not 0 < len(f) <= 200 for f in concurrent):
+        raise _bad(path, f"concurrent must be a list of at most {MAX_CONCURRENT} factor names", concurrent)
+    return {"rule": rule, "unit": unit, "blocks": blocks, "concurrent": concurrent,
+            "points": [_point_row(p, path) for p in data["points"]],
             "comparisons": [_comparison_row(c, path) for c in data.get("comparisons", [])]}
 
 
-def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False) -> str:
+def rule_words(rule: dict[str, Any], unit: str = "run", blocks: bool = False, concurrent: Sequence[str] = ()) -> str:
     """The stopping rule in a sentence (the values formatted from the checked rule; ``unit="setup"``: the rule
     counted set-ups, one fresh build of the testbed each; ``blocks``: a round was a whole block, comparisons
-    paired on it)."""
+    paired on it; ``concurrent``: the factors whose levels ran at the same time, a round running them whole)."""
+    text = _rule_text(rule, unit, blocks)
+    if concurrent:
+        text += (f" The levels of {', '.join(concurrent)} ran at the same time (concurrent), so a round ran each such "
+                 "group whole while any of its points was unfinished, and a finished point could get more runs "
+                 "than its rule asked for.")
+    return text
+
+
+def _rule_text(rule: dict[str, Any], unit: str, blocks: bool) -> str:
     parts = []
     if "ci_rel_half_width" in rule:
         parts.append(f"until the {rule['confidence']:.0%} confidence interval of its geometric mean {rule['metric']} "

@@ -18,6 +18,12 @@ set-ups and the stopping rules read n = set-ups (blocks, when paired). A build i
 whole on resume (its complete runs set aside, as a fixed sweep does), and since the decisions before round ``r``
 read only set-ups ``< r``, the resumed sweep builds the same units.
 
+With ``concurrent`` (workloads run at the same time, as one unit) a round measures whole concurrency groups
+(:meth:`storagebench._plan.RunPlan.groups`, the fixed sweep's own cut): a group runs, all its runs at once, when
+any of its points is unfinished (:func:`round_groups`; with set-ups each unit carries its groups, as a fixed
+sweep's does), so no point is measured without the load beside it, and a finished point measured with an
+unfinished partner gets the extra runs. The decisions stay a pure function of the completed runs, so resume holds.
+
 After each round ``precision.json`` (in the study's directory, replaced in one rename) records the rule, the
 repetitions each point used, why it stopped, the CI half-width it reached and each comparison's verdict:
 what the write-up reports (``notebooks/analyze.ipynb``).
@@ -44,7 +50,7 @@ from ._study import RunPlan, RunPoint
 from .ingest import ingest_paths
 from .runlevel import per_run
 
-__all__ = ["PRECISION_FILE", "run_rounds", "read_values", "replay", "round_units"]
+__all__ = ["PRECISION_FILE", "run_rounds", "read_values", "replay", "round_groups", "round_units"]
 
 
 def read_values(raw_dir: Path, run_ids, metric: str) -> dict[str, float]:
@@ -58,10 +64,6 @@ def read_values(raw_dir: Path, run_ids, metric: str) -> dict[str, float]:
         return {}
     rows = per_run(res.runs, res.histograms, completed=True)
     return {str(r): float(v) for r, v in zip(rows["run_id"], rows[metric], strict=True) if v == v and v > 0}
-
-
-def _round_order(seed: int, points: list[RunPoint]) -> list[RunPoint]:
-    return sorted(points, key=lambda p: hashlib.sha256(f"{seed}:{p.run_id}".encode()).hexdigest())
 
 
 def _gmean(xs: list[float]) -> float:
@@ -91,6 +93,8 @@ class _State:
         derived = ("target",) if comp and any(isinstance(lv, dict) and "target" in lv for lv in factors[comp]) else ()
         self.comps = comparisons([next(iter(v.values()))[0].factors for v in self.by_point.values()], comp, levels,
                                  derived) if comp else ()
+        # the concurrency groups of the plan (its own rule, RunPlan.groups): run id -> the runs measured with it
+        self.group_of = {p.run_id: g for g in plan.groups() for p in g}
         self.values: dict[str, dict[int, float]] = {k: {} for k in self.keys}
         self.run_values: dict[str, float] = {}
         self.read: set[str] = set()
@@ -125,11 +129,16 @@ class _State:
     def todo(self, d: Decisions, r: int) -> list[RunPoint]:
         """The runs of round ``r``: those of every point not finished before it; with ``blocks`` the whole block
         r (every point, so that each block holds one unit of every arm, as the paired analysis needs) while any
-        point is not finished."""
+        point is not finished; with ``concurrent`` each whole concurrency group of such a run (its runs are
+        measured together or not at all, as in a fixed sweep)."""
         open_ = [k for k in self.keys if k not in d.finished]
         if self.paired and open_:
             open_ = self.keys
-        return [p for k in open_ for p in self.by_point[k].get(r, ())]
+        runs: dict[str, RunPoint] = {}
+        for k in open_:
+            for p in self.by_point[k].get(r, ()):
+                runs.update((q.run_id, q) for q in self.group_of[p.run_id])
+        return list(runs.values())
 
 
 def replay(plan: RunPlan, precision: Mapping[str, Any], factors: Mapping[str, list[Any]],
@@ -149,6 +158,15 @@ def replay(plan: RunPlan, precision: Mapping[str, Any], factors: Mapping[str, li
         d = state.decide(r)
         out.append({"round": r, "finished": dict(sorted(d.finished.items())), "verdicts": d.verdicts})
     return out
+
+
+def round_groups(plan: RunPlan, todo: list[RunPoint], seed: int) -> list[tuple[RunPoint, ...]]:
+    """The runs ``todo`` of a round without set-ups as the plan's concurrency groups (:meth:`RunPlan.groups`, one
+    run each without ``concurrent``), in a seeded random order (SHA-256 of ``seed:run_id`` of a group's first run:
+    a fixed sweep's order of its runs)."""
+    want = {p.run_id for p in todo}
+    groups = plan.groups([p for p in plan if p.run_id in want])
+    return sorted(groups, key=lambda g: hashlib.sha256(f"{seed}:{g[0].run_id}".encode()).hexdigest())
 
 
 def round_units(plan: RunPlan, todo: list[RunPoint], r: int, seed: int) -> list[SetUpUnit]:
@@ -200,8 +218,8 @@ def run_rounds(ctx: RunContext, plan: RunPlan,
                 measure_unit(ctx, unit)
                 state.forget(unit.run_ids)  # measured again if it was interrupted: read afresh
         else:
-            for point in _round_order(study.seed, todo):
-                run_group(ctx, (point,))
+            for group in round_groups(plan, todo, study.seed):
+                run_group(ctx, group)
         ctx.tally.done.update(ctx.tally.completed)
     state.update(store.raw_dir, ctx.tally.done)
     final = state.decide(study.precision["max_repetitions"] + 1)
@@ -221,7 +239,7 @@ def write_record(root: Path, study: Any, state: _State, final: Decisions) -> Pat
                        "run_ids": [p.run_id for r in sorted(state.values[k]) for p in state.by_point[k][r]
                                    if p.run_id in state.run_values]})
     record = {"study": study.name, "rule": dict(study.precision), "unit": "setup" if state.setups else "run",
-              "blocks": state.paired, "points": points,
+              "blocks": state.paired, "concurrent": list(study.concurrent), "points": points,
               "comparisons": [{"comparison": label, **v} for label, v in final.verdicts.items()]}
     path = root / PRECISION_FILE
     tmp = path.with_name(f".{PRECISION_FILE}.{os.getpid()}.tmp")

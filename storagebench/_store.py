@@ -164,15 +164,19 @@ class StudyStore:
         -------
         dict
             ``done`` (completed runs, :meth:`completed_run_ids`), ``planned`` (runs of the plan of the stored
-            ``study.yaml``, :attr:`Study.n_runs`; ``None`` when it cannot be read), ``holder`` (:meth:`sweep_holder`:
-            ``None`` when no sweep holds the lock).
+            ``study.yaml``, :attr:`Study.n_runs`; ``None`` when it cannot be read; under ``precision:`` the most the
+            rule allows, ``max_repetitions`` per point or set-up), ``adaptive`` (the study has ``precision:``: it
+            stops each point when answered, so ``planned`` is a maximum, not what it will run), ``holder``
+            (:meth:`sweep_holder`: ``None`` when no sweep holds the lock).
         """
         holder = self.sweep_holder()
         try:
-            planned: int | None = load_study(self.spec_path, stored=True).n_runs
+            study = load_study(self.spec_path, stored=True)
         except StudyError:
-            planned = None
-        return {"done": len(self.completed_run_ids()), "planned": planned, "holder": holder}
+            planned, adaptive = None, False
+        else:
+            planned, adaptive = study.n_runs, study.precision is not None
+        return {"done": len(self.completed_run_ids()), "planned": planned, "adaptive": adaptive, "holder": holder}
 
     @classmethod
     def for_study(cls, out_dir: str | os.PathLike[str], study: Study) -> StudyStore:

@@ -267,7 +267,9 @@ def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, actio
     -------
     str or None
         e.g. ``"Partial results: ... 6 of 12 planned runs done ..."`` (runs done: the completed runs,
-        :meth:`storagebench._store.StudyStore.completed_run_ids`; planned: the plan of its ``study.yaml``);
+        :meth:`storagebench._store.StudyStore.completed_run_ids`; planned: the plan of its ``study.yaml``; under
+        ``precision:`` ``"6 runs used so far, of at most 60 that precision: allows ..."``: the plan is the rule's
+        maximum);
         ``None`` when no sweep holds the study's lock.
 
     Raises
@@ -280,15 +282,20 @@ def partial_banner(study_dir: str | os.PathLike, *, partial: bool = False, actio
         return None
     state = store.progress()
     pid = (state["holder"] or {}).get("pid")
-    runs = (f"{state['done']} of {state['planned']} planned runs" if state["planned"] is not None
-            else f"{state['done']} runs (the number planned is unknown: study.yaml cannot be read)")
+    if state["planned"] is None:
+        runs = f"{state['done']} runs done (the number planned is unknown: study.yaml cannot be read)"
+    elif state["adaptive"]:  # precision: the plan is the rule's maximum; the sweep stops each point when answered
+        runs = (f"{state['done']} runs used so far, of at most {state['planned']} that precision: allows "
+                "(max_repetitions; the adaptive sweep stops each point once it is answered)")
+    else:
+        runs = f"{state['done']} of {state['planned']} planned runs done"
     if not partial:
         who = f"pid {pid}" if pid is not None else "a process that wrote no pid"
         raise PublishError(f"{store.root} is still being measured: a sweep holds its lock ({who}, as written in "
-                           f"{store.root / '.sweep.lock'}); {runs} done. Wait for the sweep to finish, or pass "
+                           f"{store.root / '.sweep.lock'}); {runs}. Wait for the sweep to finish, or pass "
                            f"--partial (partial=True) to {action} the runs done so far, marked as partial")
     when = "this write-up was published" if action == "publish" else f"the runs were read ({action})"
-    return (f"Partial results: the sweep of this study was still running when {when}; {runs} done. "
+    return (f"Partial results: the sweep of this study was still running when {when}; {runs}. "
             "Findings, figures, tables and counts cover only those runs.")
 
 

@@ -334,7 +334,7 @@ def precision_section(study_dir: Any) -> list[Any] | None:
     runs = points["runs"]
     counts = points["stopped"].value_counts()
     word = UNITS[rec["unit"]]  # runs, or set-ups when the set-up was the unit
-    parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule, rec["unit"], rec["blocks"])),
+    parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule, rec["unit"], rec["blocks"], rec["concurrent"])),
                         markdown("{} points used {} {} in all (at most {}): {} to {} {} per point (median {}); {}.",
                                  len(points), int(runs.sum()), word, len(points) * rule["max_repetitions"],
                                  int(runs.min()), int(runs.max()), word, f"{runs.median():g}",

@@ -83,8 +83,13 @@ def test_precision_with_repetitions_or_a_non_mapping_is_refused():
         load_study({**_spec(), "precision": [0.03]})
     with pytest.raises(StudyError, match="factors.bs has one level"):
         load_study({**_spec(compare="bs"), "factors": {"bs": ["4k"]}})
-    with pytest.raises(StudyError, match="they do not support concurrent yet"):
-        load_study({**_spec(ci_rel_half_width=0.03), "concurrent": ["bs"]})
+    with pytest.raises(StudyError) as exc:  # levels run at the same time are not independent arms
+        load_study({**_spec(compare="bs"), "concurrent": ["bs"]})
+    assert "precision.compare: 'bs' is in concurrent: its levels run at the same time" in str(exc.value)
+    assert "compare a factor that is not in concurrent (one of ['iodepth']), or use ci_rel_half_width alone" \
+        in str(exc.value)
+    # a point rule, or a comparison of a factor outside concurrent, is allowed: rounds run whole groups
+    assert load_study({**_spec(ci_rel_half_width=0.03, compare="iodepth"), "concurrent": ["bs"]}).concurrent == ["bs"]
 
 
 def test_precision_is_hashed_only_when_set_and_defaults_are_filled():
@@ -179,6 +184,21 @@ def test_time_to_answer_fixed_expected_and_most():
     assert time_to_answer(adaptive, 0.5)["expected_repetitions"] == 20  # noisy: the budget
 
 
+def test_time_to_answer_counts_a_concurrent_group_once(tmp_path):
+    """Two workloads run at once take one run's fio time, fixed or adaptive (ka_consolidation's comment: 66 s)."""
+    spec = {k: v for k, v in _concurrent_spec(tmp_path).items() if k != "precision"}
+    fixed = time_to_answer(load_study({**spec, "repetitions": 3}))
+    assert (fixed["fixed_runs"], fixed["fixed_s"], fixed["together"]) == (12, 6.0, 2)
+    t = time_to_answer(load_study(_concurrent_spec(tmp_path, ci_rel_half_width=0.03, max_repetitions=10)))
+    assert (t["min_runs"], t["max_runs"], t["max_s"]) == (12, 40, 20.0)
+    from storagebench import studies
+    from storagebench._adaptive import time_text
+
+    lines = time_text(studies.get("ka_consolidation").spec(quick=True))
+    assert "11 s per run (runtime 10 s + ramp_time 1 s), 2 runs at a time (concurrent: workload)" in lines[0]
+    assert lines[1] == "fixed: 1 repetition(s) per point = 12 runs, fio time 0:01:06"
+
+
 def test_dry_run_prints_the_time_and_runs_nothing(tmp_path):
     spec = tmp_path / "ad.yaml"
     spec.write_text(json.dumps(_spec(ci_rel_half_width=0.03, max_repetitions=10)))
@@ -191,6 +211,103 @@ def test_dry_run_prints_the_time_and_runs_nothing(tmp_path):
     assert "at most:  60 runs, fio time 0:01:00" in out.stdout
     assert "at a run-to-run CV of 0.02, given" in out.stdout
     assert not (tmp_path / "res").exists()
+
+
+# ---- concurrent groups: a round runs whole groups ------------------------------------------------------
+
+def _concurrent_spec(root: Path, **precision) -> dict:
+    """Two workloads run at the same time (``concurrent``), each on its own file, at two queue depths."""
+    return {"name": "adc", "factors": {"iodepth": [1, 2],
+                                       "workload": [{"name": "x", "target": str(root / "x.dat")},
+                                                    {"name": "y", "target": str(root / "y.dat")}]},
+            "fixed": {"rw": "randread", "bs": "4k"}, "runtime": 1, "size": "4m", "seed": 5,
+            "concurrent": ["workload"], "precision": precision}
+
+
+def test_a_round_of_a_concurrent_study_runs_every_group_with_an_unfinished_point_whole(tmp_path):
+    """Plan level: (iodepth 1, x) is answered after 3 rounds, its partner (iodepth 1, y) is not; round 4 runs
+    both (the pair is one unit, as in a fixed sweep); the pairs of iodepth 2, both answered, not at all."""
+    from storagebench._runrounds import _State, round_groups
+
+    study = load_study(_concurrent_spec(tmp_path, ci_rel_half_width=0.03, min_repetitions=3, max_repetitions=6))
+    plan = study.expand()
+    assert all(len(g) == 2 for g in plan.groups())
+    state = _State(plan, study.precision, study.factors)
+    quiet, noisy = [1000.0, 1001.0, 999.0], [1000.0, 1400.0, 700.0]
+    state.set_runs({p.run_id: (noisy if p.factors["iodepth"] == 1 and p.factors["workload"] == "y" else quiet)
+                    [p.repetition - 1] for p in plan if p.repetition <= 3})
+    d = state.decide(4)
+    y1 = point_key(next(p.factors for p in plan if p.factors["iodepth"] == 1 and p.factors["workload"] == "y"))
+    assert set(state.keys) - set(d.finished) == {y1}  # only its partner-less point is open
+    todo = state.todo(d, 4)
+    assert sorted((p.factors["iodepth"], p.factors["workload"], p.repetition) for p in todo) == \
+        [(1, "x", 4), (1, "y", 4)]
+    (group,) = round_groups(plan, todo, study.seed)
+    assert [p.factors["workload"] for p in group] == ["x", "y"]  # one group, the plan's own cut and order
+    # without concurrent the same values run the open point alone
+    alone = load_study({**_concurrent_spec(tmp_path, ci_rel_half_width=0.03, min_repetitions=3, max_repetitions=6),
+                        "concurrent": []})
+    st2 = _State(alone.expand(), alone.precision, alone.factors)
+    st2.set_runs({p.run_id: v for p, v in ((q, state.run_values.get(q.run_id)) for q in alone.expand()) if v})
+    assert [p.factors["workload"] for p in st2.todo(st2.decide(4), 4)] == ["y"]
+
+
+def test_ka_consolidation_adaptive_rounds_are_blocks_of_concurrent_pairs():
+    """Plan level, the known-answer testbed of two workloads on one throttled bucket (set-ups in blocks): each
+    round is one block, a build per layout, each build running the two workloads as one group."""
+    from storagebench import studies
+    from storagebench._runrounds import _State, round_units
+
+    quick = studies.get("ka_consolidation").spec(quick=True)
+    study = load_study({**quick.spec_dict(), "precision": {"compare": "layout", "ci_rel_half_width": 0.02,
+                                                          "min_repetitions": 3, "max_repetitions": 10}})
+    plan = study.expand()
+    state = _State(plan, study.precision, study.factors)
+    for r in (1, 2):
+        units = round_units(plan, state.todo(state.decide(r), r), r, study.seed)
+        assert sorted(u.arm["layout"] for u in units) == ["isolated", "shared"] and {u.block for u in units} == {r}
+        for u in units:
+            (group,) = u.groups
+            assert sorted(p.factors["workload"] for p in group) == ["oltp", "store"]
+            assert {p.setup for p in group} == {r}
+    with pytest.raises(StudyError, match="precision.compare: 'workload' is in concurrent"):
+        load_study({**quick.spec_dict(), "precision": {"compare": "workload", "ci_rel_half_width": 0.02}})
+
+
+def test_adaptive_concurrent_sweep_runs_pairs_together(tmp_path, fio_bin):
+    """Real fio: the runs in raw/ are whole pairs, those the decisions replayed on their values ask for (closed
+    over the pairs), and each pair ran at the same time."""
+    from datetime import datetime
+
+    from storagebench import run_study
+    from storagebench._store import StudyStore
+
+    study = load_study({**_concurrent_spec(tmp_path, ci_rel_half_width=0.5, min_repetitions=2, max_repetitions=3),
+                        "factors": {"workload": _concurrent_spec(tmp_path)["factors"]["workload"]}})
+    res = run_study(study, out_dir=tmp_path / "res", fio_bin=fio_bin, progress=False)
+    assert res.ok, res.errors
+    ids = _complete(res.raw_dir)
+    plan = study.expand()
+    rounds = replay(plan, study.precision, study.factors, read_values(res.raw_dir, sorted(ids), "iops"))
+    asked = {p.run_id for p in plan
+             if all(rd["round"] != p.repetition or point_key(p.factors) not in rd["finished"] for rd in rounds)}
+    assert ids == {q.run_id for g in plan.groups() if any(p.run_id in asked for p in g) for q in g}
+    assert 4 <= len(ids) <= 6 and len(ids) % 2 == 0
+    store = StudyStore(res.root)
+    for g in plan.groups():
+        if g[0].run_id not in ids:
+            continue
+        spans = [[datetime.fromisoformat(json.loads((store.run_dir(p.run_id) / "provenance.json").read_text())[k]
+                                         .replace("Z", "+00:00")) for k in ("started_at", "finished_at")] for p in g]
+        assert (min(e for _, e in spans) - max(s for s, _ in spans)).total_seconds() > 0.5  # they overlapped
+    rec = json.loads((res.root / PRECISION_FILE).read_text())
+    assert len({p["repetitions"] for p in rec["points"]}) == 1  # a pair's points have the same runs
+    from storagebench._precision import read_precision, rule_words
+
+    typed = read_precision(res.root)
+    assert typed["concurrent"] == ["workload"]
+    assert "The levels of workload ran at the same time (concurrent), so a round ran each such group whole" in \
+        rule_words(typed["rule"], typed["unit"], typed["blocks"], typed["concurrent"])
 
 
 # ---- the runner: rounds, resume after SIGKILL ----------------------------------------------------------
@@ -213,7 +330,8 @@ def synthetic(raw_dir, run_ids, metric):
     return out
 
 rr.read_values = synthetic
-run_study(load_study(sys.argv[1]), target=sys.argv[2], out_dir=sys.argv[3], fio_bin=sys.argv[4], progress=False)
+run_study(load_study(sys.argv[1]), target=None if sys.argv[2] == "-" else sys.argv[2], out_dir=sys.argv[3],
+          fio_bin=sys.argv[4], progress=False)
 """
 
 
@@ -229,10 +347,13 @@ def _complete(raw: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_killed_adaptive_sweep_resumes_to_the_same_runs_and_decisions(tmp_path, fio_bin):
+@pytest.mark.parametrize("concurrent", [False, True], ids=["alone", "concurrent"])
+def test_killed_adaptive_sweep_resumes_to_the_same_runs_and_decisions(tmp_path, fio_bin, concurrent):
+    rule = {"ci_rel_half_width": 0.04, "min_repetitions": 3, "max_repetitions": 6}
     spec = {"name": "adk", "factors": {"iodepth": [1, 2, 4]}, "fixed": {"rw": "randread", "bs": "4k"},
-            "runtime": 1, "size": "4m", "seed": 5,
-            "precision": {"ci_rel_half_width": 0.04, "min_repetitions": 3, "max_repetitions": 6}}
+            "runtime": 1, "size": "4m", "seed": 5, "precision": rule}
+    if concurrent:  # two workloads run together (two pairs): the pairs are what is killed and resumed
+        spec = {**_concurrent_spec(tmp_path, **rule), "name": "adk"}
     path = tmp_path / "adk.yaml"
     path.write_text(json.dumps(spec))
     driver = tmp_path / "driver.py"
@@ -243,8 +364,9 @@ def test_killed_adaptive_sweep_resumes_to_the_same_runs_and_decisions(tmp_path, 
         rnd = random.Random(20261128)
         killed = 0
         for _ in range(kills + 1):
-            proc = subprocess.Popen([sys.executable, str(driver), str(path), str(tmp_path / "t.dat"), str(out),
-                                     fio_bin], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen([sys.executable, str(driver), str(path), "-" if concurrent else
+                                     str(tmp_path / "t.dat"), str(out), fio_bin], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
             if kills:
                 at = len(_complete(out / "adk" / "raw")) + rnd.randint(2, 5)
                 deadline = time.monotonic() + 120
@@ -270,15 +392,16 @@ def test_killed_adaptive_sweep_resumes_to_the_same_runs_and_decisions(tmp_path, 
         [(p["factors"], p["repetitions"], p["stopped"]) for p in rec_b["points"]]
     stops = {p["stopped"] for p in rec_a["points"]}
     reps = {p["repetitions"] for p in rec_a["points"]}
-    assert len(ids_a) < 18 and (len(reps) > 1 or stops == {"target"}), rec_a  # the rule decided something
-    # the decision function replayed on the recorded runs gives exactly the runs that exist
     study = load_study(path)
     plan = study.expand()
+    assert len(ids_a) < len(plan) and (len(reps) > 1 or stops == {"target"}), rec_a  # the rule decided something
+    # the decision function replayed on the recorded runs gives exactly the runs that exist (with concurrent:
+    # the whole pair of every run it asks for)
     rounds = replay(plan, study.precision, study.factors, {r: _synthetic(r) for r in ids_b})
     final = rounds[-1]["finished"]
     expected = {p.run_id for p in plan
                 if all(rd["round"] != p.repetition or point_key(p.factors) not in rd["finished"] for rd in rounds)}
-    assert expected == ids_b
+    assert {q.run_id for g in plan.groups() if any(p.run_id in expected for p in g) for q in g} == ids_b
     assert final == {point_key(p["factors"]): p["stopped"] for p in rec_b["points"]}
 
 
@@ -352,6 +475,9 @@ def test_precision_section_states_rule_runs_and_precision_with_values_escaped(tm
     ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ratio": "1e999"}]}, "ratio must be a finite"),
     ({"comparisons": [{"comparison": "x", "decision": None, "n": 3, "ci_level": 1.5}]}, "ci_level must be"),
     ({"points": {}}, "must be a mapping with points and comparisons lists"),
+    ({"concurrent": "workload"}, "concurrent must be a list of at most 64 factor names, got 'workload'"),
+    ({"concurrent": [["workload"]]}, "concurrent must be a list of at most 64 factor names"),
+    ({"concurrent": [""]}, "concurrent must be a list"),
 ])
 def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
     from storagebench._precision import read_precision
@@ -366,7 +492,7 @@ def _hostile_record(tmp_path: Path, payload: str) -> Path:
     return _record(tmp_path, points=[
         {"factors": {payload: payload}, "repetitions": 3, "stopped": "target", "ci_rel_half_width": 0.02},
         {"factors": {payload: "b"}, "repetitions": 5, "stopped": "budget", "ci_rel_half_width": None}],
-        comparisons=[{"comparison": payload, "decision": None, "n": 5}])
+        comparisons=[{"comparison": payload, "decision": None, "n": 5}], concurrent=[payload])
 
 
 def test_hostile_values_in_precision_json_reach_the_page_only_as_text(tmp_path):
@@ -393,3 +519,29 @@ def stdhtml_unescape(fragment: str) -> str:
     import re
 
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("\x00", "")
+
+
+def test_partial_banner_of_an_adaptive_sweep_says_runs_used_and_the_most_allowed(tmp_path):
+    """A study with precision: plans max_repetitions per point, a maximum, not what it runs: the banner of a
+    sweep still measuring says the runs used so far and the most the rule allows, not "planned runs"."""
+    from storagebench._store import StudyStore
+    from storagebench.errors import PublishError
+    from storagebench.publish import partial_banner
+
+    for precision, words in (({"ci_rel_half_width": 0.03, "max_repetitions": 10},
+                               "0 runs used so far, of at most 60 that precision: allows (max_repetitions; the "
+                               "adaptive sweep stops each point once it is answered)"),
+                              (None, "0 of 18 planned runs done")):
+        spec = {**_spec(**(precision or {})), "name": f"ad{'a' if precision else 'f'}"}
+        if precision is None:
+            spec = {**{k: v for k, v in spec.items() if k != "precision"}, "repetitions": 3}
+        study = load_study(spec)
+        store = StudyStore(tmp_path / study.name)
+        with store.lock():
+            store.ensure_spec(study)
+            banner = partial_banner(store.root, partial=True)
+            assert words in banner and ("planned" in banner) == (precision is None), banner
+            with pytest.raises(PublishError) as exc:
+                partial_banner(store.root)
+            assert words in str(exc.value)
+        assert partial_banner(store.root, partial=True) is None  # the lock released: no banner

@@ -64,8 +64,9 @@ def test_precision_with_setups_plans_max_repetitions_setups_with_the_fixed_desig
 
 
 @pytest.mark.parametrize("over, words", [
-    ({"concurrent": ["iodepth"], "factors": {**_spec()["factors"], "iodepth": [1, 2]}}, "precision: adaptive rounds measure each unfinished point on its own; they do not "
-                                 "support concurrent yet"),
+    ({"concurrent": ["iodepth"], "factors": {**_spec()["factors"], "iodepth": [1, 2]},
+      "precision": {"compare": "iodepth"}}, "precision.compare: 'iodepth' is in concurrent: its levels run at the "
+                                            "same time, on one host and testbed, so they are not independent arms"),
     ({"precision": {"compare": "devcie"}}, "precision.compare: 'devcie' is not a factor of this study (did you mean "
                                            "'device'?)"),
     ({"precision": {"compare": "device", "min_repetitions": 1}}, "precision.min_repetitions: must be an integer "
