@@ -97,3 +97,28 @@ def test_bucket_shares_follow_the_token_bucket_over_offset_windows():
                 ([1.0], [1.0], -1.0)):
         with pytest.raises(ValueError, match="bucket_shares needs"):
             bucket_shares(*bad)
+
+
+def test_stripe_width_check_holds_the_counting_floor_on_a_recorded_adaptive_sweep(tmp_path):
+    """ka_stripe_width --quick under ``precision:`` (W 2 %), captured by bench_adaptive --testbed
+    (tests/fixtures/testbed_quick/README.md): 9 set-ups per width, width 1 counting 400-420 I/Os in windows fio
+    stretched to 2.1 s (its iodepth-32 queue drains in 160 ms at 200 IOPS, width 4's in 40 ms). The check's
+    interval is held to the counting resolution (32/400 + 32/1,600 ~ 0.10 on the log scale), wider than the
+    set-ups' own CI, and covers 4."""
+    import shutil
+    from pathlib import Path
+
+    from storagebench import studies
+
+    d = tmp_path / "ka_stripe_width-quick"  # a copy: the analysis writes tidy/ beside raw/
+    shutil.copytree(Path(__file__).parent / "fixtures" / "testbed_quick" / "ka_stripe_width", d)
+    res = studies.analyse("ka_stripe_width", d)
+    (check,) = res.checks
+    (v,) = res.verdicts[["ratio", "ci_low", "ci_high"]].itertuples(index=False)
+    widths = studies.load_data("ka_stripe_width", d).per_run.groupby("stripe_width")
+    expected = sum(float((g["outstanding_ios"] / g["total_ios"]).max()) for _, g in widths)
+    assert check.resolution == pytest.approx(expected) and 0.09 < check.resolution < 0.11
+    assert check.ci_low == pytest.approx(check.estimate * math.exp(-check.resolution))
+    assert check.ci_high == pytest.approx(check.estimate * math.exp(check.resolution))
+    assert check.ci_low < v.ci_low and v.ci_high < check.ci_high  # the floor, not the set-ups' spread, is the width
+    assert check.truth == 4.0 and check.covered and "counting resolution" in check.rule
