@@ -335,9 +335,11 @@ def precision_section(study_dir: Any) -> list[Any] | None:
     counts = points["stopped"].value_counts()
     word = UNITS[rec["unit"]]  # runs, or set-ups when the set-up was the unit
     parts: list[Any] = [markdown("## Adaptive precision\n\n{}", rule_words(rule, rec["unit"], rec["blocks"], rec["concurrent"])),
-                        markdown("{} points used {} {} in all (at most {}): {} to {} {} per point (median {}); {}.",
+                        markdown("{} points used {} {} in all (at most {}): {} {} per point{}; {}.",
                                  len(points), int(runs.sum()), word, len(points) * rule["max_repetitions"],
-                                 int(runs.min()), int(runs.max()), word, f"{runs.median():g}",
+                                 int(runs.min()) if runs.min() == runs.max() else f"{int(runs.min())} to "
+                                 f"{int(runs.max())}", word,
+                                 "" if runs.min() == runs.max() else f" (median {runs.median():g})",
                                  "; ".join(f"{n} {why}" for why, n in counts.items()))]
     if "ci_rel_half_width" in rule:
         hw = points["ci_rel_half_width"].dropna()
