@@ -313,7 +313,8 @@ def test_adaptive_concurrent_sweep_runs_pairs_together(tmp_path, fio_bin):
 # ---- the runner: rounds, resume after SIGKILL ----------------------------------------------------------
 
 _DRIVER = """
-import hashlib, math, sys
+import hashlib, json, math, sys
+from pathlib import Path
 from statistics import NormalDist
 import storagebench._runrounds as rr
 from storagebench import load_study, run_study
@@ -321,11 +322,14 @@ from storagebench import load_study, run_study
 real = rr.read_values
 
 def synthetic(raw_dir, run_ids, metric):
-    # the real reader decides which runs are complete; the value is a fixed function of the run id (CV 2.5 %),
-    # so two sweeps see the same data and must make the same decisions
+    # the real reader decides which runs are complete; the value is a fixed function of the run's point (its
+    # factors but the target path, and its repetition; CV 2.5 %), so two sweeps see the same data and must make
+    # the same decisions, and every run of the test makes the same ones (a target path is the test's tmp_path)
     out = {}
     for rid in real(raw_dir, run_ids, metric):
-        u = (int(hashlib.sha256(rid.encode()).hexdigest()[:12], 16) + 0.5) / 16**12
+        p = json.loads((Path(raw_dir) / rid / "point.json").read_text())
+        key = json.dumps([{k: v for k, v in p["factors"].items() if k != "target"}, p["repetition"]], sort_keys=True)
+        u = (int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) + 0.5) / 16**12
         out[rid] = 1000.0 * math.exp(0.025 * NormalDist().inv_cdf(u))
     return out
 
@@ -335,10 +339,13 @@ run_study(load_study(sys.argv[1]), target=None if sys.argv[2] == "-" else sys.ar
 """
 
 
-def _synthetic(rid: str) -> float:
+def _synthetic(raw: Path, rid: str) -> float:
+    """The driver's value of run ``rid`` (a function of its point.json's factors but the target, and repetition)."""
     from statistics import NormalDist
 
-    u = (int(hashlib.sha256(rid.encode()).hexdigest()[:12], 16) + 0.5) / 16**12
+    p = json.loads((raw / rid / "point.json").read_text())
+    key = json.dumps([{k: v for k, v in p["factors"].items() if k != "target"}, p["repetition"]], sort_keys=True)
+    u = (int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) + 0.5) / 16**12
     return 1000.0 * math.exp(0.025 * NormalDist().inv_cdf(u))
 
 
@@ -406,7 +413,7 @@ def test_killed_adaptive_sweep_resumes_to_the_same_runs_and_decisions(tmp_path, 
     assert len(ids_a) < len(plan) and (len(reps) > 1 or stops == {"target"}), rec_a  # the rule decided something
     # the decision function replayed on the recorded runs gives exactly the runs that exist (with concurrent:
     # the whole pair of every run it asks for)
-    rounds = replay(plan, study.precision, study.factors, {r: _synthetic(r) for r in ids_b})
+    rounds = replay(plan, study.precision, study.factors, {r: _synthetic(tmp_path / "b" / "adk" / "raw", r) for r in ids_b})
     final = rounds[-1]["finished"]
     expected = {p.run_id for p in plan
                 if all(rd["round"] != p.repetition or point_key(p.factors) not in rd["finished"] for rd in rounds)}
