@@ -25,12 +25,11 @@ demo: venv sysdeps
 # defaults with nbval (pyproject.toml: testpaths and --nbval-lax; the expected stdout of the checked cells
 # is in tests/notebook_outputs/, written by runners/store_checked_outputs.py); the browser test saves its
 # screenshots under results/screenshots/.
-# Parallel workers (pytest-xdist): most of the suite waits on fio runs, kernels and the browser rather than
+# Two workers (pytest-xdist): most of the suite waits on fio runs, kernels and the browser rather than
 # computing. Tests that share a fixture (one fio sweep, one set of published write-ups), the cells of one
 # notebook and every root test (loop devices, mounts, namespaces) each stay on one worker (conftest.py).
-# Three workers on two cores: with two, a fresh-clone run used 68 % of the CPU (the rest waits on fio's
-# runtime, kernels and the browser) and took 594 s. Set TEST_WORKERS=0 to run in one process.
-TEST_WORKERS ?= 3
+# Set TEST_WORKERS=0 to run in one process.
+TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test: venv sysdeps sysdeps-test
