@@ -208,6 +208,9 @@ UNITS = {"run": "runs", "setup": "set-ups"}
 VERDICTS = {"different": "different", "equivalent": "equivalent within the margin",
             "not_equivalent": "outside the margin", "smaller_than_detect": "no difference as large as detect_ratio",
             None: "not decided within max_repetitions"}
+#: The verdict of an undecided comparison whose arms had no spread: a ratio but no interval (every value of each
+#: arm the same, e.g. a rate cap that fio counts to the same I/O each run), so no test could decide.
+NO_SPREAD = "not decided: no spread between the values of either arm (identical values), so no CI and no test"
 
 
 def _member(value: Any, allowed: dict[Any, str]) -> bool:
@@ -250,6 +253,8 @@ def _comparison_row(c: Any, path: Any) -> dict[str, Any]:
                               or v <= 0 or (key == "ci_level" and v >= 1)):
             raise _bad(path, f"a comparison's {key} must be a finite number > 0 (a level < 1) or null", v)
         row[key] = v
+    if c["decision"] is None and row["ratio"] is not None and row["ci_low"] is None and row["ci_high"] is None:
+        row["verdict"] = NO_SPREAD
     return row
 
 

@@ -504,6 +504,18 @@ def test_a_bad_precision_record_is_refused_by_name(tmp_path, over, words):
     assert words in str(exc.value)
 
 
+def test_an_undecided_comparison_without_spread_says_why_it_has_no_interval(tmp_path):
+    """A comparison the rule left undecided because neither arm had any spread (a ratio, no CI: every value of each
+    arm identical, as a rate cap counted to the same I/O) is worded as that, not as a budget too small."""
+    from storagebench._precision import NO_SPREAD, VERDICTS, read_precision
+
+    rows = read_precision(_record(tmp_path, comparisons=[
+        {"comparison": "flat", "decision": None, "n": 3, "ratio": 2.0, "ci_low": None, "ci_high": None},
+        {"comparison": "wide", "decision": None, "n": 3, "ratio": 1.1, "ci_low": 0.8, "ci_high": 1.5},
+        {"comparison": "short", "decision": None, "n": 1}]))["comparisons"]
+    assert [r["verdict"] for r in rows] == [NO_SPREAD, VERDICTS[None], VERDICTS[None]]
+
+
 def _hostile_record(tmp_path: Path, payload: str) -> Path:
     return _record(tmp_path, points=[
         {"factors": {payload: payload}, "repetitions": 3, "stopped": "target", "ci_rel_half_width": 0.02},
