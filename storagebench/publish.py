@@ -95,6 +95,58 @@ __all__ = [
 DEFAULT_REPORT_NOTEBOOKS: tuple[str, ...] = ("analyze.ipynb",)
 
 
+def not_a_sweep(study_dir: str | os.PathLike) -> str | None:
+    """Why the default write-up (``analyze.ipynb``) cannot read a study, and the comparison to publish instead.
+
+    The default write-up is a ``numjobs`` x ``iodepth`` sweep's (:func:`storagebench.stats.sweep_summary`: knees
+    and a frontier need :data:`~storagebench.stats.saturation.MIN_SWEEP_CELLS` cells). A study of another factor
+    (SSD vs HDD, a file system vs the raw device) is told so before anything runs, with the ``storagebench
+    publish compare.ipynb`` command of its own factor and first level (``precision.compare`` when the spec has
+    it), instead of failing in the notebook.
+
+    Parameters
+    ----------
+    study_dir : path-like
+        ``results/<study>/``.
+
+    Returns
+    -------
+    str or None
+        The message; None when the stored ``study.yaml`` plans enough cells, or is missing or unreadable (the
+        notebook then says what it finds in the runs).
+    """
+    import shlex
+
+    from ._study import load_study
+    from .errors import StudyError
+    from .stats.saturation import MIN_SWEEP_CELLS
+
+    store = StudyStore(study_dir)
+    try:
+        study = load_study(store.spec_path, stored=True) if store.spec_path.is_file() else None
+    except StudyError:
+        study = None
+    if study is None:
+        return None
+    cells = {(p.options.get("numjobs", 1), p.options.get("iodepth", 1)) for p in study.expand()}
+    if len(cells) >= MIN_SWEEP_CELLS:
+        return None
+    order = {n: [lv["name"] if isinstance(lv, dict) else lv for lv in study.factors[n]] for n in study.factors}
+    varying = [n for n in study.factors if len(order[n]) > 1]
+    text = (f"{store.root} is not a numjobs x iodepth sweep ({len(cells)} (numjobs, iodepth) cell(s); the default "
+            f"write-up, analyze.ipynb, needs at least {MIN_SWEEP_CELLS})")
+    factor = (study.precision or {}).get("compare") or (varying[0] if varying else None)
+    if factor is None or factor not in order:
+        return text + ": no factor varies, so there is nothing to compare; give --notebook NOTEBOOK"
+    q = shlex.quote
+    command = (f"storagebench publish compare.ipynb --out {q(str(store.root) + '-compare')} "
+               f"-p table={q(str(store.root))} -p factor={q(factor)} -p baseline={q(str(order[factor][0]))} "
+               f"-p by={q('[' + ', '.join(n for n in varying if n != factor) + ']')}")
+    if study.plan_setups > 1:  # the set-up is the unit (and the block its pair), as the fixed design's analysis
+        command += " -p unit_columns='[setup]' -p unit=set-up" + (" -p pair_on='[block]'" if study.blocks else "")
+    return f"{text}. It compares levels of {factor}: publish that comparison with\n  {command}"
+
+
 # The parameter gate is storagebench._params (check_parameters): plain JSON-typed values, each element checked
 # against the declared type, copied fresh before papermill. parameter_type_ok is its type rule, kept here by name.
 
@@ -370,6 +422,10 @@ def publish_report(study_dir: str | os.PathLike, notebooks: Sequence[str | os.Pa
         raise PublishError(f"study_dir {str(study_dir)!r} is not a directory")
     banner = partial_banner(sdir, partial=partial)
     memory = memory_banner(sdir)
+    if not notebooks:
+        refused = not_a_sweep(sdir)
+        if refused:
+            raise PublishError(refused)
     paths = [_resolve_notebook(n) for n in (notebooks or DEFAULT_REPORT_NOTEBOOKS)]
     if not paths:
         raise PublishError("notebooks must name at least one notebook")

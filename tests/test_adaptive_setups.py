@@ -204,6 +204,15 @@ def test_adaptive_setups_build_one_setup_per_unfinished_arm_per_round(tmp_path, 
             comp
     assert "The experimental unit was the set-up" in rule_words(rec["rule"], rec["unit"])
     assert "from 2 set-ups" in rule_words(rec["rule"], rec["unit"])
+    # the tidy table names every run's set-up (set-up 1's point.json has none: it is 1), so the comparison that
+    # `storagebench report` points to (compare.ipynb with unit_columns [setup]) counts set-ups, as the rule did
+    from storagebench import stats
+    from storagebench.ingest import ingest_study
+
+    runs = ingest_study(res.root).runs
+    assert dict(zip(runs["run_id"], runs["setup"], strict=True)) == {p.run_id: p.setup for p in plan if p.run_id in ids}
+    (row,) = stats.compare(runs, "device", "low", "iops", unit=["setup"]).to_frame().itertuples()
+    assert (row.n_baseline, row.n_other) == tuple(sum(1 for s, d in expected if d == lv) for lv in ("low", "high"))
 
 
 @pytest.mark.parametrize("over, words", [

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shlex
 import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -339,3 +341,49 @@ def test_scaling_notebook_refuses_a_study_dir_that_does_not_exist(tmp_path):
         execute_notebook("studies/scaling.ipynb", tmp_path / "scaling.ipynb",
                          {"study_dir": str(tmp_path / "no-such-study"), "out_dir": str(tmp_path / "results")})
     assert not (tmp_path / "results").exists()  # nothing was measured
+
+
+# ---- the default write-up and a study that is not a numjobs x iodepth sweep ----------------------------
+
+def _stored(tmp_path: Path, spec: dict) -> Path:
+    from storagebench._store import StudyStore
+    from storagebench._study import load_study
+
+    study = load_study(spec)
+    store = StudyStore.for_study(tmp_path, study)
+    store.ensure_spec(study)
+    return store.root
+
+
+_DEVICES = {"device": [{"name": "hdd", "target": "/tmp/h"}, {"name": "ssd", "target": "/tmp/s"}]}
+
+
+@pytest.mark.parametrize("extra, factor, baseline, tail", [
+    ({}, "device", "hdd", "-p by='[]'"),
+    ({"factors": {**_DEVICES, "bs": ["4k", "64k"]}, "fixed": {"rw": "randread"}, "precision": {"compare": "bs"}}, "bs", "4k", "-p by='[device]'"),
+    ({"setups": 3, "setup_factors": ["device"], "blocks": True}, "device", "hdd",
+     "-p by='[]' -p unit_columns='[setup]' -p unit=set-up -p pair_on='[block]'"),
+])
+def test_report_of_a_study_that_is_not_a_sweep_names_the_comparison_to_publish(tmp_path, extra, factor, baseline,
+                                                                                tail):
+    """A study of another factor (SSD vs HDD) is not what the default write-up reads (a numjobs x iodepth sweep of
+    >= 3 cells): publish_report refuses it before any notebook runs, with the compare.ipynb command of the study's
+    own factor (precision.compare first), first level and remaining factors; with set-ups the set-up is the unit
+    (and the block its pair), as in the fixed design's analysis."""
+    from storagebench.publish import not_a_sweep
+
+    root = _stored(tmp_path, {"name": "ssd_hdd", "factors": _DEVICES, "fixed": {"rw": "randread", "bs": "4k"},
+                              "runtime": 1, **extra})
+    with pytest.raises(PublishError) as exc:
+        publish_report(root)
+    words = str(exc.value)
+    assert "is not a numjobs x iodepth sweep (1 (numjobs, iodepth) cell(s)" in words
+    assert f"-p factor={factor} -p baseline={baseline} {tail}" in words
+    assert not (root / "notebooks").exists() and not (root / "report.html").exists()
+    # every parameter the command gives is one compare.ipynb declares
+    given = {a.split("=", 1)[0] for a in shlex.split(words.split("\n")[-1]) if "=" in a and not a.startswith("-")}
+    assert given and given <= set(notebook_parameters("compare.ipynb"))
+    assert not_a_sweep(FIXTURES / "study_demo") is None  # a sweep: the default write-up
+    sweep = _stored(tmp_path / "s", {"name": "qd", "factors": {"iodepth": [1, 2, 4]}, "fixed": {"rw": "randread"},
+                                     "runtime": 1, "target": "/tmp/x"})
+    assert not_a_sweep(sweep) is None and not_a_sweep(tmp_path / "none") is None

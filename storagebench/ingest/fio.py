@@ -227,8 +227,21 @@ def runs_frame(rows: list[tuple], extras: list[dict] | None = None, table: str =
             data[name] = np.array(col, dtype=dtype)
     df = pd.DataFrame(data, copy=False)  # no consolidation of same-dtype columns into blocks (copies)
     if extras and any(extras):
-        df = pd.concat([df, pd.DataFrame(extras)], axis=1)
+        df = pd.concat([df, _design_filled(pd.DataFrame(extras), extras)], axis=1)
     return df
+
+
+def _design_filled(extra, extras: list[dict]):
+    """The extra columns with the set-up of a study's run whose ``point.json`` has none filled in as 1: the plan
+    writes ``setup`` only when it is not 1 (:meth:`storagebench._plan.RunPoint.to_dict`), so in a study with
+    set-ups the runs of set-up 1 carry none (a loose file, with no factors, is left without one)."""
+    if "setup" not in extra.columns or not extra["setup"].isna().any():
+        return extra
+    studied = np.fromiter(map(bool, extras), dtype=bool, count=len(extras))
+    extra.loc[extra["setup"].isna().to_numpy() & studied, "setup"] = 1
+    if not extra["setup"].isna().any():
+        extra["setup"] = extra["setup"].astype("int64")
+    return extra
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -265,6 +265,8 @@ class Recommendation:
 #: The plateau: the share of the best point's throughput at which a point counts as saturated (95% of the
 #: best IOPS), the default ``fraction`` of :func:`recommend_parameters` and of everything built on it.
 PLATEAU_FRACTION = 0.95
+#: The fewest (numjobs, iodepth) cells :func:`sweep_summary` reads (its knees and frontier need three points).
+MIN_SWEEP_CELLS = 3
 
 
 def _frontier(cells: pd.DataFrame, metric: str, latency: str) -> pd.Series:
@@ -347,8 +349,8 @@ def recommend_parameters(runs: pd.DataFrame, metric: str = "iops", latency: str 
     oio = pr.groupby(by, as_index=False)["outstanding_ios"].mean()
     cells = cells.merge(oio, on=by, how="left")
     cells.insert(2, "outstanding_ios", cells.pop("outstanding_ios"))
-    if len(cells) < 3:
-        raise StatsError(f"a sweep needs at least 3 (numjobs, iodepth) cells, got {len(cells)}")
+    if len(cells) < MIN_SWEEP_CELLS:
+        raise StatsError(f"a sweep needs at least {MIN_SWEEP_CELLS} (numjobs, iodepth) cells, got {len(cells)}")
     tail_col = None
     if histograms is not None and len(histograms):
         tail_col = f"clat_p{tail:g}_ns"
