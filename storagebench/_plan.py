@@ -58,13 +58,14 @@ class RunPoint:
     setup: int = 1
     block: int | None = None
 
-    def to_dict(self, study: str) -> dict[str, Any]:
-        """What ``point.json`` holds (``setup``/``block`` only when the design has them)."""
+    def to_dict(self, study: str, *, setups: bool = False) -> dict[str, Any]:
+        """What ``point.json`` holds (``setup``/``block`` only when the design has them: ``setups``, the study
+        builds several set-ups, writes set-up 1 too, so that every run of such a study names its set-up)."""
         out: dict[str, Any] = {
             "study": study, "run_id": self.run_id, "repetition": self.repetition,
             "run_order": self.run_order, "factors": self.factors, "options": self.options,
         }
-        if self.setup != 1 or self.block is not None:
+        if setups or self.setup != 1 or self.block is not None:
             out["setup"] = self.setup
         if self.block is not None:
             out["block"] = self.block

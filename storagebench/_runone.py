@@ -414,7 +414,7 @@ def _write_inputs(ctx: RunContext, run: _Run) -> Path:
     job_path.write_text(render_jobfile(run.point, ctx.study, run.target))
     _verify_with_fio(job_path, run.point, run.target, ctx.fio_exe)
     (run.staging / "point.json").write_bytes(
-        orjson.dumps(run.point.to_dict(ctx.study.name), option=orjson.OPT_INDENT_2)
+        orjson.dumps(run.point.to_dict(ctx.study.name, setups=ctx.study.plan_setups > 1), option=orjson.OPT_INDENT_2)
     )
     return job_path
 

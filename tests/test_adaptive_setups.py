@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from storagebench._adaptive import comparisons, decide, point_key, time_text
@@ -207,10 +208,16 @@ def test_adaptive_setups_build_one_setup_per_unfinished_arm_per_round(tmp_path, 
     # the tidy table names every run's set-up (set-up 1's point.json has none: it is 1), so the comparison that
     # `storagebench report` points to (compare.ipynb with unit_columns [setup]) counts set-ups, as the rule did
     from storagebench import stats
-    from storagebench.ingest import ingest_study
+    from storagebench.ingest import ingest_study, ingest_to_parquet
 
+    setups = {p.run_id: p.setup for p in plan if p.run_id in ids}
     runs = ingest_study(res.root).runs
-    assert dict(zip(runs["run_id"], runs["setup"], strict=True)) == {p.run_id: p.setup for p in plan if p.run_id in ids}
+    assert dict(zip(runs["run_id"], runs["setup"], strict=True)) == setups
+    assert {rid: json.loads((res.raw_dir / rid / "point.json").read_bytes())["setup"] for rid in ids} == setups
+    # streamed one file per batch (storagebench ingest): every batch names its runs' set-ups, 1 included
+    ingest_to_parquet([res.raw_dir], tmp_path / "tidy", batch_files=1)
+    streamed = pd.read_parquet(tmp_path / "tidy" / "runs.parquet")
+    assert streamed["setup"].dtype == np.int64 and dict(zip(streamed["run_id"], streamed["setup"], strict=True)) == setups
     (row,) = stats.compare(runs, "device", "low", "iops", unit=["setup"]).to_frame().itertuples()
     assert (row.n_baseline, row.n_other) == tuple(sum(1 for s, d in expected if d == lv) for lv in ("low", "high"))
 
