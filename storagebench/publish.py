@@ -86,6 +86,7 @@ __all__ = [
     "publish_report",
     "partial_banner",
     "memory_banner",
+    "not_a_sweep",
     "read_notebook",
     "build_site",
 ]
