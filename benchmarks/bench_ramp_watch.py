@@ -17,7 +17,11 @@ Printed per condition: runs attributed, quiet, busy; ``excess_ios`` and ``tolera
 alarm), ``excess_ios`` 0.000 to 0.089 % of fio's I/Os, all within their tolerance (0.066 to 0.201 %); writer, 16
 of 16 busy (no miss), excess 0.48 to 3.4 % of fio's I/Os against tolerances of 0.06 to 0.19 %.
 
-Run (root): ``.venv/bin/python benchmarks/bench_ramp_watch.py [--ramp 1] [--runtime 2] [--pace 0.002]``
+With ``--cpu-load N``, N busy-loop processes run through both sweeps: on a host whose CPUs are taken, fio's job
+sees the end of its ``runtime`` later than its last I/O, which the watch's bracket of the ramp's end must allow for
+(:func:`storagebench._runwatch.ramp_io_record`).
+
+Run (root): ``.venv/bin/python benchmarks/bench_ramp_watch.py [--ramp 1] [--runtime 2] [--pace 0.002] [--cpu-load 2]``
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ramp", type=float, default=1.0, help="ramp_time, s")
     ap.add_argument("--runtime", type=float, default=2.0, help="runtime, s")
     ap.add_argument("--pace", type=float, default=0.002, help="the writer's sleep between two 4 KiB writes, s")
+    ap.add_argument("--cpu-load", type=int, default=0, help="busy-loop processes running through both sweeps (a "
+                    "host whose CPUs are taken: fio's jobs and the sampler wait for one)")
     args = ap.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="sb-rampwatch-", dir="/var/tmp"))
     img = scratch / "loop.img"
@@ -85,11 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         fh.truncate(64 << 20)
     dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", str(img)], capture_output=True, text=True,
                          check=True).stdout.strip()
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.cpu_load)]
     try:
         subprocess.run(["dd", "if=/dev/zero", f"of={dev}", "bs=1M", "count=64", "oflag=direct", "status=none"],
                        check=True)  # no holes: a read of a hole is no I/O of the backing file's
         print(f"ramp watch: {dev} (loop over {img}), 16 runs x ({args.ramp:g} s ramp + {args.runtime:g} s), "
-              f"writer every {args.pace:g} s")
+              f"writer every {args.pace:g} s, {args.cpu_load} busy-loop process(es)")
         print(_summary("quiet", _sweep(dev, scratch / "quiet", args)))
         writer = subprocess.Popen([sys.executable, "-c", _WRITER, dev, str(args.pace)], stdout=subprocess.PIPE,
                                   text=True)
@@ -101,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             writer.wait()
         return 0
     finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
         subprocess.run(["losetup", "-d", dev], check=False)
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -9,7 +9,9 @@ fio's measured window lasted its ``runtime`` (:func:`storagebench.fio.process.me
 when its I/O stopped, which the samples show (fio's ``timestamp_ms`` comes 40 to 60 ms later, after its
 drain: at 14,000 IOPS that alone would hide 700 I/Os). The device's I/O from the ramp's end to fio's exit
 beyond fio's own is others'; the samples bracketing the ramp's end bound what the reading there may be off
-by (``tolerance_ios``, ``tolerance_bytes`` in the record), and the run is called busy only beyond that.
+by (``tolerance_ios``, ``tolerance_bytes`` in the record), and the run is called busy only beyond that. On a
+host whose CPUs are taken, fio's job sees its ``runtime`` end later than its last I/O, by as long as it waited for a
+CPU; the bracket's late side takes the sampler's own longest wait there (:func:`_cpu_wait`).
 """
 
 from __future__ import annotations
@@ -148,6 +150,15 @@ def _run_end(s: IoSampler, reported: float) -> tuple[float, float] | None:
     return t[first - 1], t[last]
 
 
+def _cpu_wait(s: IoSampler, since: float, until: float) -> float:
+    """The sampler's longest wait for a CPU beyond its period between ``since`` and ``until`` (monotonic s): its
+    intervals there were :data:`DENSE_S` apart when a CPU was free; more is the time the host kept it waiting,
+    and as long a wait can hold fio's job between its last I/O and its end of ``runtime``."""
+    t = s.t_s
+    lo, hi = max(bisect.bisect_left(t, since), 1), bisect.bisect_right(t, until)
+    return max((t[k] - t[k - 1] - DENSE_S for k in range(lo, hi)), default=0.0) if hi > lo else 0.0
+
+
 def ramp_io_record(sampler: IoSampler, window: tuple[float, float] | None, fio_io: tuple[tuple[int, int], ...],
                    device: tuple[str, Path]) -> tuple[dict[str, Any] | None, str | None]:
     """Others' I/O on the device in a ramped run's measured window (:func:`run_io_record` from the ramp's end).
@@ -186,7 +197,9 @@ def ramp_io_record(sampler: IoSampler, window: tuple[float, float] | None, fio_i
     end = _run_end(sampler, reported)
     if end is None:
         return None, "fio's I/O is not seen on the device's samples: the ramp's end cannot be placed"
-    early, late = end[0] - runtime, end[1] - runtime + 0.001
+    # fio's window ends when its job sees the runtime is over, which on a busy host comes later than its last I/O
+    # by the job's wait for a CPU: the late side of the bracket takes the sampler's own longest wait there
+    early, late = end[0] - runtime, end[1] - runtime + 0.001 + _cpu_wait(sampler, end[0], reported)
     if early <= t[0] or late >= t[-1]:
         return None, "the samples do not bracket the ramp's end (fio started before the watch, or ran no ramp)"
     start = (early + late) / 2
