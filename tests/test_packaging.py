@@ -12,9 +12,13 @@ import tomllib
 import yaml
 from conftest import ROOT
 
+#: conda-forge names that differ from the PyPI ones
+_CONDA_TO_PYPI = {"python-xxhash": "xxhash"}
+
 
 def _name(req: str) -> str:
-    return re.split(r"[<>=!~ \[;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    name = re.split(r"[<>=!~ \[;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    return _CONDA_TO_PYPI.get(name, name)
 
 
 def test_environment_yml_matches_pyproject():

@@ -232,7 +232,7 @@ def ingest_paths(
     -------
     IngestResult
         ``runs``, ``histograms``, ``all_clients``, ``timeseries`` and ``errors``. For a loose fio
-        output (no ``point.json``): ``run_id`` = first 12 hex digits of the SHA-256 of the file,
+        output (no ``point.json``): ``run_id`` = first 12 hex digits of the XXH3-128 hash of the file,
         ``study=""``, ``repetition=0``, ``run_order=-1``.
 
     Notes
