@@ -40,7 +40,8 @@ FIO_IO_U_PLAT_NR = FIO_IO_U_PLAT_GROUP_NR << FIO_IO_U_PLAT_BITS
 _DENSE_GROUPS = 2048
 #: values per step of :func:`grid_index` (512 KiB of int64)
 _STEP = 1 << 16
-#: counts the dense path sums exactly: ``np.bincount`` adds its weights as float64
+#: counts beyond which a group is summed with Python ints (:func:`_exact_percentiles`): the float64 total that
+#: decides it is exact below 2**53, and no int64 running sum over every group can wrap under it
 _EXACT_FLOAT_SUM = 2.0**53
 
 
@@ -293,16 +294,15 @@ def grouped_percentiles(
                 part = slice(None)
                 key = g * nr
                 key += idx
-            weights = np.bincount(key, weights=c[part], minlength=(hi - lo) * nr)
-            # a group whose counts add up past int64 (edited bins) has no percentiles: NaN, not a wrapped sum
-            huge = weights.reshape(hi - lo, nr).sum(axis=1) >= 2.0**62
-            if huge.any():
-                weights.reshape(hi - lo, nr)[huge] = 0.0
-            flat = np.cumsum(weights.astype(np.int64))
+            # int64 sums, exact: every count together is below 2**53 here (``big`` above), so no bucket, group or
+            # running sum wraps (numpy's ufunc.at: no float64 copy of the counts, as bincount's weights make)
+            flat = np.zeros((hi - lo) * nr, dtype=np.int64)
+            np.add.at(flat, key, c[part])
+            np.cumsum(flat, out=flat)
             start = np.arange(hi - lo, dtype=np.int64) * nr
             base = np.where(start > 0, flat[np.maximum(start - 1, 0)], 0)
             total = flat[start + nr - 1] - base
-            has = (total > 0) & ~huge
+            has = total > 0
             if totals is not None:
                 has &= np.asarray(totals, dtype=np.int64)[lo:hi] > 0
             rows = np.arange(lo, hi)
