@@ -229,6 +229,7 @@ def grouped_percentiles(
     bucket_idx: np.ndarray | None = None,
     totals: np.ndarray | None = None,
     precision: str = "double",
+    _groups_scratch: bool = False,
 ) -> np.ndarray:
     """fio's percentile rule on many merged histograms at once: the vectorised :func:`percentiles_from_bins`.
 
@@ -256,6 +257,9 @@ def grouped_percentiles(
         last bin gives the last bin, as in fio.
     precision : {"double", "long double"}
         Arithmetic of the threshold, as in :func:`percentiles_from_bins`.
+    _groups_scratch : bool
+        Internal: ``groups`` is an int64 array the caller made for this call alone, which may be overwritten
+        (one array of the bins' length fewer: :func:`storagebench._runcombine._percentiles`).
 
     Returns
     -------
@@ -292,7 +296,9 @@ def grouped_percentiles(
                 key = (g[part] - lo) * nr + idx[part]
             else:
                 part = slice(None)
-                key = g * nr
+                key = g if _groups_scratch and g is groups else g * nr
+                if key is g:
+                    key *= nr
                 key += idx
             # int64 sums, exact: every count together is below 2**53 here (``big`` above), so no bucket, group or
             # running sum wraps (numpy's ufunc.at: no float64 copy of the counts, as bincount's weights make)

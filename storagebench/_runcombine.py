@@ -225,7 +225,7 @@ def _percentiles(lv: _Level, hist: _Bins, row_group: np.ndarray, multi: np.ndarr
     else:
         sel = np.repeat(bsel, hist.lengths)
         bins, counts, idx = hist.bins[sel], hist.counts[sel], None if hist.idx is None else hist.idx[sel]
-    pct = grouped_percentiles(gi, bins, counts, len(groups), ps, bucket_idx=idx)
+    pct = grouped_percentiles(gi, bins, counts, len(groups), ps, bucket_idx=idx, _groups_scratch=True)
     out[groups] = pct
     return out
 
