@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storagebench._histogram import percentiles_from_bins
 from storagebench.errors import IngestError
@@ -575,3 +577,18 @@ def test_a_report_time_fio_cannot_print_is_nat_and_named(fio_dir, tmp_path, stam
     r = ingest_paths([path]).runs.iloc[0]
     assert pd.isna(r["reported_at"]) and pd.isna(r["started_at"])
     assert f"timestamp_ms = {stamp}" in r["note"] and "reported_at NaT" in r["note"]
+
+
+@given(st.one_of(st.integers(946_684_800_000, 9_223_372_035_999).map(lambda ms: ms / 1000.0),
+                 st.floats(946_684_800.0, 9_223_372_035.0, allow_nan=False)))
+@settings(max_examples=3000, deadline=None)
+def test_a_row_s_time_in_us_is_the_datetime_fromtimestamp_makes(ts):
+    """Ingest keeps fio's times as µs since the epoch and makes the datetime column at once: each value is the one
+    ``datetime.fromtimestamp`` gives (its rounding: the fraction of a second, half to even)."""
+    from datetime import datetime, timezone
+
+    from storagebench.ingest._runmeta import datetime_us, epoch_us, us_datetime
+
+    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    assert epoch_us(ts) == datetime_us(dt)
+    assert us_datetime(epoch_us(ts)) == dt

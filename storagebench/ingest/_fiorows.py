@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import operator
 import re
-from datetime import timezone
 from typing import Any
 
 import msgspec
@@ -37,10 +36,9 @@ from ._fiodoc import (
     resolve_options,
 )
 from ._fiofactors import FACTOR_FIELDS, UNKNOWN_FIELDS, global_options, job_factor_fields, main_direction
-from ._runmeta import NO_POINT, NO_PROVENANCE, check_point, check_provenance, fio_times, iso_utc
+from ._runmeta import NO_POINT, NO_PROVENANCE, check_point, check_provenance, datetime_us, fio_times, iso_utc
 
 _NAN = math.nan
-_UTC = timezone.utc
 _U = msgspec.UNSET  # a field fio did not print
 _Raw = msgspec.Raw
 _NO_EXTRA: dict = {}
@@ -507,7 +505,8 @@ def emit_rows(
     where = "client_stats" if client_mode else "jobs"
     doc_notes: list[str] = []
     started, reported = fio_times(doc, entries, doc_notes, bool(prov.started_at))
-    started = iso_utc(prov.started_at, path) if prov.started_at else started  # the runner's clock at the spawn
+    if prov.started_at:  # the runner's clock at the spawn
+        started = datetime_us(iso_utc(prov.started_at, path))
     head = (point.study, run_id, point.repetition, point.run_order)
     fio_version = doc.fio_version or prov.fio_version or ""
     old = _OLD_UNITS.get(fio_version)

@@ -9,8 +9,9 @@ gives them (:func:`fio_times`: ``started_at`` without provenance, ``reported_at`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -173,11 +174,31 @@ def check_provenance(prov: Any, path: str) -> Provenance:
 
 #: a fio JSON time stamp is after 2000-01-01 (fio's JSON output is from 2012 on) and fits datetime64[ns]
 _FIO_TS_MIN = 946_684_800.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
 
 
-def fio_times(doc: Any, entries: list, notes: list[str],
-               start_known: bool) -> tuple[datetime | None, datetime | None]:
-    """fio's report time and the run's start as fio's output gives them: ``(started, reported)``.
+def epoch_us(ts: float) -> int:
+    """A POSIX time stamp (s, >= 0) in whole µs since the epoch, rounded as ``datetime.fromtimestamp`` rounds it
+    (CPython ``_PyTime_ObjectToTimeval``: the fraction of a second times 10**6, half to even): a row's times
+    are these ints, made into ``datetime64[ns, UTC]`` a column at a time (:func:`~storagebench.ingest.fio.runs_frame`)."""
+    frac, whole = math.modf(ts)
+    return int(whole) * 1_000_000 + round(frac * 1e6)
+
+
+def datetime_us(dt: datetime) -> int:
+    """An aware (or naive = UTC) datetime in whole µs since the epoch (see :func:`epoch_us`)."""
+    return ((dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)) - _EPOCH) // _US
+
+
+def us_datetime(us: int | None) -> datetime | None:
+    """:func:`epoch_us`'s µs since the epoch as a UTC datetime (None stays None)."""
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
+
+
+def fio_times(doc: Any, entries: list, notes: list[str], start_known: bool) -> tuple[int | None, int | None]:
+    """fio's report time and the run's start as fio's output gives them: ``(started, reported)``, in µs since
+    the epoch (:func:`epoch_us`).
 
     ``reported`` is fio's ``timestamp_ms`` (ms; or ``timestamp``, s), written right after its jobs ended: the
     end of the measured window to the ms plus fio's clean-up. ``started`` is that minus the longest ``elapsed``
@@ -187,17 +208,21 @@ def fio_times(doc: Any, entries: list, notes: list[str],
     ts = ms / 1000.0 if ms == ms else doc.timestamp
     if ts != ts:
         return None, None  # fio 2.1 and client output print no time stamp
-    name = f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"
     if not _FIO_TS_MIN <= ts < TS_MAX:
         lost = "reported_at NaT" if start_known else "started_at and reported_at NaT"
-        notes.append(f"{name} is not a time fio can print (2000 to 2262): {lost}")
+        notes.append(f"{_ts_name(doc)} is not a time fio can print (2000 to 2262): {lost}")
         return None, None
-    reported = datetime.fromtimestamp(ts, tz=timezone.utc)
+    reported = epoch_us(ts)
     elapsed = [e.elapsed for e in entries if e.elapsed == e.elapsed]
     longest = max(elapsed, default=0)
     start = ts - longest
     if not start_known and not (longest >= 0 and _FIO_TS_MIN <= start < TS_MAX):
-        notes.append(f"{name} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
+        notes.append(f"{_ts_name(doc)} minus elapsed = {longest} s is not a time fio can print (2000 to 2262): "
                      "started_at NaT")
         return None, reported
-    return datetime.fromtimestamp(start, tz=timezone.utc), reported
+    return epoch_us(start), reported
+
+
+def _ts_name(doc: Any) -> str:
+    ms = doc.timestamp_ms
+    return f"timestamp_ms = {ms}" if ms == ms else f"timestamp = {doc.timestamp}"

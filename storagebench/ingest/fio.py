@@ -72,7 +72,7 @@ from ._fiodoc import MAX_VALUE as MAX_VALUE
 from ._fiodoc import FioDocument as FioDocument
 from ._fiodoc import read_fio_json as read_fio_json
 from ._fiorows import RUN_FIELDS, RowSink, emit_rows, file_run_id, histogram_frame
-from ._runmeta import check_point, check_provenance
+from ._runmeta import check_point, check_provenance, us_datetime
 
 # The reader's parts are private modules, one concept each: the typed document, read_fio_json and the
 # messages for refused values (_fiodoc), the factor columns from job options (_fiofactors), point.json
@@ -175,11 +175,18 @@ def parse_fio_output(
     else:
         bins, counts = [], []
     out = FioRows(hist_blocks=sink.hist_blocks, hist_bins=bins, hist_counts=counts)
-    out.runs = [{**_UNKNOWN_ROW, **dict(zip(RUN_FIELDS, r, strict=True)), **x}
-                for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
-    out.all_clients = [{**_UNKNOWN_ROW, **dict(zip(RUN_FIELDS, r, strict=True)), **x}
-                       for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
+    out.runs = [_row_dict(r, x) for r, x in zip(sink.runs, sink.runs_extra, strict=True)]
+    out.all_clients = [_row_dict(r, x) for r, x in zip(sink.all_clients, sink.all_extra, strict=True)]
     return out
+
+
+def _row_dict(row: tuple, extra: dict) -> dict[str, Any]:
+    """A row tuple as :func:`parse_fio_output` gives it: a dict of every ``runs`` column, times as UTC datetimes."""
+    d = {**_UNKNOWN_ROW, **dict(zip(RUN_FIELDS, row, strict=True)), **extra}
+    for name in ("started_at", "reported_at"):
+        if type(d[name]) is int:
+            d[name] = us_datetime(d[name])
+    return d
 
 
 _RUN_DTYPES: dict[str, str] = {c.name: c.dtype for c in RUNS}
@@ -248,15 +255,22 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 _NAT = np.iinfo(np.int64).min
 _DATETIME_OR_NONE = frozenset({datetime, type(None)})
+_INT_OR_NONE = frozenset({int, type(None)})
 
 
 def _datetime_column(values: tuple, dtype: str):
-    """``pandas.to_datetime(list(values), utc=True).astype(dtype)`` for datetimes (naive ones are UTC) and
-    None (NaT), from each one's microseconds since the epoch: ~20x faster than pandas' object parsing."""
-    if not set(map(type, values)) <= _DATETIME_OR_NONE:
+    """``pandas.to_datetime(list(values), utc=True).astype(dtype)`` for a row's times: µs since the epoch (ints,
+    what :func:`~storagebench.ingest._runmeta.fio_times` gives), datetimes (naive ones are UTC) and None (NaT),
+    from each one's microseconds since the epoch: ~20x faster than pandas' object parsing."""
+    kinds = set(map(type, values))
+    if kinds <= _INT_OR_NONE:
+        us = np.fromiter((_NAT if v is None else v for v in values), dtype=np.int64, count=len(values))
+    elif kinds <= _DATETIME_OR_NONE | _INT_OR_NONE:
+        us = np.fromiter((_NAT if v is None else v if type(v) is int
+                          else ((v if v.tzinfo else v.replace(tzinfo=_UTC)) - _EPOCH) // _US
+                          for v in values), dtype=np.int64, count=len(values))
+    else:
         return pd.to_datetime(list(values), utc=True).astype(dtype)
-    us = np.fromiter((_NAT if v is None else ((v if v.tzinfo else v.replace(tzinfo=_UTC)) - _EPOCH) // _US
-                      for v in values), dtype=np.int64, count=len(values))
     nat = us == _NAT
     ns = us * 1000
     ns[nat] = _NAT
