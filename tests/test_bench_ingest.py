@@ -73,7 +73,7 @@ def test_stages_are_ingests_own_functions_on_the_files(bench, files):
     pd.testing.assert_frame_equal(hist, res.histograms, check_exact=True)
     runs = stages["runs table (runs_frame + validate)"]()
     pd.testing.assert_frame_equal(runs, res.runs, check_exact=True)
-    ids = stages["run_id: SHA-256 of each loose file"]()
+    ids = stages["run_id: XXH3-128 of each loose file"]()
     assert ids == list(res.runs["run_id"].drop_duplicates())
     parsed = stages["json+ bins text -> int64 arrays"]()
     assert sum(len(keys) for keys, _, _ in parsed) == len(res.histograms)

@@ -581,7 +581,7 @@ def test_a_report_time_fio_cannot_print_is_nat_and_named(fio_dir, tmp_path, stam
 
 @given(st.one_of(st.integers(946_684_800_000, 9_223_372_035_999).map(lambda ms: ms / 1000.0),
                  st.floats(946_684_800.0, 9_223_372_035.0, allow_nan=False)))
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=500, deadline=None)
 def test_a_row_s_time_in_us_is_the_datetime_fromtimestamp_makes(ts):
     """Ingest keeps fio's times as µs since the epoch and makes the datetime column at once: each value is the one
     ``datetime.fromtimestamp`` gives (its rounding: the fraction of a second, half to even)."""

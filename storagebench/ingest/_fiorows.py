@@ -505,8 +505,7 @@ def emit_rows(
     where = "client_stats" if client_mode else "jobs"
     doc_notes: list[str] = []
     started, reported = fio_times(doc, entries, doc_notes, bool(prov.started_at))
-    if prov.started_at:  # the runner's clock at the spawn
-        started = datetime_us(iso_utc(prov.started_at, path))
+    started = datetime_us(iso_utc(prov.started_at, path)) if prov.started_at else started  # the runner's, at spawn
     head = (point.study, run_id, point.repetition, point.run_order)
     fio_version = doc.fio_version or prov.fio_version or ""
     old = _OLD_UNITS.get(fio_version)
