@@ -129,10 +129,11 @@ _CONST_CHUNK = 1 << 16
 def _repeat_strings(values: tuple, repeats: tuple, n):
     """pyarrow string array of ``values[i]`` repeated ``repeats[i]`` times, built from its two buffers:
     the bytes by one ``numpy.repeat`` of the values as fixed-width bytes when they all have one length
-    (run ids: one copy, ~6x faster than joining ``bytes * k``), else by one C-level ``join`` of ``bytes * k``;
-    the offsets by one cumulative sum, or one ``arange`` when every value has the same length (run ids,
-    ``local``, one job name): about twice as fast as ``take``, which copies string by string. Built as ``large_string``, the type pandas'
-    ``ArrowStringArray`` stores (it casts, i.e. copies, a ``string`` array)."""
+    (run ids: one copy, ~6x faster than joining ``bytes * k``), else by one C-level ``join`` of
+    ``bytes * k``; the offsets by one cumulative sum, or one ``arange`` when every value has the same
+    length (run ids, ``local``, one job name): about twice as fast as ``take``, which copies string by
+    string. Built as ``large_string``, the type pandas' ``ArrowStringArray`` stores (it casts, i.e.
+    copies, a ``string`` array)."""
     total = int(n.sum())
     if len(set(values)) == 1:  # one host, job name or direction: no encoding per block
         first = values[0].encode()
@@ -150,7 +151,7 @@ def _repeat_strings(values: tuple, repeats: tuple, n):
             data = np.repeat(np.frombuffer(b"".join(encoded), dtype=f"S{len(first)}"), n)
         else:
             data = b"".join([e * k for e, k in zip(encoded, repeats, strict=True)])
-    if (data.nbytes if isinstance(data, np.ndarray) else len(data)) >= 2**31 - 1:  # beyond int32 offsets: let pyarrow chunk it
+    if (data.nbytes if isinstance(data, np.ndarray) else len(data)) >= 2**31 - 1:  # past int32 offsets: chunked
         return pa.chunked_array([pa.array([v] * k, type=pa.large_string())
                                  for v, k in zip(values, repeats, strict=True)])
     width = len(first)

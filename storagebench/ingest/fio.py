@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -72,7 +72,7 @@ from ._fiodoc import MAX_VALUE as MAX_VALUE
 from ._fiodoc import FioDocument as FioDocument
 from ._fiodoc import read_fio_json as read_fio_json
 from ._fiorows import RUN_FIELDS, RowSink, emit_rows, file_run_id, histogram_frame
-from ._runmeta import check_point, check_provenance, us_datetime
+from ._runmeta import check_point, check_provenance, datetime_us, us_datetime
 
 # The reader's parts are private modules, one concept each: the typed document, read_fio_json and the
 # messages for refused values (_fiodoc), the factor columns from job options (_fiofactors), point.json
@@ -251,8 +251,6 @@ def _design_filled(extra, extras: list[dict]):
     return extra
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_US = timedelta(microseconds=1)
 _NAT = np.iinfo(np.int64).min
 _DATETIME_OR_NONE = frozenset({datetime, type(None)})
 _INT_OR_NONE = frozenset({int, type(None)})
@@ -266,9 +264,8 @@ def _datetime_column(values: tuple, dtype: str):
     if kinds <= _INT_OR_NONE:
         us = np.fromiter((_NAT if v is None else v for v in values), dtype=np.int64, count=len(values))
     elif kinds <= _DATETIME_OR_NONE | _INT_OR_NONE:
-        us = np.fromiter((_NAT if v is None else v if type(v) is int
-                          else ((v if v.tzinfo else v.replace(tzinfo=_UTC)) - _EPOCH) // _US
-                          for v in values), dtype=np.int64, count=len(values))
+        us = np.fromiter((_NAT if v is None else v if type(v) is int else datetime_us(v) for v in values),
+                         dtype=np.int64, count=len(values))
     else:
         return pd.to_datetime(list(values), utc=True).astype(dtype)
     nat = us == _NAT
